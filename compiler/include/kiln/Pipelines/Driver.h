@@ -1,0 +1,39 @@
+// Driver.h - the kiln compiler driver shared by DSL programs and kilnc.
+//
+// A DSL program:
+//
+//   int main(int argc, char **argv) {
+//     kiln::Driver driver("mlp", "a two-layer MLP");
+//     int64_t width = 64;
+//     driver.app().add_option("--width", width, "hidden width");
+//     return driver.run(argc, argv, [&](kiln::Model &m) { build_mlp(m, width); });
+//   }
+//
+// Common flags: -o, --emit=mlir|schedule|halide-stmt|llvm|obj|lib|exe|cost,
+// --compile-to=input|fused|tiled|scheduled|kernels|llvm|exe, --dump-dir, --print-ir-after-all,
+// --target, --cache-dir, --quiet. Exit codes: 0 success, 1 user error, 2 internal error.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace kiln {
+class Model;
+
+class Driver {
+ public:
+  Driver(std::string name, std::string description);
+  ~Driver();
+  CLI::App &app();
+  // Parses the flags, builds the model with `build`, compiles it; returns the exit code.
+  int run(int argc, char **argv, const std::function<void(Model &)> &build);
+  // kilnc: the same, for a kiln-dialect .mlir file given as the positional argument.
+  int runFile(int argc, char **argv);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,68 @@
+// Passes.td - kiln's passes, in pipeline order. Each is one file with the same stem.
+#ifndef KILN_PASSES
+#define KILN_PASSES
+include "mlir/Pass/PassBase.td"
+
+def FuseEpilogue : Pass<"kiln-fuse-epilogue", "mlir::ModuleOp"> {
+  let summary = "Fold an activation that only consumes a linear into the linear's epilogue";
+  let description = [{
+    Before:
+      %h = kiln.linear %x, %w, %b : ...
+      %g = kiln.gelu %h {approximate = "tanh"} : ...
+    After:
+      %g = kiln.linear %x, %w, %b {activation = "gelu_tanh"} : ...
+    The [L, d_ff] activation is then written once instead of written, read and written again.
+  }];
+}
+
+def TileOps : Pass<"kiln-tile-ops", "mlir::ModuleOp"> {
+  let summary = "Choose tile sizes for matmul-class ops, attention and row-wise ops";
+  let description = [{
+    Adds `kiln.schedule = {tile_m, tile_n, ...}` to each compute op: register tiles for linears
+    and matmuls (rows x vector columns), the query block of attention, rows per task for
+    row-wise ops. Sizes depend on the target's vector width.
+  }];
+  let options = [Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes of the target's widest SIMD">];
+}
+
+def AssignSchedule : Pass<"kiln-assign-schedule", "mlir::ModuleOp"> {
+  let summary = "Decide vectorization and parallelism of every kernel";
+  let description = [{
+    Completes `kiln.schedule` with the vector width, whether the outer loop runs in parallel
+    (only where there is more than one task's worth of work) and the loop that is parallel.
+  }];
+  let options = [Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes of the target's widest SIMD">];
+}
+
+def OutlineKernels : Pass<"kiln-outline-kernels", "mlir::ModuleOp"> {
+  let summary = "Turn every compute op into a kernel with a content-hashed name";
+  let description = [{
+    Writes `kiln.kernel_spec` (op kind, operand types, attributes and schedule, as canonical
+    text) and `kiln.kernel` (a name derived from a hash of the spec and the target) on each
+    compute op. Ops with the same spec share one kernel. Reshapes become views, not kernels.
+  }];
+  let options = [Option<"target", "target", "std::string", "\"host\"", "target string that keys the kernel cache">];
+}
+
+def PlanBuffers : Pass<"kiln-plan-buffers", "mlir::ModuleOp"> {
+  let summary = "Assign every tensor a buffer: a parameter, an input/output, or an arena slot";
+  let description = [{
+    1. Infer, for each dynamic dim, which sequence length it is (`kiln.syms` per result).
+    2. Number the buffers: parameters, then inputs and outputs, then arena slots.
+    3. A reshape aliases its input's buffer; a returned value is written straight into its output.
+    4. Record each arena slot's size (bytes as a monomial in the sequence lengths) and live range
+       (first and last kernel) in the function's `kiln.arena`; the runtime places them at start-up.
+  }];
+}
+
+def LowerToLLVM : Pass<"kiln-lower-to-llvm", "mlir::ModuleOp"> {
+  let summary = "Lower each entry function to an LLVM function that calls its kernels";
+  let description = [{
+    Each `func.func @NAME` becomes `llvm.func @kiln_entry_NAME(%buffers, %syms, %failed) -> i32`
+    that fills one halide_buffer_t view per operand (extents from the sequence lengths) and calls
+    the Halide kernels in order, returning the first non-zero status.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
+#endif

@@ -1,0 +1,18 @@
+// Utils.h - helpers shared by kiln's passes.
+#pragma once
+#include "kiln/Dialect/KilnDialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+namespace kiln {
+// Ops that become kernels: every kiln op except parameters and reshapes (views).
+inline bool isKernelOp(mlir::Operation *op) {
+  return op->getDialect() && op->getDialect()->getNamespace() == "kiln" && !mlir::isa<ParamOp, ReshapeOp>(op);
+}
+// The schedule dictionary of an op (empty if none).
+inline mlir::DictionaryAttr scheduleOf(mlir::Operation *op) {
+  if (auto d = op->getAttrOfType<mlir::DictionaryAttr>("kiln.schedule")) return d;
+  return mlir::DictionaryAttr::get(op->getContext(), {});
+}
+// Adds or replaces entries in the op's kiln.schedule.
+void mergeSchedule(mlir::Operation *op, llvm::ArrayRef<std::pair<llvm::StringRef, int64_t>> entries);
+}  // namespace kiln

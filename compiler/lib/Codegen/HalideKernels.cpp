@@ -1,0 +1,401 @@
+// HalideKernels.cpp - Halide algorithms and CPU schedules for every kiln op kind.
+//
+// Tensors are row-major; Halide's dim 0 is the innermost (last) tensor dim, so a [L, d]
+// activation is the Halide buffer (d, L). Every input and output buffer is constrained to
+// min 0, dense strides and its static extents, so Halide specializes on them; sequence lengths
+// stay dynamic. Each builder returns the output Func and a text log of the schedule it applied.
+//
+// Kernel ABI: int32_t name(halide_buffer_t *in0, ..., halide_buffer_t *out).
+#include "kiln/Codegen/HalideKernels.h"
+
+#include <Halide.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace Halide;
+
+namespace kiln {
+namespace {
+
+void constrain(OutputImageParam p, const TensorDesc &d) {
+  int r = (int)d.dims.size();
+  Expr stride = 1;
+  for (int k = 0; k < r; ++k) {
+    int64_t ext = d.dims[r - 1 - k];
+    p.dim(k).set_min(0);
+    p.dim(k).set_stride(stride);
+    if (ext >= 0) p.dim(k).set_extent((int)ext);
+    stride = stride * (ext >= 0 ? Expr((int)ext) : p.dim(k).extent());
+  }
+}
+
+std::vector<Expr> ex(const std::vector<Var> &v) { return std::vector<Expr>(v.begin(), v.end()); }
+
+struct Builder {
+  const KernelSpec &k;
+  std::vector<ImageParam> in;
+  std::ostringstream log;
+  int vec;
+  explicit Builder(const KernelSpec &spec) : k(spec), vec((int)spec.geti("s.vec", 8)) {
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+      ImageParam p(k.inputs[i].is_int ? Int(32) : Float(32), (int)k.inputs[i].dims.size(), "in" + std::to_string(i));
+      constrain(p, k.inputs[i]);
+      in.push_back(p);
+    }
+  }
+  int rank() const { return (int)k.output.dims.size(); }
+  int64_t outDim(int tensorDim) const { return k.output.dims[tensorDim]; }
+  // Vectorize v by `vec`, shifting the tail inwards when the extent is static and at least
+  // one vector wide, guarding it otherwise.
+  void vectorize(Func f, Var v, int64_t extent) {
+    int w = vec;
+    if (extent >= 0)
+      while (w > 1 && w > extent) w /= 2;
+    if (w <= 1) return;
+    f.vectorize(v, w, extent >= w ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf);
+    log << f.name() << ".vectorize(" << v.name() << ", " << w << ")\n";
+  }
+  // Row-wise schedule: vars[0] vectorized, the rest fused into rows, split into parallel tasks.
+  // Returns the per-row var (for compute_at of row reductions) or vars[0] when rank is 1.
+  Var rowwise(Func out, std::vector<Var> vars) {
+    int r = (int)vars.size();
+    vectorize(out, vars[0], outDim(r - 1));
+    if (r == 1) {
+      Var o("o");
+      out.split(vars[0], o, vars[0], std::max(vec, 1) * 64, TailStrategy::GuardWithIf).parallel(o);
+      log << out.name() << ".split(" << vars[0].name() << ", o, " << vars[0].name() << ", " << vec * 64
+          << ").parallel(o)\n";
+      return vars[0];
+    }
+    Var row = vars[1];
+    for (int i = 2; i < r; ++i) {
+      Var f("f" + std::to_string(i));
+      out.fuse(row, vars[i], f);
+      row = f;
+    }
+    int64_t rows = std::max<int64_t>(1, k.geti("s.rows_per_task", 16));
+    Var ro("ro"), ri("ri");
+    out.split(row, ro, ri, (int)rows, TailStrategy::GuardWithIf);
+    if (k.geti("s.parallel", 1)) out.parallel(ro);
+    log << out.name() << ": rows fused, split(" << rows << " rows per task)" << (k.geti("s.parallel", 1) ? ".parallel" : "")
+        << "\n";
+    return ri;
+  }
+};
+
+std::vector<Var> makeVars(int r) {
+  std::vector<Var> v;
+  for (int i = 0; i < r; ++i) v.push_back(Var("c" + std::to_string(i)));  // not "v<n>": Halide names its own vars so
+  return v;
+}
+
+Expr activation(const std::string &act, Expr x) {
+  if (act == "relu") return max(x, 0.0f);
+  if (act == "gelu_erf") return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+  if (act == "gelu_tanh") return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return x;
+}
+
+// ---- linear, matmul, batch_matmul: out(j, i[, b]) = act(sum_k A(k, i[, b]) * B(j, k[, b]) + bias(j))
+Func buildMatmul(Builder &B) {
+  const KernelSpec &k = B.k;
+  bool batch = k.kind == "batch_matmul", lin = k.kind == "linear";
+  Var j("j"), i("i"), b("b");
+  ImageParam A = B.in[0], W = B.in[1];
+  int64_t K = k.inputs[0].dims.back();
+  Expr Kx = K >= 0 ? Expr((int)K) : A.dim(0).extent();
+  // Orient the right operand as Bt(j, kk[, b]).
+  bool transposed = lin ? k.gets("layout") == "out_in" : k.geti("transpose_b", 0) != 0;
+  RDom r(0, Kx, "r");
+  Func acc("acc"), out("out");
+  std::vector<Expr> accArgs{j, i}, aArgs{r, i}, bArgs;
+  if (transposed) bArgs = {r, j};
+  else bArgs = {j, r};
+  if (batch) {
+    accArgs.push_back(b), aArgs.push_back(b), bArgs.push_back(b);
+  }
+  acc(accArgs) = 0.0f;
+  acc(accArgs) += A(aArgs) * W(bArgs);
+  Expr v = acc(accArgs);
+  if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
+  if (lin) v = activation(k.gets("act", "none"), v);
+  out(accArgs) = v;
+
+  int64_t N = k.output.dims.back();
+  int tm = (int)k.geti("s.tile_m", 4), tn = (int)k.geti("s.tile_n", 4 * B.vec);
+  if (N >= 0) tn = (int)std::min<int64_t>(tn, N);
+  int w = B.vec;
+  while (w > 1 && w > tn) w /= 2;
+  Var jo("jo"), ji("ji"), io("io"), ii("ii"), t("t");
+  TailStrategy tj = N >= tn ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+  out.split(j, jo, ji, tn, tj).split(i, io, ii, tm, TailStrategy::GuardWithIf).reorder(ji, ii, jo, io);
+  out.fuse(jo, io, t);
+  if (batch) out.fuse(t, b, t);
+  if (k.geti("s.parallel", 1)) out.parallel(t);
+  if (w > 1) out.vectorize(ji, w, TailStrategy::GuardWithIf);
+  acc.compute_at(out, t);
+  if (w > 1) acc.vectorize(j, w, TailStrategy::GuardWithIf);
+  acc.update().reorder(j, i, r);
+  if (w > 1) acc.update().vectorize(j, w, TailStrategy::GuardWithIf);
+  if (N >= tn && w > 1) acc.update().unroll(j);
+  B.log << "out.split(j, jo, ji, " << tn << (N >= tn ? ", ShiftInwards" : ", GuardWithIf") << ").split(i, io, ii, " << tm
+        << ").reorder(ji, ii, jo, io).fuse(jo, io" << (batch ? ", b" : "") << " -> t)"
+        << (k.geti("s.parallel", 1) ? ".parallel(t)" : "") << ".vectorize(ji, " << w << ")\n"
+        << "acc.compute_at(out, t) (register tile " << tm << " x " << tn << ").vectorize(j, " << w << ")\n"
+        << "acc.update().reorder(j, i, r).vectorize(j, " << w << ")" << (N >= tn ? ".unroll(j)" : "") << "\n";
+  return out;
+}
+
+// ---- attention: q(d, i, h), k(d, j, h), v(e, j, h) -> out(e, i, h)
+Func buildAttention(Builder &B) {
+  const KernelSpec &k = B.k;
+  ImageParam Q = B.in[0], K = B.in[1], V = B.in[2];
+  int D = (int)k.inputs[0].dims[2], E = (int)k.inputs[2].dims[2];
+  float scale = (float)k.getf("scale", 1.0);
+  bool causal = k.gets("mask") == "causal";
+  Var d("d"), e("e"), i("i"), j("j"), h("h");
+  Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
+  Expr off = Lk - Lq;  // causal: query i sees keys j <= i + (Lk - Lq) (aligned at the end)
+  Func Kt("Kt"), S("S"), m("m"), E_("E"), l("l"), o("o"), out("out");
+  Kt(j, d, h) = K(d, j, h);
+  RDom rd(0, D, "rd");
+  S(j, i, h) = 0.0f;
+  S(j, i, h) += Q(rd, i, h) * Kt(j, rd, h);
+  RDom rj(0, Lk, "rj");
+  if (causal) rj.where(rj <= i + off);
+  m(i, h) = -std::numeric_limits<float>::infinity();
+  m(i, h) = max(m(i, h), S(rj, i, h) * scale);
+  Expr ev = exp(S(j, i, h) * scale - m(i, h));
+  E_(j, i, h) = causal ? select(j <= i + off, ev, 0.0f) : ev;
+  RDom rj2(0, Lk, "rj2");
+  if (causal) rj2.where(rj2 <= i + off);
+  l(i, h) = 0.0f;
+  l(i, h) += E_(rj2, i, h);
+  RDom rj3(0, Lk, "rj3");
+  if (causal) rj3.where(rj3 <= i + off);
+  o(e, i, h) = 0.0f;
+  o(e, i, h) += E_(rj3, i, h) * V(e, rj3, h);
+  // A row with no visible key has l = 0: its output is zeros, never NaN.
+  out(e, i, h) = select(l(i, h) > 0.0f, o(e, i, h) / l(i, h), 0.0f);
+
+  int qb = (int)k.geti("s.q_block", 8);
+  Var io("io"), ii("ii");
+  out.split(i, io, ii, qb, TailStrategy::GuardWithIf).reorder(e, ii, io, h);
+  if (k.geti("s.parallel", 1)) out.parallel(h);
+  int w = B.vec;
+  while (w > 1 && w > E) w /= 2;
+  if (w > 1) out.vectorize(e, w);
+  Kt.compute_at(out, h);
+  int wk = B.vec;
+  if (wk > 1) Kt.vectorize(j, wk, TailStrategy::GuardWithIf);
+  S.compute_at(out, io);
+  if (wk > 1) S.vectorize(j, wk, TailStrategy::GuardWithIf);
+  S.update().reorder(j, i, rd);
+  if (wk > 1) S.update().vectorize(j, wk, TailStrategy::GuardWithIf);
+  m.compute_at(out, io);
+  E_.compute_at(out, io);
+  if (wk > 1) E_.vectorize(j, wk, TailStrategy::GuardWithIf);
+  l.compute_at(out, io);
+  o.compute_at(out, io);
+  if (w > 1) o.vectorize(e, w);
+  o.update().reorder(e, i, rj3);
+  if (w > 1) o.update().vectorize(e, w);
+  B.log << "Kt (keys transposed).compute_at(out, h): [Lk x " << D << "] per head\n"
+        << "out.split(i, io, ii, " << qb << ").reorder(e, ii, io, h).parallel(h).vectorize(e, " << w << ")\n"
+        << "S = q.k^T: compute_at(out, io) [Lk x " << qb << " scores], vectorize(j, " << wk << ")\n"
+        << "m (row max), E = exp(S - m), l (row sum), o = E.v: compute_at(out, io)\n"
+        << (causal ? "causal: key loops bounded by where(j <= i + Lk - Lq)\n" : "");
+  (void)E;
+  return out;
+}
+
+Func buildRowReduce(Builder &B) {
+  const KernelSpec &k = B.k;
+  int r = B.rank();
+  std::vector<Var> v = makeVars(r);
+  std::vector<Var> rest(v.begin() + 1, v.end());
+  ImageParam X = B.in[0];
+  int D = (int)k.output.dims.back();
+  RDom rx(0, D, "rx");
+  std::vector<Expr> xr{rx};
+  for (auto &x : rest) xr.push_back(x);
+  Func out("out");
+  std::vector<Func> rowFuncs;
+  if (k.kind == "layer_norm") {
+    Func mean("mean"), var("var");
+    mean(rest) = 0.0f;
+    mean(rest) += X(xr);
+    Func mu("mu");
+    mu(rest) = mean(rest) / (float)D;
+    Expr dx = X(xr) - mu(rest);
+    var(rest) = 0.0f;
+    var(rest) += dx * dx;
+    float eps = (float)k.getf("eps", 1e-5);
+    out(v) = (X(ex(v)) - mu(rest)) * (1.0f / sqrt(var(rest) / (float)D + eps)) * B.in[1](v[0]) + B.in[2](v[0]);
+    rowFuncs = {mean, mu, var};
+  } else {  // softmax over the last dim
+    Func mx("mx"), sum("sum"), e("e");
+    mx(rest) = -std::numeric_limits<float>::infinity();
+    mx(rest) = max(mx(rest), X(xr));
+    e(v) = exp(X(ex(v)) - mx(rest));
+    std::vector<Expr> er{rx};
+    for (auto &x : rest) er.push_back(x);
+    sum(rest) = 0.0f;
+    sum(rest) += e(er);
+    out(v) = e(ex(v)) / sum(rest);
+    rowFuncs = {mx, e, sum};
+  }
+  Var row = B.rowwise(out, v);
+  for (Func f : rowFuncs) f.compute_at(out, row);
+  B.log << "row reductions compute_at(out, " << row.name() << ") (one row at a time)\n";
+  return out;
+}
+
+Func buildElementwise(Builder &B) {
+  const KernelSpec &k = B.k;
+  int r = B.rank();
+  std::vector<Var> v = makeVars(r);
+  Func out("out");
+  ImageParam X = B.in[0];
+  Expr x = X(ex(v));
+  if (k.kind == "add" || k.kind == "mul") {
+    int rb = (int)k.inputs[1].dims.size();
+    std::vector<Expr> bv(v.begin(), v.begin() + rb);
+    Expr y = B.in[1](bv);
+    out(v) = k.kind == "add" ? x + y : x * y;
+  } else if (k.kind == "scale") {
+    out(v) = x * (float)k.getf("factor", 1.0);
+  } else if (k.kind == "relu") {
+    out(v) = max(x, 0.0f);
+  } else if (k.kind == "gelu") {
+    out(v) = activation(k.gets("approx") == "tanh" ? "gelu_tanh" : "gelu_erf", x);
+  }
+  B.rowwise(out, v);
+  return out;
+}
+
+// Data movement: embedding, position_embedding, transpose, concat, slice.
+Func buildMove(Builder &B) {
+  const KernelSpec &k = B.k;
+  int r = B.rank();
+  std::vector<Var> v = makeVars(r);
+  Func out("out");
+  if (k.kind == "embedding") {
+    int V = (int)k.inputs[0].dims[0];
+    // Ids are range-checked by the runtime before any kernel runs; the clamp keeps the access
+    // provably in bounds.
+    out(v) = B.in[0](v[0], clamp(B.in[1](v[1]), 0, V - 1));
+  } else if (k.kind == "position_embedding") {
+    out(v) = B.in[0](v[0], v[1]);
+  } else if (k.kind == "transpose") {
+    std::vector<int64_t> perm;
+    std::stringstream ss(k.gets("perm"));
+    for (std::string p; std::getline(ss, p, '/');) perm.push_back(std::stoll(p));
+    // result tensor dim t is input tensor dim perm[t]; Halide dims are reversed.
+    std::vector<Expr> a(r);
+    for (int t = 0; t < r; ++t) a[r - 1 - perm[t]] = v[r - 1 - t];
+    out(v) = B.in[0](a);
+  } else if (k.kind == "slice") {
+    int axis = r - 1 - (int)k.geti("axis", 0);
+    std::vector<Expr> a = ex(v);
+    a[axis] = a[axis] + (int)k.geti("offset", 0);
+    out(v) = B.in[0](a);
+  } else if (k.kind == "concat") {
+    int axis = r - 1 - (int)k.geti("axis", 0);
+    Expr val;
+    int64_t start = 0;
+    std::vector<std::pair<int64_t, Expr>> parts;
+    for (size_t i = 0; i < B.in.size(); ++i) {
+      std::vector<Expr> a = ex(v);
+      a[axis] = clamp(a[axis] - (int)start, 0, (int)k.inputs[i].dims[k.inputs[i].dims.size() - 1 - axis] - 1);
+      parts.push_back({start, B.in[i](a)});
+      start += k.inputs[i].dims[k.inputs[i].dims.size() - 1 - axis];
+    }
+    val = parts.back().second;
+    for (int i = (int)parts.size() - 2; i >= 0; --i) val = select(v[axis] < (int)parts[i + 1].first, parts[i].second, val);
+    out(v) = val;
+  }
+  B.rowwise(out, v);
+  return out;
+}
+
+std::string slurp(const std::string &p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+bool buildKernel(const std::string &name, const KernelSpec &spec, const std::string &halideTarget,
+                 const std::string &cacheDir, KernelArtifacts *out, std::string *error) {
+  namespace fs = std::filesystem;
+  out->object = cacheDir + "/" + name + ".o";
+  out->stmt = cacheDir + "/" + name + ".stmt";
+  std::string schedPath = cacheDir + "/" + name + ".halide-schedule.txt";
+  if (fs::exists(out->object) && fs::exists(out->stmt) && fs::exists(schedPath)) {
+    out->cached = true;
+    out->schedule = slurp(schedPath);
+    return true;
+  }
+  try {
+    Builder B(spec);
+    Func f;
+    const std::string &kd = spec.kind;
+    if (kd == "linear" || kd == "matmul" || kd == "batch_matmul") f = buildMatmul(B);
+    else if (kd == "attention") f = buildAttention(B);
+    else if (kd == "layer_norm" || kd == "softmax") f = buildRowReduce(B);
+    else if (kd == "add" || kd == "mul" || kd == "scale" || kd == "relu" || kd == "gelu") f = buildElementwise(B);
+    else if (kd == "embedding" || kd == "position_embedding" || kd == "transpose" || kd == "slice" || kd == "concat")
+      f = buildMove(B);
+    else {
+      *error = "no Halide kernel for op kind '" + kd + "'";
+      return false;
+    }
+    constrain(f.output_buffer(), spec.output);
+    std::vector<Argument> args(B.in.begin(), B.in.end());
+    Target t(halideTarget);
+    t = t.with_feature(Target::NoRuntime);
+    // Write under temporary names, then rename: a concurrent or interrupted build never
+    // leaves a half-written kernel in the cache.
+    std::string tmp = cacheDir + "/." + name + "." + std::to_string(getpid());
+    Pipeline(f).compile_to({{OutputFileType::object, tmp + ".o"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
+    out->schedule = B.log.str();
+    std::ofstream(tmp + ".sched") << out->schedule;
+    fs::rename(tmp + ".stmt", out->stmt);
+    fs::rename(tmp + ".sched", schedPath);
+    fs::rename(tmp + ".o", out->object);
+    return true;
+  } catch (const Halide::Error &e) {
+    *error = "Halide failed to generate kernel " + name + " (" + spec.text() + "): " + e.what();
+  } catch (const std::exception &e) {
+    *error = "kernel " + name + ": " + e.what();
+  }
+  return false;
+}
+
+bool buildHalideRuntime(const std::string &halideTarget, const std::string &cacheDir, std::string *objectPath,
+                        std::string *error) {
+  namespace fs = std::filesystem;
+  char hash[17];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv1a("runtime@" + halideTarget));
+  *objectPath = cacheDir + "/halide_runtime_" + hash + ".o";
+  if (fs::exists(*objectPath)) return true;
+  try {
+    std::string tmp = cacheDir + "/.runtime." + std::to_string(getpid()) + ".o";
+    compile_standalone_runtime(std::map<OutputFileType, std::string>{{OutputFileType::object, tmp}}, Target(halideTarget));
+    fs::rename(tmp, *objectPath);
+    return true;
+  } catch (const Halide::Error &e) {
+    *error = std::string("Halide failed to build its runtime: ") + e.what();
+  } catch (const std::exception &e) {
+    *error = e.what();
+  }
+  return false;
+}
+
+}  // namespace kiln

@@ -1,0 +1,169 @@
+// KilnDialect.cpp - registration and verifiers of the kiln dialect's ops.
+// Verifier messages start with "expected"; dynamic dims (`?`) match anything.
+#include "kiln/Dialect/KilnDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace kiln;
+
+#include "kiln/Dialect/KilnOpsDialect.cpp.inc"
+
+void KilnDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "kiln/Dialect/KilnOps.cpp.inc"
+      >();
+}
+
+#define GET_OP_CLASSES
+#include "kiln/Dialect/KilnOps.cpp.inc"
+
+static RankedTensorType ty(Value v) { return cast<RankedTensorType>(v.getType()); }
+static bool compatible(int64_t a, int64_t b) { return a == b || ShapedType::isDynamic(a) || ShapedType::isDynamic(b); }
+static std::string d2s(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
+
+static LogicalResult expectDim(Operation *op, const char *a, int64_t da, const char *b, int64_t db) {
+  if (compatible(da, db)) return success();
+  return op->emitOpError() << "expected " << a << " (" << d2s(da) << ") to equal " << b << " (" << d2s(db) << ")";
+}
+static LogicalResult expectRank(Operation *op, const char *role, Value v, int64_t rank) {
+  if (ty(v).getRank() == rank) return success();
+  return op->emitOpError() << "expected the " << role << " to have rank " << rank << ", got " << ty(v);
+}
+
+LogicalResult ParamOp::verify() {
+  auto t = getResult().getType();
+  if (!cast<RankedTensorType>(t).hasStaticShape()) return emitOpError("expected a static shape for a parameter");
+  if (getInit() != "normal" && getInit() != "ones" && getInit() != "zeros")
+    return emitOpError("expected init to be \"normal\", \"ones\" or \"zeros\", got \"") << getInit() << "\"";
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(expectRank(*this, "table", getTable(), 2)) || failed(expectRank(*this, "ids", getIds(), 1))) return failure();
+  if (!ty(getIds()).getElementType().isInteger(32)) return emitOpError("expected i32 token ids");
+  return success(succeeded(expectDim(*this, "result rows", ty(getResult()).getDimSize(0), "ids length",
+                                     ty(getIds()).getDimSize(0))) &&
+                 succeeded(expectDim(*this, "result width", ty(getResult()).getDimSize(1), "table width",
+                                     ty(getTable()).getDimSize(1))));
+}
+
+LogicalResult LinearOp::verify() {
+  if (failed(expectRank(*this, "weight", getWeight(), 2))) return failure();
+  if (getWeightLayout() != "out_in" && getWeightLayout() != "in_out")
+    return emitOpError("expected weight_layout \"out_in\" or \"in_out\"");
+  StringRef act = getActivation();
+  if (act != "none" && act != "relu" && act != "gelu_erf" && act != "gelu_tanh")
+    return emitOpError("expected activation none, relu, gelu_erf or gelu_tanh, got \"") << act << "\"";
+  bool oi = getWeightLayout() == "out_in";
+  int64_t in = ty(getWeight()).getDimSize(oi ? 1 : 0), out = ty(getWeight()).getDimSize(oi ? 0 : 1);
+  auto xt = ty(getX()), rt = ty(getResult());
+  if (xt.getRank() != rt.getRank()) return emitOpError("expected the result to have the input's rank");
+  if (failed(expectDim(*this, "input features", xt.getDimSize(xt.getRank() - 1), "weight in-features", in)) ||
+      failed(expectDim(*this, "result features", rt.getDimSize(rt.getRank() - 1), "weight out-features", out)))
+    return failure();
+  if (getBias() && (ty(getBias()).getRank() != 1 || !compatible(ty(getBias()).getDimSize(0), out)))
+    return emitOpError("expected a bias of shape [") << out << "], got " << ty(getBias());
+  return success();
+}
+
+static LogicalResult verifyMatmul(Operation *op, Value a, Value b, Value r, bool tb, int batch) {
+  int rank = 2 + batch;
+  if (failed(expectRank(op, "lhs", a, rank)) || failed(expectRank(op, "rhs", b, rank))) return failure();
+  auto at = ty(a), bt = ty(b), rt = ty(r);
+  if (batch && failed(expectDim(op, "lhs batch", at.getDimSize(0), "rhs batch", bt.getDimSize(0)))) return failure();
+  int64_t k = bt.getDimSize(batch + (tb ? 1 : 0)), n = bt.getDimSize(batch + (tb ? 0 : 1));
+  if (failed(expectDim(op, "lhs columns", at.getDimSize(batch + 1), "rhs contraction dim", k))) return failure();
+  return success(succeeded(expectDim(op, "result rows", rt.getDimSize(batch), "lhs rows", at.getDimSize(batch))) &&
+                 succeeded(expectDim(op, "result columns", rt.getDimSize(batch + 1), "rhs columns", n)));
+}
+LogicalResult MatMulOp::verify() { return verifyMatmul(*this, getLhs(), getRhs(), getResult(), getTransposeB(), 0); }
+LogicalResult BatchMatMulOp::verify() {
+  return verifyMatmul(*this, getLhs(), getRhs(), getResult(), getTransposeB(), 1);
+}
+
+static LogicalResult verifyBinary(Operation *op, Value a, Value b, Value r) {
+  auto at = ty(a), bt = ty(b);
+  if (bt.getRank() > at.getRank()) return op->emitOpError("expected the rhs rank to be at most the lhs rank");
+  for (int64_t i = 1; i <= bt.getRank(); ++i)
+    if (!compatible(at.getDimSize(at.getRank() - i), bt.getDimSize(bt.getRank() - i)))
+      return op->emitOpError() << "expected broadcast-compatible operands, got " << at << " and " << bt;
+  if (ty(r).getShape().size() != at.getShape().size()) return op->emitOpError("expected the result to have the lhs shape");
+  return success();
+}
+LogicalResult AddOp::verify() { return verifyBinary(*this, getLhs(), getRhs(), getResult()); }
+LogicalResult MulOp::verify() { return verifyBinary(*this, getLhs(), getRhs(), getResult()); }
+
+LogicalResult LayerNormOp::verify() {
+  auto xt = ty(getInput());
+  int64_t d = xt.getDimSize(xt.getRank() - 1);
+  if (failed(expectRank(*this, "gamma", getGamma(), 1)) || failed(expectRank(*this, "beta", getBeta(), 1))) return failure();
+  if (failed(expectDim(*this, "gamma length", ty(getGamma()).getDimSize(0), "input width", d)) ||
+      failed(expectDim(*this, "beta length", ty(getBeta()).getDimSize(0), "input width", d)))
+    return failure();
+  if (!(getEpsilon().convertToFloat() > 0)) return emitOpError("expected a positive epsilon");
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto it = ty(getInput()), rt = ty(getResult());
+  int64_t a = 1, b = 1, da = 0, db = 0;
+  for (int64_t d : it.getShape()) ShapedType::isDynamic(d) ? (void)++da : (void)(a *= d);
+  for (int64_t d : rt.getShape()) ShapedType::isDynamic(d) ? (void)++db : (void)(b *= d);
+  if (a != b || da != db)
+    return emitOpError() << "expected the same number of elements, got " << it << " and " << rt;
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  auto it = ty(getInput()), rt = ty(getResult());
+  auto perm = getPermutation();
+  if ((int64_t)perm.size() != it.getRank() || rt.getRank() != it.getRank())
+    return emitOpError("expected a permutation with one entry per dim");
+  std::vector<bool> seen(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= it.getRank() || seen[perm[i]]) return emitOpError("expected a permutation");
+    seen[perm[i]] = true;
+    if (!compatible(rt.getDimSize(i), it.getDimSize(perm[i])))
+      return emitOpError() << "expected result dim " << i << " to be input dim " << perm[i];
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty()) return emitOpError("expected at least one input");
+  int64_t axis = getAxis(), rank = ty(getResult()).getRank(), sum = 0;
+  if (axis < 0 || axis >= rank) return emitOpError("expected an axis within the rank");
+  for (Value v : getInputs()) {
+    if (ty(v).getRank() != rank) return emitOpError("expected inputs of the result's rank");
+    if (ShapedType::isDynamic(ty(v).getDimSize(axis))) return emitOpError("expected a static concat axis");
+    sum += ty(v).getDimSize(axis);
+  }
+  return expectDim(*this, "result axis size", ty(getResult()).getDimSize(axis), "sum of input sizes", sum);
+}
+
+LogicalResult SliceOp::verify() {
+  auto it = ty(getInput()), rt = ty(getResult());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= it.getRank() || rt.getRank() != it.getRank()) return emitOpError("expected an axis within the rank");
+  if (ShapedType::isDynamic(it.getDimSize(axis))) return emitOpError("expected a static slice axis");
+  if (getOffset() < 0 || getOffset() + rt.getDimSize(axis) > it.getDimSize(axis))
+    return emitOpError() << "expected the slice [" << getOffset() << ", " << getOffset() + rt.getDimSize(axis)
+                         << ") to lie within " << it.getDimSize(axis);
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  for (auto [role, v] : {std::pair<const char *, Value>{"query", getQuery()}, {"key", getKey()}, {"value", getValue()}})
+    if (failed(expectRank(*this, role, v, 3))) return failure();
+  auto q = ty(getQuery()), k = ty(getKey()), v = ty(getValue());
+  if (failed(expectDim(*this, "query heads", q.getDimSize(0), "key heads", k.getDimSize(0))) ||
+      failed(expectDim(*this, "query head dim", q.getDimSize(2), "key head dim", k.getDimSize(2))) ||
+      failed(expectDim(*this, "key length", k.getDimSize(1), "value length", v.getDimSize(1))))
+    return failure();
+  if (getMask() != "none" && getMask() != "causal")
+    return emitOpError("expected mask \"none\" or \"causal\", got \"") << getMask() << "\"";
+  return success();
+}

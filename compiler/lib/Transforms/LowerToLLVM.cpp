@@ -1,0 +1,149 @@
+// kiln-lower-to-llvm: each entry function becomes an LLVM function that calls its kernels.
+//
+// Algorithm, per func.func @NAME (after kiln-plan-buffers):
+//   1. Create llvm.func @kiln_entry_NAME(%buffers: !llvm.ptr, %syms: !llvm.ptr, %failed: !llvm.ptr)
+//      -> i32, with one halide_buffer_t view (+4 dims) per kernel argument slot as entry-block
+//      allocas, reused by every call.
+//   2. Load each sequence length once from %syms (i64, truncated to Halide's i32 extents).
+//   3. For each kernel op, in order: for each operand and the result, fill a view (host pointer
+//      = %buffers[kiln.buffer], extents static or from the lengths, dense row-major strides in
+//      Halide's innermost-first order); call the kernel (declared once per name); on a non-zero
+//      status store the kernel's index to %failed and return the status.
+//   4. Erase the func.func and the kiln ops; drop kiln.* module attributes.
+#include "kiln/Transforms/Passes.h"
+#include "kiln/Transforms/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_LOWERTOLLVM
+#include "kiln/Transforms/Passes.h.inc"
+}  // namespace kiln
+
+using namespace mlir;
+
+namespace {
+struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(ctx);
+    Type i32 = b.getI32Type(), i64 = b.getI64Type(), ptr = LLVM::LLVMPointerType::get(ctx);
+    Type bufTy = LLVM::LLVMStructType::getLiteral(ctx, {i64, ptr, ptr, i64, i32, i32, ptr, ptr});
+    Type dimTy = LLVM::LLVMStructType::getLiteral(ctx, {i32, i32, i32, i32});
+    Type viewTy = LLVM::LLVMStructType::getLiteral(ctx, {bufTy, LLVM::LLVMArrayType::get(dimTy, 4)});
+
+    llvm::StringMap<LLVM::LLVMFuncOp> decls;
+    auto kernelDecl = [&](StringRef name, unsigned nargs, Location loc) {
+      auto it = decls.find(name);
+      if (it != decls.end()) return it->second;
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToEnd(module.getBody());
+      SmallVector<Type> args(nargs, ptr);
+      auto f = LLVM::LLVMFuncOp::create(b, loc, name, LLVM::LLVMFunctionType::get(i32, args));
+      decls[name] = f;
+      return f;
+    };
+
+    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    for (func::FuncOp f : funcs) {
+      Location floc = f.getLoc();
+      b.setInsertionPointToEnd(module.getBody());
+      auto entry = LLVM::LLVMFuncOp::create(b, floc, ("kiln_entry_" + f.getSymName()).str(),
+                                            LLVM::LLVMFunctionType::get(i32, {ptr, ptr, ptr}));
+      Block *body = entry.addEntryBlock(b);
+      Value bufs = body->getArgument(0), symsPtr = body->getArgument(1), failed = body->getArgument(2);
+      Block *failBlock = b.createBlock(&entry.getBody(), entry.getBody().end(), {i32, i32}, {floc, floc});
+      b.setInsertionPointToStart(failBlock);
+      LLVM::StoreOp::create(b, floc, failBlock->getArgument(1), failed);
+      LLVM::ReturnOp::create(b, floc, failBlock->getArgument(0));
+
+      b.setInsertionPointToStart(body);
+      auto c32 = [&](int64_t v) { return LLVM::ConstantOp::create(b, floc, i32, b.getI32IntegerAttr(v)).getResult(); };
+      auto c64 = [&](int64_t v) { return LLVM::ConstantOp::create(b, floc, i64, b.getI64IntegerAttr(v)).getResult(); };
+      SmallVector<Operation *> kernels;
+      f.walk([&](Operation *op) {
+        if (kiln::isKernelOp(op)) kernels.push_back(op);
+      });
+      unsigned maxArgs = 0;
+      for (Operation *op : kernels) maxArgs = std::max(maxArgs, op->getNumOperands() + 1);
+      SmallVector<Value> views;
+      for (unsigned i = 0; i < maxArgs; ++i)
+        views.push_back(LLVM::AllocaOp::create(b, floc, ptr, viewTy, c32(1), 16));
+      SmallVector<Value> symVals;
+      for (int s = 0; s < 4; ++s) {
+        Value p = LLVM::GEPOp::create(b, floc, ptr, i64, symsPtr, ArrayRef<LLVM::GEPArg>{s});
+        symVals.push_back(LLVM::TruncOp::create(b, floc, i32, LLVM::LoadOp::create(b, floc, i64, p)));
+      }
+      Value nullp = LLVM::ZeroOp::create(b, floc, ptr);
+
+      auto slotOf = [&](Value v) -> int64_t {
+        if (auto ba = dyn_cast<BlockArgument>(v))
+          return f.getArgAttrOfType<IntegerAttr>(ba.getArgNumber(), "kiln.buffer").getInt();
+        return v.getDefiningOp()->getAttrOfType<IntegerAttr>("kiln.buffer").getInt();
+      };
+      auto symsOf = [&](Value v) -> ArrayRef<int64_t> {
+        if (auto ba = dyn_cast<BlockArgument>(v))
+          return f.getArgAttrOfType<DenseI64ArrayAttr>(ba.getArgNumber(), "kiln.syms").asArrayRef();
+        return v.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>("kiln.syms").asArrayRef();
+      };
+      auto field = [&](Value view, ArrayRef<LLVM::GEPArg> idx) {
+        return LLVM::GEPOp::create(b, floc, ptr, viewTy, view, idx).getResult();
+      };
+      auto fillView = [&](Value view, Value v, Location loc) {
+        auto rt = cast<RankedTensorType>(v.getType());
+        Value slotPtr = LLVM::GEPOp::create(b, loc, ptr, ptr, bufs, ArrayRef<LLVM::GEPArg>{(int32_t)slotOf(v)});
+        Value host = LLVM::LoadOp::create(b, loc, ptr, slotPtr);
+        // halide_type_t {code, bits, lanes}: float = 2, int = 0; 32 bits; 1 lane.
+        int64_t code = rt.getElementType().isF32() ? 2 : 0;
+        LLVM::StoreOp::create(b, loc, c64(0), field(view, {0, 0, 0}));
+        LLVM::StoreOp::create(b, loc, nullp, field(view, {0, 0, 1}));
+        LLVM::StoreOp::create(b, loc, host, field(view, {0, 0, 2}));
+        LLVM::StoreOp::create(b, loc, c64(0), field(view, {0, 0, 3}));
+        LLVM::StoreOp::create(b, loc, c32(code | (32 << 8) | (1 << 16)), field(view, {0, 0, 4}));
+        LLVM::StoreOp::create(b, loc, c32(rt.getRank()), field(view, {0, 0, 5}));
+        LLVM::StoreOp::create(b, loc, field(view, {0, 1}), field(view, {0, 0, 6}));
+        LLVM::StoreOp::create(b, loc, nullp, field(view, {0, 0, 7}));
+        ArrayRef<int64_t> syms = symsOf(v);
+        Value stride = c32(1);
+        for (int64_t k = 0; k < rt.getRank(); ++k) {  // Halide dim k is tensor dim rank-1-k
+          int64_t d = rt.getRank() - 1 - k;
+          Value extent = syms[d] >= 0 ? symVals[syms[d]] : c32(rt.getDimSize(d));
+          int32_t kk = (int32_t)k;
+          LLVM::StoreOp::create(b, loc, c32(0), field(view, {0, 1, kk, 0}));
+          LLVM::StoreOp::create(b, loc, extent, field(view, {0, 1, kk, 1}));
+          LLVM::StoreOp::create(b, loc, stride, field(view, {0, 1, kk, 2}));
+          LLVM::StoreOp::create(b, loc, c32(0), field(view, {0, 1, kk, 3}));
+          stride = LLVM::MulOp::create(b, loc, stride, extent);
+        }
+      };
+      for (auto [idx, op] : llvm::enumerate(kernels)) {
+        Location loc = op->getLoc();
+        unsigned n = op->getNumOperands();
+        for (unsigned i = 0; i < n; ++i) fillView(views[i], op->getOperand(i), loc);
+        fillView(views[n], op->getResult(0), loc);
+        auto name = op->getAttrOfType<StringAttr>("kiln.kernel");
+        if (!name) {
+          op->emitError("expected kiln.kernel: run kiln-outline-kernels first");
+          return signalPassFailure();
+        }
+        auto callee = kernelDecl(name.getValue(), n + 1, loc);
+        SmallVector<Value> args(views.begin(), views.begin() + n + 1);
+        Value rc = LLVM::CallOp::create(b, loc, callee, args).getResult();
+        Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc, c32(0));
+        Block *cur = b.getInsertionBlock();
+        Block *next = b.createBlock(&entry.getBody(), std::prev(entry.getBody().end()));
+        b.setInsertionPointToEnd(cur);
+        LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{rc, c32(idx)}, next, ValueRange{});
+        b.setInsertionPointToStart(next);
+      }
+      LLVM::ReturnOp::create(b, floc, c32(0));
+      f.erase();
+    }
+    SmallVector<StringAttr> drop;
+    for (NamedAttribute a : module->getAttrs())
+      if (a.getName().getValue().starts_with("kiln.")) drop.push_back(a.getName());
+    for (StringAttr a : drop) module->removeAttr(a);
+  }
+};
+}  // namespace

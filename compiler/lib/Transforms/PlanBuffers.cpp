@@ -1,0 +1,177 @@
+// kiln-plan-buffers: give every tensor a buffer and record the arena's slots.
+//
+// Algorithm:
+//   1. Sequence lengths: function arguments carry `kiln.syms` (the length index of each dim,
+//      -1 for static dims); propagate through every op by its shape rule and write `kiln.syms`
+//      on each result, checking that exactly the dynamic dims got a length.
+//   2. Parameters are numbered module-wide by first appearance (`kiln.params`); inputs and
+//      outputs likewise by name (`kiln.io`). Buffer ids: parameters, then io, then arena slots.
+//   3. A reshape is a view: its result takes its input's buffer. A returned value is computed
+//      straight into its output buffer. Every other kernel result gets a new arena slot.
+//   4. Each arena slot records [static bytes, the power of each length, first kernel, last
+//      kernel] in the function's `kiln.arena`; the runtime sizes and places them at start-up.
+#include "kiln/Transforms/Passes.h"
+#include "kiln/Transforms/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_PLANBUFFERS
+#include "kiln/Transforms/Passes.h.inc"
+}  // namespace kiln
+
+using namespace mlir;
+using Syms = SmallVector<int64_t, 4>;
+
+static Syms inferSyms(Operation *op, llvm::DenseMap<Value, Syms> &known) {
+  auto in = [&](unsigned i) { return known.lookup(op->getOperand(i)); };
+  auto rt = cast<RankedTensorType>(op->getResult(0).getType());
+  Syms r(rt.getRank(), -1);
+  if (isa<kiln::ParamOp>(op)) return r;
+  if (isa<kiln::EmbeddingOp, kiln::PositionEmbeddingOp>(op)) {
+    r[0] = in(1)[0];
+  } else if (isa<kiln::LinearOp>(op)) {
+    r = in(0);
+    r.back() = -1;
+  } else if (auto mm = dyn_cast<kiln::MatMulOp>(op)) {
+    r = {in(0)[0], in(1)[mm.getTransposeB() ? 0 : 1]};
+  } else if (auto bm = dyn_cast<kiln::BatchMatMulOp>(op)) {
+    r = {in(0)[0], in(0)[1], in(1)[bm.getTransposeB() ? 1 : 2]};
+  } else if (isa<kiln::ReshapeOp>(op)) {
+    Syms dyn;
+    for (int64_t s : in(0))
+      if (s >= 0) dyn.push_back(s);
+    size_t k = 0;
+    for (int64_t d = 0; d < rt.getRank(); ++d)
+      if (ShapedType::isDynamic(rt.getDimSize(d)) && k < dyn.size()) r[d] = dyn[k++];
+  } else if (auto tr = dyn_cast<kiln::TransposeOp>(op)) {
+    auto perm = tr.getPermutation();
+    for (size_t i = 0; i < perm.size(); ++i) r[i] = in(0)[perm[i]];
+  } else if (isa<kiln::AttentionOp>(op)) {
+    r = {in(0)[0], in(0)[1], in(2)[2]};
+  } else {
+    r = in(0);  // elementwise, norms, softmax, concat and slice keep operand 0's lengths
+  }
+  return r;
+}
+
+namespace {
+struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    Builder b(ctx);
+    // 2. Module-wide numbering of parameters and io.
+    SmallVector<Attribute> paramNames, ioNames;
+    llvm::StringMap<int64_t> paramIdx, ioIdx;
+    module.walk([&](kiln::ParamOp p) {
+      if (paramIdx.try_emplace(p.getName(), paramIdx.size()).second) paramNames.push_back(p.getNameAttr());
+    });
+    auto ioName = [&](StringAttr n) {
+      if (ioIdx.try_emplace(n.getValue(), ioIdx.size()).second) ioNames.push_back(n);
+      return ioIdx[n.getValue()];
+    };
+    for (auto f : module.getOps<func::FuncOp>()) {
+      for (unsigned i = 0; i < f.getNumArguments(); ++i)
+        if (auto n = f.getArgAttrOfType<StringAttr>(i, "kiln.name")) ioName(n);
+      for (unsigned i = 0; i < f.getNumResults(); ++i)
+        if (auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name")) ioName(n);
+    }
+    int64_t nParams = paramIdx.size(), nIo = ioIdx.size();
+    module->setAttr("kiln.params", b.getArrayAttr(paramNames));
+    module->setAttr("kiln.io", b.getArrayAttr(ioNames));
+
+    for (auto f : module.getOps<func::FuncOp>()) {
+      llvm::DenseMap<Value, Syms> syms;
+      llvm::DenseMap<Value, int64_t> slot;  // buffer id of each value
+      for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+        auto n = f.getArgAttrOfType<StringAttr>(i, "kiln.name");
+        auto s = f.getArgAttrOfType<DenseI64ArrayAttr>(i, "kiln.syms");
+        if (!n || !s) {
+          f.emitError("expected every argument to carry kiln.name and kiln.syms");
+          return signalPassFailure();
+        }
+        syms[f.getArgument(i)] = Syms(s.asArrayRef());
+        slot[f.getArgument(i)] = nParams + ioIdx[n.getValue()];
+        f.setArgAttr(i, "kiln.buffer", b.getI64IntegerAttr(slot[f.getArgument(i)]));
+      }
+      // 1. Lengths of every result.
+      bool bad = false;
+      f.walk([&](Operation *op) {
+        if (op->getNumResults() != 1 || !op->getDialect() || op->getDialect()->getNamespace() != "kiln") return;
+        Syms s = inferSyms(op, syms);
+        auto rt = cast<RankedTensorType>(op->getResult(0).getType());
+        for (int64_t d = 0; d < rt.getRank(); ++d)
+          if (ShapedType::isDynamic(rt.getDimSize(d)) != (s[d] >= 0)) {
+            op->emitError("expected every dynamic dim to be a sequence length, but dim ") << d << " of " << rt
+                << " is not";
+            bad = true;
+          }
+        syms[op->getResult(0)] = s;
+        op->setAttr("kiln.syms", b.getDenseI64ArrayAttr(s));
+      });
+      if (bad) return signalPassFailure();
+      // 3. Outputs first, so the kernel producing an output writes it in place.
+      auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+      auto root = [&](Value v) {
+        while (auto r = v.getDefiningOp<kiln::ReshapeOp>()) v = r.getInput();
+        return v;
+      };
+      for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+        auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name");
+        Value r = root(ret.getOperand(i));
+        if (!n) {
+          f.emitError("expected every result to carry kiln.name");
+          return signalPassFailure();
+        }
+        if (slot.count(r) || !r.getDefiningOp() || isa<kiln::ParamOp>(r.getDefiningOp())) {
+          f.emitError("output '") << n.getValue() << "' is an input, a parameter or another output; kiln needs "
+                                     "each output computed by its own kernel";
+          return signalPassFailure();
+        }
+        slot[r] = nParams + ioIdx[n.getValue()];
+      }
+      // 4. Arena slots and live ranges, in kernel order.
+      SmallVector<Operation *> kernels;
+      f.walk([&](Operation *op) {
+        if (kiln::isKernelOp(op)) kernels.push_back(op);
+      });
+      llvm::DenseMap<Operation *, int64_t> kidx;
+      for (size_t i = 0; i < kernels.size(); ++i) kidx[kernels[i]] = i;
+      struct Slot {
+        Value v;
+        int64_t first, last;
+      };
+      SmallVector<Slot> arena;
+      llvm::DenseMap<Value, int64_t> arenaOf;
+      for (Operation *op : kernels) {
+        Value v = op->getResult(0);
+        if (slot.count(v)) continue;
+        arenaOf[v] = arena.size();
+        slot[v] = nParams + nIo + arena.size();
+        arena.push_back({v, kidx[op], kidx[op]});
+      }
+      f.walk([&](Operation *op) {
+        if (auto p = dyn_cast<kiln::ParamOp>(op)) slot[p.getResult()] = paramIdx[p.getName()];
+        if (auto r = dyn_cast<kiln::ReshapeOp>(op)) slot[r.getResult()] = slot.lookup(root(r.getInput()));
+        if (op->getNumResults() == 1 && op->getDialect() && op->getDialect()->getNamespace() == "kiln")
+          op->setAttr("kiln.buffer", b.getI64IntegerAttr(slot.lookup(op->getResult(0))));
+        if (!kiln::isKernelOp(op)) return;
+        for (Value v : op->getOperands()) {
+          auto it = arenaOf.find(root(v));
+          if (it != arenaOf.end()) arena[it->second].last = std::max(arena[it->second].last, kidx[op]);
+        }
+      });
+      SmallVector<Attribute> table;
+      for (Slot &s : arena) {
+        auto rt = cast<RankedTensorType>(s.v.getType());
+        int64_t bytes = 4;
+        int64_t pow[4] = {0, 0, 0, 0};
+        Syms sy = syms[s.v];
+        for (int64_t d = 0; d < rt.getRank(); ++d) sy[d] >= 0 ? (void)++pow[sy[d]] : (void)(bytes *= rt.getDimSize(d));
+        table.push_back(b.getDenseI64ArrayAttr({bytes, pow[0], pow[1], pow[2], pow[3], s.first, s.last}));
+      }
+      f->setAttr("kiln.arena", b.getArrayAttr(table));
+    }
+  }
+};
+}  // namespace

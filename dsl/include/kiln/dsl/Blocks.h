@@ -1,0 +1,44 @@
+// kiln/dsl/Blocks.h - transformer building blocks written with kiln ops.
+//
+//   kiln::BlockOptions o{.d_model = 128, .heads = 4, .d_ff = 512, .mask = kiln::Mask::causal(),
+//                        .norm = kiln::NormPlacement::Pre};
+//   x = kiln::transformer_block(m, "h.0", x, o);
+//
+// Parameter names follow the prefix given ("h.0.attn.q.weight", ...); weights use the OutIn
+// (nn.Linear) layout unless `layout` says otherwise.
+#pragma once
+#include "kiln/dsl/Ops.h"
+
+namespace kiln {
+
+enum class NormPlacement { Pre, Post };
+enum class Activation { Relu, GeluErf, GeluTanh };
+
+struct AttentionBlockOptions {
+  int64_t d_model = 0, heads = 0;
+  Mask mask;
+  WeightLayout layout = WeightLayout::OutIn;
+};
+// Self-attention when `kv` is x itself, cross-attention otherwise: q from x, k and v from kv.
+Tensor multi_head_attention(Model &m, const std::string &prefix, Tensor x, Tensor kv, AttentionBlockOptions opt,
+                            SourceLoc loc = SourceLoc::current());
+
+struct FfnOptions {
+  int64_t d_model = 0, d_ff = 0;
+  Activation act = Activation::GeluErf;
+  WeightLayout layout = WeightLayout::OutIn;
+};
+Tensor ffn(Model &m, const std::string &prefix, Tensor x, FfnOptions opt, SourceLoc loc = SourceLoc::current());
+
+struct BlockOptions {
+  int64_t d_model = 0, heads = 0, d_ff = 0;
+  Mask mask;
+  NormPlacement norm = NormPlacement::Pre;
+  Activation act = Activation::GeluErf;
+  float eps = 1e-5f;
+  WeightLayout layout = WeightLayout::OutIn;
+};
+Tensor transformer_block(Model &m, const std::string &prefix, Tensor x, BlockOptions opt,
+                         SourceLoc loc = SourceLoc::current());
+
+}  // namespace kiln

@@ -1,0 +1,149 @@
+// kiln/dsl/Model.h - the kiln model DSL: a model is a graph of tensors built by ordinary C++.
+//
+// Usage:
+//
+//   kiln::Model m("mlp");
+//   kiln::Dim L = m.seq("L", 128);                       // dynamic length, compiled bound 128
+//   kiln::Tensor x = m.input("x", {L, 64});
+//   kiln::Tensor w = m.param("w", {64, 32});              // random init: normal(0, 0.02)
+//   kiln::Tensor y = kiln::relu(kiln::linear(x, w, {.layout = kiln::WeightLayout::InOut}));
+//   m.output("y", y);
+//
+// Ops only check shapes and record their sources (ggml style); nothing runs until the model is
+// compiled. Every op records the caller's file:line; a shape error throws kiln::Error naming the
+// op, the role of each operand, both sizes and that line.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kiln/dsl/OpKind.h"
+
+namespace kiln {
+
+using SourceLoc = std::source_location;
+
+// A user error in a model program, reported at the user's line.
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string &msg, const SourceLoc &loc);
+  std::string file;
+  unsigned line;
+};
+
+enum class DType { F32, I32 };  // bf16 and f16 slot in here
+const char *dtype_name(DType t);
+
+// One dimension: static (sym < 0) or a sequence length symbol with a compile-time bound.
+struct Dim {
+  int64_t size = 0;  // static extent, or the symbol's upper bound
+  int sym = -1;
+  Dim() = default;
+  Dim(int64_t s) : size(s) {}  // NOLINT: static dims read like integers
+  Dim(int64_t bound, int symbol) : size(bound), sym(symbol) {}
+  bool dynamic() const { return sym >= 0; }
+  bool operator==(const Dim &o) const { return sym == o.sym && (sym >= 0 || size == o.size); }
+  bool operator!=(const Dim &o) const { return !(*this == o); }
+};
+using Shape = std::vector<Dim>;
+
+enum class WeightLayout { OutIn, InOut };  // x·Wᵀ with W [out, in] (nn.Linear); x·W with W [in, out] (Conv1D)
+enum class GeluApprox { Erf, Tanh };
+enum class Init { Normal, Ones, Zeros };
+
+struct Mask {
+  enum Kind { None, Causal } kind = None;
+  static Mask none() { return {}; }
+  static Mask causal() { return {Causal}; }
+};
+
+class Model;
+
+// A node of the graph: everything an op needs is here, filled by the op constructors.
+struct Node {
+  OpKind kind;
+  std::vector<int> inputs;
+  Shape shape;
+  DType dtype = DType::F32;
+  std::string name;  // inputs, parameters
+  // attributes (each op uses the ones its kind names)
+  WeightLayout layout = WeightLayout::OutIn;
+  bool transpose_b = false;
+  GeluApprox approx = GeluApprox::Erf;
+  Mask mask;
+  float eps = 0, factor = 1;
+  int64_t axis = 0, offset = 0, vocab = 0;
+  std::vector<int64_t> perm;
+  Init init = Init::Normal;
+  float init_scale = 0.02f;
+  SourceLoc loc;
+};
+
+// A handle to a node. Cheap to copy; valid while its Model lives.
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(Model *m, int id) : m_(m), id_(id) {}
+  Model *model() const { return m_; }
+  int id() const { return id_; }
+  const Node &node() const;
+  const Shape &shape() const { return node().shape; }
+  DType dtype() const { return node().dtype; }
+  int rank() const { return (int)shape().size(); }
+  Dim dim(int i) const { return shape().at(i < 0 ? i + rank() : i); }
+  explicit operator bool() const { return m_ != nullptr; }
+
+ private:
+  Model *m_ = nullptr;
+  int id_ = -1;
+};
+
+struct InputOptions {
+  DType dtype = DType::F32;
+  int64_t vocab = 0;  // token inputs: ids must be in [0, vocab)
+};
+struct ParamOptions {
+  Init init = Init::Normal;
+  float scale = 0.02f;
+};
+
+class Model {
+ public:
+  explicit Model(std::string name) : name_(std::move(name)) {}
+  Model(const Model &) = delete;
+  Model &operator=(const Model &) = delete;
+
+  // A sequence length: dynamic at run time, at most `max` (the compiled bound).
+  Dim seq(const std::string &name, int64_t max, SourceLoc loc = SourceLoc::current());
+  Tensor input(const std::string &name, Shape shape, InputOptions opt = {}, SourceLoc loc = SourceLoc::current());
+  Tensor tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc = SourceLoc::current());
+  Tensor param(const std::string &name, Shape shape, ParamOptions opt = {}, SourceLoc loc = SourceLoc::current());
+  void output(const std::string &name, Tensor t, SourceLoc loc = SourceLoc::current());
+
+  const std::string &name() const { return name_; }
+  struct Symbol {
+    std::string name;
+    int64_t max;
+  };
+  const std::vector<Symbol> &symbols() const { return syms_; }
+  const std::vector<Node> &nodes() const { return nodes_; }
+  const std::vector<std::pair<std::string, int>> &outputs() const { return outputs_; }
+  const Node &node(int id) const { return nodes_.at(id); }
+
+  // Used by op constructors: append a node and return its handle.
+  Tensor add(Node n);
+  std::string dim_str(const Dim &d) const;
+  std::string shape_str(const Shape &s) const;
+
+ private:
+  std::string name_;
+  std::vector<Symbol> syms_;
+  std::vector<Node> nodes_;
+  std::vector<std::pair<std::string, int>> outputs_;
+  void check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc);
+};
+
+}  // namespace kiln

@@ -1,0 +1,40 @@
+// kiln/dsl/OpKind.h - the one list of kiln ops. Adding an op without its name fails to build.
+#pragma once
+#include <cstddef>
+
+namespace kiln {
+
+enum class OpKind {
+  Input,
+  Param,
+  Embedding,
+  PositionEmbedding,
+  Linear,
+  MatMul,
+  BatchMatMul,
+  Add,
+  Mul,
+  Scale,
+  Gelu,
+  Relu,
+  Softmax,
+  LayerNorm,
+  Reshape,
+  Transpose,
+  Concat,
+  Slice,
+  Attention,
+  Count
+};
+
+inline constexpr const char *kOpNames[] = {
+    "input",   "param", "embedding", "position_embedding", "linear",     "matmul",  "batch_matmul",
+    "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
+    "reshape", "transpose", "concat", "slice",             "attention",
+};
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
+              "every OpKind needs a name in kOpNames");
+
+inline const char *op_name(OpKind k) { return kOpNames[static_cast<size_t>(k)]; }
+
+}  // namespace kiln

@@ -1,0 +1,65 @@
+// kiln/dsl/Ops.h - kiln's ops. Each takes tensors plus a small option struct and checks shapes.
+//
+//   auto h = kiln::linear(x, w, b, {.layout = kiln::WeightLayout::InOut});
+//   auto a = kiln::attention(q, k, v, {.mask = kiln::Mask::causal()});
+//
+// Layout conventions: activations are [L, d] (rows are positions); attention works on heads as
+// [H, L, head_dim]; linear weights are [out, in] (OutIn, x·Wᵀ) or [in, out] (InOut, x·W).
+#pragma once
+#include <optional>
+
+#include "kiln/dsl/Model.h"
+
+namespace kiln {
+
+Tensor embedding(Tensor table, Tensor ids, SourceLoc loc = SourceLoc::current());
+// Rows [0, L) of `table` where L is the length of `like`'s first dimension (learned positions).
+Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc = SourceLoc::current());
+
+struct LinearOptions {
+  WeightLayout layout = WeightLayout::OutIn;
+};
+Tensor linear(Tensor x, Tensor w, LinearOptions opt = {}, SourceLoc loc = SourceLoc::current());
+Tensor linear(Tensor x, Tensor w, Tensor bias, LinearOptions opt = {}, SourceLoc loc = SourceLoc::current());
+
+struct MatMulOptions {
+  bool transpose_b = false;
+};
+Tensor matmul(Tensor a, Tensor b, MatMulOptions opt = {}, SourceLoc loc = SourceLoc::current());
+Tensor batch_matmul(Tensor a, Tensor b, MatMulOptions opt = {}, SourceLoc loc = SourceLoc::current());
+
+// Elementwise; `b` may have fewer dims than `a` and is then broadcast over a's leading dims.
+Tensor add(Tensor a, Tensor b, SourceLoc loc = SourceLoc::current());
+Tensor mul(Tensor a, Tensor b, SourceLoc loc = SourceLoc::current());
+Tensor scale(Tensor x, float factor, SourceLoc loc = SourceLoc::current());
+
+struct GeluOptions {
+  GeluApprox approx = GeluApprox::Erf;
+};
+Tensor gelu(Tensor x, GeluOptions opt = {}, SourceLoc loc = SourceLoc::current());
+Tensor relu(Tensor x, SourceLoc loc = SourceLoc::current());
+Tensor softmax(Tensor x, SourceLoc loc = SourceLoc::current());  // over the last dim
+
+struct LayerNormOptions {
+  float eps = 1e-5f;
+};
+Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, LayerNormOptions opt = {},
+                  SourceLoc loc = SourceLoc::current());
+
+Tensor reshape(Tensor x, Shape shape, SourceLoc loc = SourceLoc::current());
+Tensor transpose(Tensor x, std::vector<int64_t> perm, SourceLoc loc = SourceLoc::current());
+// [L, H*hd] -> [H, L, hd] and back.
+Tensor split_heads(Tensor x, int64_t heads, SourceLoc loc = SourceLoc::current());
+Tensor merge_heads(Tensor x, SourceLoc loc = SourceLoc::current());
+Tensor concat(std::vector<Tensor> xs, int64_t axis, SourceLoc loc = SourceLoc::current());
+Tensor slice(Tensor x, int64_t axis, int64_t offset, int64_t size, SourceLoc loc = SourceLoc::current());
+std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes, SourceLoc loc = SourceLoc::current());
+
+struct AttentionOptions {
+  Mask mask;
+  std::optional<float> scale;  // default 1/sqrt(head_dim)
+};
+// q [H, Lq, hd], k [H, Lk, hd], v [H, Lk, hv] -> [H, Lq, hv]: softmax(q·kᵀ·scale + mask)·v.
+Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt = {}, SourceLoc loc = SourceLoc::current());
+
+}  // namespace kiln

@@ -1,0 +1,134 @@
+// kiln DSL -> kiln dialect: one func.func per entry point, one op per node, each located at
+// the user's file:line (FileLineColLoc) so that verifier and pass errors point at the model.
+#include "kiln/dsl/Emit.h"
+
+#include "kiln/Dialect/KilnDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace kiln {
+
+static Location locOf(MLIRContext *ctx, const SourceLoc &l) {
+  return FileLineColLoc::get(ctx, l.file_name(), l.line(), l.column());
+}
+
+static RankedTensorType typeOf(MLIRContext *ctx, const Node &n) {
+  SmallVector<int64_t> shape;
+  for (const Dim &d : n.shape) shape.push_back(d.dynamic() ? ShapedType::kDynamic : d.size);
+  Type el = n.dtype == DType::F32 ? Type(Float32Type::get(ctx)) : Type(IntegerType::get(ctx, 32));
+  return RankedTensorType::get(shape, el);
+}
+
+OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
+  ctx.getOrLoadDialect<KilnDialect>();
+  ctx.getOrLoadDialect<func::FuncDialect>();
+  OpBuilder b(&ctx);
+  Location mloc = FileLineColLoc::get(&ctx, m.name(), 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(mloc, StringRef(m.name()));
+  SmallVector<Attribute> symNames;
+  SmallVector<int64_t> symBounds;
+  for (auto &s : m.symbols()) {
+    symNames.push_back(b.getStringAttr(s.name));
+    symBounds.push_back(s.max);
+  }
+  (*module)->setAttr("kiln.seq_names", b.getArrayAttr(symNames));
+  (*module)->setAttr("kiln.seq_bounds", b.getDenseI64ArrayAttr(symBounds));
+
+  // Only what the outputs need is emitted.
+  const auto &nodes = m.nodes();
+  std::vector<bool> live(nodes.size());
+  std::vector<int> stack;
+  for (auto &o : m.outputs()) stack.push_back(o.second);
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (live[id]) continue;
+    live[id] = true;
+    for (int i : nodes[id].inputs) stack.push_back(i);
+  }
+  SmallVector<Type> argTypes, resTypes;
+  std::vector<int> inputs;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].kind == OpKind::Input) {
+      inputs.push_back((int)i);
+      argTypes.push_back(typeOf(&ctx, nodes[i]));
+    }
+  for (auto &o : m.outputs()) resTypes.push_back(typeOf(&ctx, nodes[o.second]));
+  b.setInsertionPointToEnd(module->getBody());
+  auto f = func::FuncOp::create(b, mloc, "forward", b.getFunctionType(argTypes, resTypes));
+  Block *body = f.addEntryBlock();
+  std::vector<Value> val(nodes.size());
+  for (size_t a = 0; a < inputs.size(); ++a) {
+    const Node &n = nodes[inputs[a]];
+    val[inputs[a]] = body->getArgument(a);
+    f.setArgAttr(a, "kiln.name", b.getStringAttr(n.name));
+    SmallVector<int64_t> syms;
+    for (const Dim &d : n.shape) syms.push_back(d.sym);
+    f.setArgAttr(a, "kiln.syms", b.getDenseI64ArrayAttr(syms));
+    if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
+  }
+  for (size_t r = 0; r < m.outputs().size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(m.outputs()[r].first));
+
+  b.setInsertionPointToStart(body);
+  for (size_t id = 0; id < nodes.size(); ++id) {
+    const Node &n = nodes[id];
+    if (!live[id] || n.kind == OpKind::Input) continue;
+    Location loc = locOf(&ctx, n.loc);
+    RankedTensorType t = typeOf(&ctx, n);
+    auto in = [&](int i) { return val[n.inputs[i]]; };
+    Value r;
+    switch (n.kind) {
+      case OpKind::Input:
+      case OpKind::Count:
+        break;
+      case OpKind::Param: {
+        const char *init = n.init == Init::Ones ? "ones" : n.init == Init::Zeros ? "zeros" : "normal";
+        r = ParamOp::create(b, loc, t, b.getStringAttr(n.name), b.getStringAttr(init), b.getF32FloatAttr(n.init_scale));
+        break;
+      }
+      case OpKind::Embedding: r = EmbeddingOp::create(b, loc, t, in(0), in(1)); break;
+      case OpKind::PositionEmbedding: r = PositionEmbeddingOp::create(b, loc, t, in(0), in(1)); break;
+      case OpKind::Linear:
+        r = LinearOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value(),
+                             b.getStringAttr(n.layout == WeightLayout::OutIn ? "out_in" : "in_out"),
+                             b.getStringAttr("none"));
+        break;
+      case OpKind::MatMul: r = MatMulOp::create(b, loc, t, in(0), in(1), b.getBoolAttr(n.transpose_b)); break;
+      case OpKind::BatchMatMul: r = BatchMatMulOp::create(b, loc, t, in(0), in(1), b.getBoolAttr(n.transpose_b)); break;
+      case OpKind::Add: r = AddOp::create(b, loc, t, in(0), in(1)); break;
+      case OpKind::Mul: r = MulOp::create(b, loc, t, in(0), in(1)); break;
+      case OpKind::Scale: r = ScaleOp::create(b, loc, t, in(0), b.getF32FloatAttr(n.factor)); break;
+      case OpKind::Gelu:
+        r = GeluOp::create(b, loc, t, in(0), b.getStringAttr(n.approx == GeluApprox::Tanh ? "tanh" : "erf"));
+        break;
+      case OpKind::Relu: r = ReluOp::create(b, loc, t, in(0)); break;
+      case OpKind::Softmax: r = SoftmaxOp::create(b, loc, t, in(0)); break;
+      case OpKind::LayerNorm: r = LayerNormOp::create(b, loc, t, in(0), in(1), in(2), b.getF32FloatAttr(n.eps)); break;
+      case OpKind::Reshape: r = ReshapeOp::create(b, loc, t, in(0)); break;
+      case OpKind::Transpose: r = TransposeOp::create(b, loc, t, in(0), b.getDenseI64ArrayAttr(n.perm)); break;
+      case OpKind::Concat: {
+        SmallVector<Value> xs;
+        for (size_t i = 0; i < n.inputs.size(); ++i) xs.push_back(in((int)i));
+        r = ConcatOp::create(b, loc, t, xs, b.getI64IntegerAttr(n.axis));
+        break;
+      }
+      case OpKind::Slice:
+        r = SliceOp::create(b, loc, t, in(0), b.getI64IntegerAttr(n.axis), b.getI64IntegerAttr(n.offset));
+        break;
+      case OpKind::Attention:
+        r = AttentionOp::create(b, loc, t, in(0), in(1), in(2),
+                                b.getStringAttr(n.mask.kind == Mask::Causal ? "causal" : "none"),
+                                b.getF32FloatAttr(n.factor));
+        break;
+    }
+    val[id] = r;
+  }
+  SmallVector<Value> results;
+  for (auto &o : m.outputs()) results.push_back(val[o.second]);
+  func::ReturnOp::create(b, mloc, results);
+  return module;
+}
+
+}  // namespace kiln

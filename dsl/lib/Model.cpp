@@ -1,0 +1,95 @@
+// kiln DSL: the Model graph, its inputs, parameters and outputs.
+#include <filesystem>
+
+#include "kiln/dsl/Model.h"
+
+namespace kiln {
+
+static std::string where(const SourceLoc &loc) {
+  return std::string(loc.file_name()) + ":" + std::to_string(loc.line());
+}
+
+Error::Error(const std::string &msg, const SourceLoc &loc)
+    : std::runtime_error(where(loc) + ": error: " + msg), file(loc.file_name()), line(loc.line()) {}
+
+const char *dtype_name(DType t) { return t == DType::F32 ? "f32" : "i32"; }
+
+const Node &Tensor::node() const { return m_->node(id_); }
+
+std::string Model::dim_str(const Dim &d) const {
+  return d.dynamic() ? syms_.at(d.sym).name + "(<=" + std::to_string(d.size) + ")" : std::to_string(d.size);
+}
+std::string Model::shape_str(const Shape &s) const {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + dim_str(s[i]);
+  return r + "]";
+}
+
+void Model::check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc) {
+  if (name.empty()) throw Error(what + ": the name must not be empty", loc);
+  for (const Node &n : nodes_)
+    if ((n.kind == OpKind::Input || n.kind == OpKind::Param) && n.name == name)
+      throw Error(what + ": the name '" + name + "' is already used by another input or parameter", loc);
+  for (auto &o : outputs_)
+    if (o.first == name) throw Error(what + ": the name '" + name + "' is already used by an output", loc);
+}
+
+Dim Model::seq(const std::string &name, int64_t max, SourceLoc loc) {
+  if (max < 1) throw Error("seq: the bound of '" + name + "' must be at least 1, got " + std::to_string(max), loc);
+  if (max > (1 << 24))
+    throw Error("seq: the bound of '" + name + "' is " + std::to_string(max) + ", more than kiln supports (16777216)", loc);
+  for (auto &s : syms_)
+    if (s.name == name) throw Error("seq: a sequence length named '" + name + "' already exists", loc);
+  if (syms_.size() == 4) throw Error("seq: a model has at most 4 sequence lengths", loc);
+  syms_.push_back({name, max});
+  return Dim(max, (int)syms_.size() - 1);
+}
+
+static void check_shape(const Model &m, const std::string &what, const Shape &s, const SourceLoc &loc) {
+  if (s.empty() || s.size() > 4) throw Error(what + ": rank must be 1 to 4, got " + std::to_string(s.size()), loc);
+  for (auto &d : s) {
+    if (!d.dynamic() && d.size < 1)
+      throw Error(what + ": dimensions must be positive, got " + m.shape_str(s), loc);
+    if (d.dynamic() && d.sym >= (int)m.symbols().size()) throw Error(what + ": unknown sequence length", loc);
+  }
+}
+
+Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, SourceLoc loc) {
+  check_new_name("input", name, loc);
+  check_shape(*this, "input '" + name + "'", shape, loc);
+  if (opt.vocab < 0) throw Error("input '" + name + "': vocab must be positive", loc);
+  Node n{.kind = OpKind::Input, .shape = shape, .dtype = opt.dtype, .name = name};
+  n.vocab = opt.vocab;
+  n.loc = loc;
+  return add(n);
+}
+
+Tensor Model::tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc) {
+  if (vocab < 1) throw Error("tokens '" + name + "': vocab must be at least 1, got " + std::to_string(vocab), loc);
+  return input(name, {length}, {.dtype = DType::I32, .vocab = vocab}, loc);
+}
+
+Tensor Model::param(const std::string &name, Shape shape, ParamOptions opt, SourceLoc loc) {
+  check_new_name("param", name, loc);
+  check_shape(*this, "param '" + name + "'", shape, loc);
+  for (auto &d : shape)
+    if (d.dynamic()) throw Error("param '" + name + "': parameters must have static shapes", loc);
+  Node n{.kind = OpKind::Param, .shape = shape, .name = name};
+  n.init = opt.init;
+  n.init_scale = opt.scale;
+  n.loc = loc;
+  return add(n);
+}
+
+void Model::output(const std::string &name, Tensor t, SourceLoc loc) {
+  if (!t || t.model() != this) throw Error("output '" + name + "': the tensor does not belong to this model", loc);
+  check_new_name("output", name, loc);
+  outputs_.push_back({name, t.id()});
+}
+
+Tensor Model::add(Node n) {
+  nodes_.push_back(std::move(n));
+  return Tensor(this, (int)nodes_.size() - 1);
+}
+
+}  // namespace kiln

@@ -1,0 +1,308 @@
+// kiln DSL ops: shape checks and graph nodes. Checks name the op, each operand's role and both
+// sizes, and are reported at the caller's line.
+#include <cmath>
+
+#include "kiln/dsl/Ops.h"
+
+namespace kiln {
+namespace {
+
+Model &model_of(std::initializer_list<Tensor> ts, const char *op, const SourceLoc &loc) {
+  Model *m = nullptr;
+  for (const Tensor &t : ts) {
+    if (!t) throw Error(std::string(op) + ": an operand is an empty tensor", loc);
+    if (m && t.model() != m) throw Error(std::string(op) + ": operands come from different models", loc);
+    m = t.model();
+  }
+  return *m;
+}
+
+void need(bool ok, const char *op, const std::string &msg, const SourceLoc &loc) {
+  if (!ok) throw Error(std::string(op) + ": " + msg, loc);
+}
+
+// "the <role a> (<what a>) is X but the <role b> (<what b>) is Y"
+void same_dim(const Model &m, const char *op, const std::string &a, Dim da, const std::string &b, Dim db,
+              const SourceLoc &loc) {
+  if (da != db)
+    throw Error(std::string(op) + ": " + a + " is " + m.dim_str(da) + " but " + b + " is " + m.dim_str(db) +
+                    "; they must be equal",
+                loc);
+}
+
+void need_f32(const Model &m, const char *op, const char *role, Tensor t, const SourceLoc &loc) {
+  (void)m;
+  need(t.dtype() == DType::F32, op, std::string("the ") + role + " must be f32, got " + dtype_name(t.dtype()), loc);
+}
+
+void need_rank(const Model &m, const char *op, const char *role, Tensor t, int lo, int hi, const SourceLoc &loc) {
+  if (t.rank() < lo || t.rank() > hi)
+    throw Error(std::string(op) + ": the " + role + " must have rank " +
+                    (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi)) + ", got " +
+                    m.shape_str(t.shape()),
+                loc);
+}
+
+Tensor make(Model &m, OpKind k, std::vector<int> in, Shape shape, const SourceLoc &loc, DType dt = DType::F32) {
+  Node n{.kind = k, .inputs = std::move(in), .shape = std::move(shape), .dtype = dt};
+  n.loc = loc;
+  return m.add(std::move(n));
+}
+}  // namespace
+
+Tensor embedding(Tensor table, Tensor ids, SourceLoc loc) {
+  Model &m = model_of({table, ids}, "embedding", loc);
+  need_rank(m, "embedding", "table", table, 2, 2, loc);
+  need_f32(m, "embedding", "table", table, loc);
+  need_rank(m, "embedding", "ids", ids, 1, 1, loc);
+  need(ids.dtype() == DType::I32, "embedding", "the ids must be i32 token ids, got f32", loc);
+  const Node &in = ids.node();
+  if (in.kind == OpKind::Input && in.vocab > table.dim(0).size)
+    throw Error("embedding: the ids' vocab (input '" + in.name + "') is " + std::to_string(in.vocab) +
+                    " but the table has only " + std::to_string(table.dim(0).size) + " rows",
+                loc);
+  return make(m, OpKind::Embedding, {table.id(), ids.id()}, {ids.dim(0), table.dim(1)}, loc);
+}
+
+Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc) {
+  Model &m = model_of({table, like}, "position_embedding", loc);
+  need_rank(m, "position_embedding", "table", table, 2, 2, loc);
+  Dim L = like.dim(0);
+  need(L.size <= table.dim(0).size, "position_embedding",
+       "the sequence (" + m.dim_str(L) + ") can be longer than the table's " + std::to_string(table.dim(0).size) +
+           " positions",
+       loc);
+  return make(m, OpKind::PositionEmbedding, {table.id(), like.id()}, {L, table.dim(1)}, loc);
+}
+
+Tensor linear(Tensor x, Tensor w, LinearOptions opt, SourceLoc loc) { return linear(x, w, Tensor(), opt, loc); }
+
+Tensor linear(Tensor x, Tensor w, Tensor bias, LinearOptions opt, SourceLoc loc) {
+  Model &m = bias ? model_of({x, w, bias}, "linear", loc) : model_of({x, w}, "linear", loc);
+  need_rank(m, "linear", "input", x, 1, 4, loc);
+  need_rank(m, "linear", "weight", w, 2, 2, loc);
+  need_f32(m, "linear", "input", x, loc);
+  bool oi = opt.layout == WeightLayout::OutIn;
+  Dim in = oi ? w.dim(1) : w.dim(0), out = oi ? w.dim(0) : w.dim(1);
+  same_dim(m, "linear", "the input's last dim (in-features)", x.dim(-1),
+           std::string("the weight's in-features (weight dim ") + (oi ? "1, layout OutIn" : "0, layout InOut") + ")",
+           in, loc);
+  std::vector<int> ins{x.id(), w.id()};
+  if (bias) {
+    need_rank(m, "linear", "bias", bias, 1, 1, loc);
+    same_dim(m, "linear", "the bias length", bias.dim(0), "the weight's out-features", out, loc);
+    ins.push_back(bias.id());
+  }
+  Shape s = x.shape();
+  s.back() = out;
+  Tensor r = make(m, OpKind::Linear, ins, s, loc);
+  const_cast<Node &>(r.node()).layout = opt.layout;
+  return r;
+}
+
+Tensor matmul(Tensor a, Tensor b, MatMulOptions opt, SourceLoc loc) {
+  Model &m = model_of({a, b}, "matmul", loc);
+  need_rank(m, "matmul", "left operand", a, 2, 2, loc);
+  need_rank(m, "matmul", "right operand", b, 2, 2, loc);
+  Dim k = opt.transpose_b ? b.dim(1) : b.dim(0), n = opt.transpose_b ? b.dim(0) : b.dim(1);
+  same_dim(m, "matmul", "the left operand's columns", a.dim(1),
+           opt.transpose_b ? "the right operand's columns (transpose_b)" : "the right operand's rows", k, loc);
+  Tensor r = make(m, OpKind::MatMul, {a.id(), b.id()}, {a.dim(0), n}, loc);
+  const_cast<Node &>(r.node()).transpose_b = opt.transpose_b;
+  return r;
+}
+
+Tensor batch_matmul(Tensor a, Tensor b, MatMulOptions opt, SourceLoc loc) {
+  Model &m = model_of({a, b}, "batch_matmul", loc);
+  need_rank(m, "batch_matmul", "left operand", a, 3, 3, loc);
+  need_rank(m, "batch_matmul", "right operand", b, 3, 3, loc);
+  same_dim(m, "batch_matmul", "the left operand's batch", a.dim(0), "the right operand's batch", b.dim(0), loc);
+  Dim k = opt.transpose_b ? b.dim(2) : b.dim(1), n = opt.transpose_b ? b.dim(1) : b.dim(2);
+  same_dim(m, "batch_matmul", "the left operand's columns", a.dim(2),
+           opt.transpose_b ? "the right operand's columns (transpose_b)" : "the right operand's rows", k, loc);
+  Tensor r = make(m, OpKind::BatchMatMul, {a.id(), b.id()}, {a.dim(0), a.dim(1), n}, loc);
+  const_cast<Node &>(r.node()).transpose_b = opt.transpose_b;
+  return r;
+}
+
+static Tensor binary(OpKind k, const char *op, Tensor a, Tensor b, const SourceLoc &loc) {
+  Model &m = model_of({a, b}, op, loc);
+  need_f32(m, op, "left operand", a, loc);
+  need_f32(m, op, "right operand", b, loc);
+  need(b.rank() <= a.rank(), op,
+       "the right operand " + m.shape_str(b.shape()) + " has more dims than the left operand " + m.shape_str(a.shape()) +
+           " (only the right operand is broadcast)",
+       loc);
+  for (int i = 1; i <= b.rank(); ++i)
+    if (a.dim(-i) != b.dim(-i))
+      throw Error(std::string(op) + ": the left operand " + m.shape_str(a.shape()) + " and the right operand " +
+                      m.shape_str(b.shape()) + " differ in dim " + std::to_string(a.rank() - i) + ": " +
+                      m.dim_str(a.dim(-i)) + " vs " + m.dim_str(b.dim(-i)),
+                  loc);
+  return make(m, k, {a.id(), b.id()}, a.shape(), loc);
+}
+Tensor add(Tensor a, Tensor b, SourceLoc loc) { return binary(OpKind::Add, "add", a, b, loc); }
+Tensor mul(Tensor a, Tensor b, SourceLoc loc) { return binary(OpKind::Mul, "mul", a, b, loc); }
+
+static Tensor unary(OpKind k, const char *op, Tensor x, const SourceLoc &loc) {
+  Model &m = model_of({x}, op, loc);
+  need_f32(m, op, "input", x, loc);
+  return make(m, k, {x.id()}, x.shape(), loc);
+}
+Tensor scale(Tensor x, float factor, SourceLoc loc) {
+  need(std::isfinite(factor), "scale", "the factor must be finite", loc);
+  Tensor r = unary(OpKind::Scale, "scale", x, loc);
+  const_cast<Node &>(r.node()).factor = factor;
+  return r;
+}
+Tensor gelu(Tensor x, GeluOptions opt, SourceLoc loc) {
+  Tensor r = unary(OpKind::Gelu, "gelu", x, loc);
+  const_cast<Node &>(r.node()).approx = opt.approx;
+  return r;
+}
+Tensor relu(Tensor x, SourceLoc loc) { return unary(OpKind::Relu, "relu", x, loc); }
+Tensor softmax(Tensor x, SourceLoc loc) { return unary(OpKind::Softmax, "softmax", x, loc); }
+
+Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, LayerNormOptions opt, SourceLoc loc) {
+  Model &m = model_of({x, gamma, beta}, "layer_norm", loc);
+  need_f32(m, "layer_norm", "input", x, loc);
+  need_rank(m, "layer_norm", "gamma", gamma, 1, 1, loc);
+  need_rank(m, "layer_norm", "beta", beta, 1, 1, loc);
+  same_dim(m, "layer_norm", "the input's last dim", x.dim(-1), "the gamma length", gamma.dim(0), loc);
+  same_dim(m, "layer_norm", "the input's last dim", x.dim(-1), "the beta length", beta.dim(0), loc);
+  need(opt.eps > 0 && std::isfinite(opt.eps), "layer_norm", "eps must be positive", loc);
+  Tensor r = make(m, OpKind::LayerNorm, {x.id(), gamma.id(), beta.id()}, x.shape(), loc);
+  const_cast<Node &>(r.node()).eps = opt.eps;
+  return r;
+}
+
+Tensor reshape(Tensor x, Shape shape, SourceLoc loc) {
+  Model &m = model_of({x}, "reshape", loc);
+  int64_t a = 1, b = 1;
+  std::vector<int> da, db;
+  for (auto &d : x.shape()) d.dynamic() ? da.push_back(d.sym) : (void)(a *= d.size);
+  for (auto &d : shape) {
+    need(d.dynamic() || d.size >= 1, "reshape", "target dims must be positive, got " + m.shape_str(shape), loc);
+    d.dynamic() ? db.push_back(d.sym) : (void)(b *= d.size);
+  }
+  need(da == db && a == b, "reshape",
+       "cannot reshape " + m.shape_str(x.shape()) + " to " + m.shape_str(shape) +
+           ": the element counts differ (sequence lengths must stay whole dims, in order)",
+       loc);
+  need(!shape.empty() && shape.size() <= 4, "reshape", "the target rank must be 1 to 4", loc);
+  return make(m, OpKind::Reshape, {x.id()}, shape, loc, x.dtype());
+}
+
+Tensor transpose(Tensor x, std::vector<int64_t> perm, SourceLoc loc) {
+  Model &m = model_of({x}, "transpose", loc);
+  need((int)perm.size() == x.rank(), "transpose",
+       "the permutation has " + std::to_string(perm.size()) + " entries but the input " + m.shape_str(x.shape()) +
+           " has rank " + std::to_string(x.rank()),
+       loc);
+  std::vector<bool> seen(perm.size());
+  Shape s;
+  for (int64_t p : perm) {
+    need(p >= 0 && p < x.rank() && !seen[p], "transpose", "the permutation is not a permutation of 0.." + std::to_string(x.rank() - 1), loc);
+    seen[p] = true;
+    s.push_back(x.dim((int)p));
+  }
+  Tensor r = make(m, OpKind::Transpose, {x.id()}, s, loc, x.dtype());
+  const_cast<Node &>(r.node()).perm = perm;
+  return r;
+}
+
+Tensor split_heads(Tensor x, int64_t heads, SourceLoc loc) {
+  Model &m = model_of({x}, "split_heads", loc);
+  need_rank(m, "split_heads", "input", x, 2, 2, loc);
+  need(heads >= 1 && x.dim(1).size % heads == 0 && !x.dim(1).dynamic(), "split_heads",
+       "the model width " + m.dim_str(x.dim(1)) + " is not divisible by the " + std::to_string(heads) + " heads", loc);
+  Tensor r = reshape(x, {x.dim(0), heads, x.dim(1).size / heads}, loc);
+  return transpose(r, {1, 0, 2}, loc);
+}
+
+Tensor merge_heads(Tensor x, SourceLoc loc) {
+  Model &m = model_of({x}, "merge_heads", loc);
+  need_rank(m, "merge_heads", "input", x, 3, 3, loc);
+  Tensor t = transpose(x, {1, 0, 2}, loc);
+  return reshape(t, {x.dim(1), x.dim(0).size * x.dim(2).size}, loc);
+}
+
+Tensor concat(std::vector<Tensor> xs, int64_t axis, SourceLoc loc) {
+  need(!xs.empty(), "concat", "needs at least one operand", loc);
+  Model &m = model_of({xs[0]}, "concat", loc);
+  int r = xs[0].rank();
+  need(axis >= 0 && axis < r, "concat", "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r), loc);
+  Shape s = xs[0].shape();
+  need(!s[axis].dynamic(), "concat", "cannot concatenate along a sequence length", loc);
+  std::vector<int> ids{xs[0].id()};
+  for (size_t i = 1; i < xs.size(); ++i) {
+    model_of({xs[0], xs[i]}, "concat", loc);
+    need(xs[i].rank() == r, "concat", "operand " + std::to_string(i) + " has rank " + std::to_string(xs[i].rank()) +
+                                          " but operand 0 has rank " + std::to_string(r), loc);
+    for (int d = 0; d < r; ++d)
+      if (d != axis)
+        same_dim(m, "concat", "operand 0's dim " + std::to_string(d), xs[0].dim(d),
+                 "operand " + std::to_string(i) + "'s dim " + std::to_string(d), xs[i].dim(d), loc);
+    need(!xs[i].dim((int)axis).dynamic(), "concat", "cannot concatenate along a sequence length", loc);
+    s[axis].size += xs[i].dim((int)axis).size;
+    ids.push_back(xs[i].id());
+  }
+  Tensor t = make(m, OpKind::Concat, ids, s, loc, xs[0].dtype());
+  const_cast<Node &>(t.node()).axis = axis;
+  return t;
+}
+
+Tensor slice(Tensor x, int64_t axis, int64_t offset, int64_t size, SourceLoc loc) {
+  Model &m = model_of({x}, "slice", loc);
+  need(axis >= 0 && axis < x.rank(), "slice", "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(x.rank()), loc);
+  Dim d = x.dim((int)axis);
+  need(!d.dynamic(), "slice", "cannot slice along a sequence length", loc);
+  need(offset >= 0 && size >= 1 && offset + size <= d.size, "slice",
+       "the range [" + std::to_string(offset) + ", " + std::to_string(offset + size) + ") does not fit in dim " +
+           std::to_string(axis) + " of size " + std::to_string(d.size),
+       loc);
+  Shape s = x.shape();
+  s[axis] = size;
+  Tensor t = make(m, OpKind::Slice, {x.id()}, s, loc, x.dtype());
+  Node &n = const_cast<Node &>(t.node());
+  n.axis = axis;
+  n.offset = offset;
+  return t;
+}
+
+std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes, SourceLoc loc) {
+  Model &m = model_of({x}, "split", loc);
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  need(axis >= 0 && axis < x.rank() && total == x.dim((int)axis).size, "split",
+       "the sizes add up to " + std::to_string(total) + " but dim " + std::to_string(axis) + " of " +
+           m.shape_str(x.shape()) + " is not that",
+       loc);
+  std::vector<Tensor> out;
+  int64_t off = 0;
+  for (int64_t s : sizes) {
+    out.push_back(slice(x, axis, off, s, loc));
+    off += s;
+  }
+  return out;
+}
+
+Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc loc) {
+  Model &m = model_of({q, k, v}, "attention", loc);
+  need_rank(m, "attention", "query", q, 3, 3, loc);
+  need_rank(m, "attention", "key", k, 3, 3, loc);
+  need_rank(m, "attention", "value", v, 3, 3, loc);
+  same_dim(m, "attention", "the query heads", q.dim(0), "the key heads", k.dim(0), loc);
+  same_dim(m, "attention", "the key heads", k.dim(0), "the value heads", v.dim(0), loc);
+  same_dim(m, "attention", "the query head dim", q.dim(2), "the key head dim", k.dim(2), loc);
+  same_dim(m, "attention", "the key length", k.dim(1), "the value length", v.dim(1), loc);
+  float sc = opt.scale ? *opt.scale : 1.0f / std::sqrt((float)q.dim(2).size);
+  need(std::isfinite(sc), "attention", "the scale must be finite", loc);
+  Tensor r = make(m, OpKind::Attention, {q.id(), k.id(), v.id()}, {q.dim(0), q.dim(1), v.dim(2)}, loc);
+  Node &n = const_cast<Node &>(r.node());
+  n.mask = opt.mask;
+  n.factor = sc;
+  return r;
+}
+
+}  // namespace kiln

@@ -1,0 +1,92 @@
+/* kilnrt/api.h - the kiln runtime C API: weights, inputs, arena planning, running a model.
+ *
+ * Usage (what a compiled model's main does):
+ *
+ *   extern const kiln_model_info kiln_model;
+ *   kilnrt_session *s;
+ *   if (kilnrt_session_create(&kiln_model, &s)) die(kilnrt_last_error());
+ *   kilnrt_session_load_weights(s, "model.safetensors");   // or kilnrt_session_random_weights(s, 1)
+ *   int64_t shape[1] = {3}; int32_t ids[3] = {1, 2, 3};
+ *   kilnrt_session_set_input(s, "tokens", KILN_I32, 1, shape, ids);
+ *   kilnrt_session_run(s, "forward");
+ *   const kilnrt_tensor *out; kilnrt_session_output(s, "logits", &out);
+ *   kilnrt_session_destroy(s);
+ *
+ * Every fallible call returns a kilnrt_status; on failure kilnrt_last_error() (thread local)
+ * says what went wrong. Thread safety: a session is used by one thread at a time; distinct
+ * sessions are independent. No MLIR, LLVM or Halide library is linked.
+ */
+#ifndef KILNRT_API_H
+#define KILNRT_API_H
+#include <stddef.h>
+#include <stdint.h>
+#include "kilnrt/model.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kilnrt_status {
+  KILNRT_OK = 0,
+  KILNRT_USER_ERROR = 1,     /* bad input, bad file, bad option: the message says which */
+  KILNRT_INTERNAL_ERROR = 2, /* a kiln bug or a kernel failure */
+} kilnrt_status;
+
+const char *kilnrt_last_error(void);
+
+/* A dense host tensor, row-major. */
+typedef struct kilnrt_tensor {
+  kiln_dtype dtype;
+  int32_t rank;
+  int64_t shape[KILN_MAX_RANK];
+  void *data;
+} kilnrt_tensor;
+int64_t kilnrt_tensor_numel(const kilnrt_tensor *t);
+
+/* ---- weights files (safetensors, read with mmap) ---- */
+typedef struct kilnrt_weights kilnrt_weights;
+kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **out);
+void kilnrt_weights_close(kilnrt_weights *w);
+int32_t kilnrt_weights_count(const kilnrt_weights *w);
+/* The i-th tensor in file order; data points into the mapping (f32 data is copied to an aligned
+ * buffer when the file places it misaligned). */
+kilnrt_status kilnrt_weights_get(const kilnrt_weights *w, int32_t i, const char **name, kilnrt_tensor *t);
+kilnrt_status kilnrt_weights_find(const kilnrt_weights *w, const char *name, kilnrt_tensor *t);
+kilnrt_status kilnrt_weights_save(const char *path, int32_t n, const char *const *names, const kilnrt_tensor *ts);
+
+/* ---- .npy files ---- */
+/* Reads f32, i32 or i64 (converted to i32, range-checked) arrays, C order. Free with kilnrt_tensor_free. */
+kilnrt_status kilnrt_npy_read(const char *path, kilnrt_tensor *out);
+kilnrt_status kilnrt_npy_write(const char *path, const kilnrt_tensor *t);
+void kilnrt_tensor_free(kilnrt_tensor *t);
+
+/* ---- arena planning ---- */
+/* Sizes every buffer from the symbol values, places them (first fit, largest first, buffers
+ * live at the same time never overlap), 64-byte aligned. */
+kilnrt_status kilnrt_arena_plan(const kiln_buffer_info *buffers, int32_t n, const int64_t *syms,
+                                int64_t *offsets, int64_t *total_bytes);
+
+/* ---- sessions ---- */
+typedef struct kilnrt_session kilnrt_session;
+kilnrt_status kilnrt_session_create(const kiln_model_info *model, kilnrt_session **out);
+void kilnrt_session_destroy(kilnrt_session *s);
+kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const char *path);
+kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64_t seed);
+kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const char *path);
+/* Copies the data; int64 ids must already be converted. Checks dtype, rank, static dims, the
+ * compiled bound of each sequence length and the id range of token inputs. */
+kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char *name, const kilnrt_tensor *t);
+kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry);
+kilnrt_status kilnrt_session_output(kilnrt_session *s, const char *name, const kilnrt_tensor **out);
+/* Bytes of the arena the last run planned. */
+int64_t kilnrt_session_arena_bytes(const kilnrt_session *s);
+
+/* ---- host checks, timing ---- */
+/* USER_ERROR naming the missing features when this CPU lacks any of `features` (comma list). */
+kilnrt_status kilnrt_cpu_check(const char *features);
+int64_t kilnrt_time_now_ns(void);
+void kilnrt_threads_set(int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

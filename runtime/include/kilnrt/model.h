@@ -1,0 +1,86 @@
+/* kilnrt/model.h - the contract between a compiled kiln model and the kiln runtime.
+ *
+ * The kiln compiler emits one `kiln_model` table (names, shapes, the buffer plan, entry points)
+ * and one orchestration function per entry point. The runtime reads the table to validate
+ * weights and inputs, plans the arena from the actual sequence lengths, and calls the entry.
+ *
+ * Buffer ids seen by an entry function: [0, n_params) are parameters, [n_params,
+ * n_params + n_io) are the model's inputs and outputs, then the entry's arena buffers.
+ */
+#ifndef KILNRT_MODEL_H
+#define KILNRT_MODEL_H
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_ABI_VERSION 1
+#define KILN_MAX_RANK 4
+#define KILN_MAX_SYMS 4
+
+typedef enum kiln_dtype { KILN_F32 = 0, KILN_I32 = 1 } kiln_dtype;
+
+/* One dimension: static (`sym` < 0, `size` is the extent) or a sequence length (`sym` >= 0 is
+ * the index of the symbol; `size` is its compile-time upper bound). */
+typedef struct kiln_dim {
+  int64_t size;
+  int32_t sym;
+} kiln_dim;
+
+typedef enum kiln_init { KILN_INIT_NORMAL = 0, KILN_INIT_ONES = 1, KILN_INIT_ZEROS = 2 } kiln_init;
+
+typedef struct kiln_tensor_info {
+  const char *name;
+  int32_t dtype; /* kiln_dtype */
+  int32_t rank;
+  kiln_dim dims[KILN_MAX_RANK];
+  int64_t max_value; /* token inputs: ids must lie in [0, max_value); 0 = unchecked */
+  int32_t init;      /* parameters: kiln_init for --random-weights */
+  float init_scale;  /* parameters: standard deviation of KILN_INIT_NORMAL */
+} kiln_tensor_info;
+
+/* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the
+ * kernels [first, last] of its entry. */
+typedef struct kiln_buffer_info {
+  int64_t static_bytes;
+  uint8_t sym_pow[KILN_MAX_SYMS];
+  int32_t first, last;
+} kiln_buffer_info;
+
+/* Returns 0, or a Halide error code (< 0) and the index of the failing kernel. */
+typedef int32_t (*kiln_entry_fn)(void **buffers, const int64_t *syms, int32_t *failed_kernel);
+
+typedef struct kiln_entry_info {
+  const char *name;
+  kiln_entry_fn fn;
+  int32_t n_inputs, n_outputs;
+  const int32_t *inputs;  /* indices into kiln_model_info.io */
+  const int32_t *outputs; /* indices into kiln_model_info.io */
+  int32_t n_buffers;
+  const kiln_buffer_info *buffers;
+  int32_t n_kernels;
+  const char *const *kernel_names;
+} kiln_entry_info;
+
+typedef struct kiln_model_info {
+  int32_t abi_version;
+  const char *name;
+  const char *kiln_version;
+  const char *model_hash;
+  const char *target;
+  const char *cpu_features; /* comma separated, as __builtin_cpu_supports names them */
+  int32_t n_syms;
+  const char *const *sym_names;
+  const int64_t *sym_max;
+  int32_t n_params;
+  const kiln_tensor_info *params;
+  int32_t n_io;
+  const kiln_tensor_info *io;
+  int32_t n_entries;
+  const kiln_entry_info *entries;
+} kiln_model_info;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

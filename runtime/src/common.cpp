@@ -1,0 +1,71 @@
+// kilnrt common: error reporting, dtypes, timing, CPU feature checks.
+#include <chrono>
+#include <sstream>
+#include <vector>
+#include "internal.h"
+
+namespace kilnrt {
+static thread_local std::string g_last_error;
+
+kilnrt_status fail(kilnrt_status code, std::string message) {
+  g_last_error = std::move(message);
+  return code;
+}
+size_t dtype_size(kiln_dtype t) { return t == KILN_F32 || t == KILN_I32 ? 4 : 0; }
+const char *dtype_name(kiln_dtype t) { return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : "?"; }
+std::string shape_str(const int64_t *shape, int rank) {
+  std::ostringstream os;
+  os << "[";
+  for (int i = 0; i < rank; ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+}  // namespace kilnrt
+
+using namespace kilnrt;
+
+extern "C" const char *kilnrt_last_error(void) { return g_last_error.c_str(); }
+
+extern "C" int64_t kilnrt_tensor_numel(const kilnrt_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; ++i) n *= t->shape[i];
+  return n;
+}
+
+extern "C" int64_t kilnrt_time_now_ns(void) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// __builtin_cpu_supports needs a literal, so the names kiln may require are listed here.
+static bool cpu_has(const std::string &f) {
+  __builtin_cpu_init();
+#define KILN_FEATURE(name) \
+  if (f == #name) return __builtin_cpu_supports(#name);
+  KILN_FEATURE(sse4.1)
+  KILN_FEATURE(avx)
+  KILN_FEATURE(avx2)
+  KILN_FEATURE(fma)
+  KILN_FEATURE(f16c)
+  KILN_FEATURE(avx512f)
+  KILN_FEATURE(avx512bw)
+  KILN_FEATURE(avx512dq)
+  KILN_FEATURE(avx512vl)
+  KILN_FEATURE(avx512cd)
+#undef KILN_FEATURE
+  return false;
+}
+
+extern "C" kilnrt_status kilnrt_cpu_check(const char *features) {
+  std::string missing;
+  std::stringstream ss(features ? features : "");
+  for (std::string f; std::getline(ss, f, ',');) {
+    if (f.empty() || cpu_has(f)) continue;
+    missing += (missing.empty() ? "" : ", ") + f;
+  }
+  if (!missing.empty())
+    return user_error("this CPU lacks instruction set extensions the model was compiled for: " + missing +
+                      " (recompile with a --target this CPU supports, e.g. --target=x86-64-avx2)");
+  return KILNRT_OK;
+}

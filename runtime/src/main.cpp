@@ -1,0 +1,219 @@
+// kilnrt main: the command line of every compiled kiln model (linked into the executable).
+//
+// Exit codes: 0 success, 1 user error (bad flag, file, input), 2 internal error.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+#include "kilnrt/api.h"
+
+extern "C" const kiln_model_info kiln_model;
+
+namespace {
+const kiln_model_info &M = kiln_model;
+
+struct Exit {
+  int code;
+};
+[[noreturn]] void die(int code, const std::string &msg) {
+  fprintf(stderr, "%s: error: %s\n", M.name, msg.c_str());
+  throw Exit{code};
+}
+void check(kilnrt_status st) {
+  if (st != KILNRT_OK) die(st == KILNRT_USER_ERROR ? 1 : 2, kilnrt_last_error());
+}
+
+std::string dims_str(const kiln_tensor_info &t) {
+  std::string s = "[";
+  for (int d = 0; d < t.rank; ++d) {
+    if (d) s += ", ";
+    s += t.dims[d].sym >= 0 ? std::string(M.sym_names[t.dims[d].sym]) + "<=" + std::to_string(t.dims[d].size)
+                            : std::to_string(t.dims[d].size);
+  }
+  return s + "] " + (t.dtype == KILN_F32 ? "f32" : "i32");
+}
+
+std::string describe() {
+  std::ostringstream os;
+  for (int e = 0; e < M.n_entries; ++e) {
+    const kiln_entry_info &en = M.entries[e];
+    os << "Entry '" << en.name << "'\n  inputs:\n";
+    for (int i = 0; i < en.n_inputs; ++i) {
+      const kiln_tensor_info &t = M.io[en.inputs[i]];
+      os << "    " << t.name << " " << dims_str(t);
+      if (t.max_value) os << " (token ids < " << t.max_value << ")";
+      os << "\n";
+    }
+    os << "  outputs:\n";
+    for (int i = 0; i < en.n_outputs; ++i) os << "    " << M.io[en.outputs[i]].name << " " << dims_str(M.io[en.outputs[i]]) << "\n";
+  }
+  os << "Parameters (" << M.n_params << "):\n";
+  for (int i = 0; i < M.n_params; ++i) os << "    " << M.params[i].name << " " << dims_str(M.params[i]) << "\n";
+  return os.str();
+}
+
+std::vector<int32_t> parse_ids(const std::string &what, const std::string &list) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(list);
+  for (std::string tok; std::getline(ss, tok, ',');) {
+    tok.erase(0, tok.find_first_not_of(" "));
+    tok.erase(tok.find_last_not_of(" ") + 1);
+    char *end = nullptr;
+    errno = 0;
+    long long v = tok.empty() ? 0 : strtoll(tok.c_str(), &end, 10);
+    if (tok.empty() || *end || errno || v < INT32_MIN || v > INT32_MAX)
+      die(1, "--tokens " + what + ": '" + tok + "' is not an integer token id");
+    ids.push_back((int32_t)v);
+  }
+  if (ids.empty()) die(1, "--tokens " + what + ": empty token list");
+  return ids;
+}
+
+void summarize(const char *name, const kilnrt_tensor &t) {
+  int64_t n = kilnrt_tensor_numel(&t);
+  printf("%s: shape [", name);
+  for (int d = 0; d < t.rank; ++d) printf("%s%lld", d ? ", " : "", (long long)t.shape[d]);
+  printf("]");
+  if (t.dtype != KILN_F32 || n == 0) {
+    printf("\n");
+    return;
+  }
+  const float *f = (const float *)t.data;
+  double sum = 0, sq = 0;
+  size_t nonfinite = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(f[i])) ++nonfinite;
+    sum += f[i];
+    sq += (double)f[i] * f[i];
+  }
+  double mean = sum / n;
+  printf(" mean %.6g std %.6g", mean, std::sqrt(std::max(0.0, sq / n - mean * mean)));
+  if (nonfinite) printf(" (%zu non-finite values)", nonfinite);
+  printf("\n  first values:");
+  for (int64_t i = 0; i < std::min<int64_t>(n, 6); ++i) printf(" %.6g", f[i]);
+  if (t.rank == 2) {
+    int64_t cols = t.shape[1];
+    const float *last = f + (t.shape[0] - 1) * cols;
+    printf("\n  argmax of the last row: %lld", (long long)(std::max_element(last, last + cols) - last));
+  }
+  printf("\n");
+}
+
+int run(int argc, char **argv) {
+  check(kilnrt_cpu_check(M.cpu_features));
+  CLI::App app{std::string(M.name) + ": a model compiled by kiln " + M.kiln_version};
+  app.footer(describe());
+  std::string weights, save_weights, output_dir, entry = M.n_entries ? M.entries[0].name : "forward";
+  bool random = false, version = false;
+  uint64_t seed = 0;
+  int threads = 0, repeat = 1;
+  std::vector<std::string> inputs, tokens;
+  app.add_option("--weights", weights, "safetensors file with the model's parameters (read with mmap)");
+  app.add_flag("--random-weights", random, "use deterministic random weights instead of a file");
+  app.add_option("--seed", seed, "seed for --random-weights")->capture_default_str();
+  app.add_option("--save-weights", save_weights, "write the weights in use as safetensors");
+  app.add_option("--input", inputs, "NAME=FILE.npy: an input (int32/int64 token ids or float32)");
+  app.add_option("--tokens", tokens, "1,2,3 or NAME=1,2,3: token ids for a token input");
+  app.add_option("--output-dir", output_dir, "write every output as DIR/NAME.npy");
+  app.add_option("--entry", entry, "entry point to run")->capture_default_str();
+  app.add_option("--threads", threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  app.add_option("--repeat", repeat, "run N times and print the median time")->check(CLI::Range(1, 1000000));
+  app.add_flag("--version", version, "print the kiln version, model hash and target");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    app.exit(e);
+    throw Exit{0};
+  } catch (const CLI::ParseError &e) {
+    die(1, e.what() + std::string(" (see --help)"));
+  }
+  if (version) {
+    printf("kiln %s\nmodel %s hash %s\ntarget %s\n", M.kiln_version, M.name, M.model_hash, M.target);
+    return 0;
+  }
+  if (threads) kilnrt_threads_set(threads);
+  kilnrt_session *s;
+  check(kilnrt_session_create(&M, &s));
+  std::unique_ptr<kilnrt_session, void (*)(kilnrt_session *)> guard(s, kilnrt_session_destroy);
+  if (!weights.empty() && random) die(1, "give either --weights or --random-weights, not both");
+  if (!weights.empty()) check(kilnrt_session_load_weights(s, weights.c_str()));
+  else if (random) check(kilnrt_session_random_weights(s, seed));
+  else if (M.n_params) die(1, "no weights: give --weights FILE.safetensors or --random-weights");
+  if (!save_weights.empty()) check(kilnrt_session_save_weights(s, save_weights.c_str()));
+
+  const kiln_entry_info *en = nullptr;
+  for (int i = 0; i < M.n_entries; ++i)
+    if (entry == M.entries[i].name) en = &M.entries[i];
+  if (!en) die(1, "no entry point '" + entry + "'");
+  std::vector<std::string> token_inputs;
+  for (int i = 0; i < en->n_inputs; ++i)
+    if (M.io[en->inputs[i]].dtype == KILN_I32) token_inputs.push_back(M.io[en->inputs[i]].name);
+  for (const std::string &spec : inputs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) die(1, "--input expects NAME=FILE.npy, got '" + spec + "'");
+    kilnrt_tensor t;
+    check(kilnrt_npy_read(spec.substr(eq + 1).c_str(), &t));
+    kilnrt_status st = kilnrt_session_set_input(s, spec.substr(0, eq).c_str(), &t);
+    kilnrt_tensor_free(&t);
+    check(st);
+  }
+  for (const std::string &spec : tokens) {
+    auto eq = spec.find('=');
+    std::string name, list = spec;
+    if (eq != std::string::npos) {
+      name = spec.substr(0, eq);
+      list = spec.substr(eq + 1);
+    } else if (token_inputs.size() == 1) {
+      name = token_inputs[0];
+    } else {
+      die(1, "the model has " + std::to_string(token_inputs.size()) + " token inputs: use --tokens NAME=1,2,3");
+    }
+    std::vector<int32_t> ids = parse_ids(name, list);
+    kilnrt_tensor t{};
+    t.dtype = KILN_I32;
+    t.rank = 1;
+    t.shape[0] = (int64_t)ids.size();
+    t.data = ids.data();
+    check(kilnrt_session_set_input(s, name.c_str(), &t));
+  }
+  std::vector<int64_t> times;
+  for (int r = 0; r < repeat; ++r) {
+    int64_t t0 = kilnrt_time_now_ns();
+    check(kilnrt_session_run(s, entry.c_str()));
+    times.push_back(kilnrt_time_now_ns() - t0);
+  }
+  if (repeat > 1) {
+    std::sort(times.begin(), times.end());
+    printf("median time over %d runs: %.3f ms (min %.3f ms)\n", repeat, times[times.size() / 2] / 1e6, times[0] / 1e6);
+  }
+  if (!output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(output_dir, ec);
+    if (ec) die(1, "cannot create --output-dir '" + output_dir + "': " + ec.message());
+  }
+  for (int k = 0; k < en->n_outputs; ++k) {
+    const char *name = M.io[en->outputs[k]].name;
+    const kilnrt_tensor *t;
+    check(kilnrt_session_output(s, name, &t));
+    summarize(name, *t);
+    if (!output_dir.empty()) check(kilnrt_npy_write((output_dir + "/" + name + ".npy").c_str(), t));
+  }
+  printf("arena: %.1f KiB\n", kilnrt_session_arena_bytes(s) / 1024.0);
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Exit &e) {
+    return e.code;
+  } catch (const std::exception &e) {
+    fprintf(stderr, "%s: internal error: %s\n", M.name, e.what());
+    return 2;
+  }
+}

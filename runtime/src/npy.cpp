@@ -1,0 +1,116 @@
+// kilnrt .npy files: NumPy's format version 1/2/3, little-endian f4 / i4 / i8, C order only.
+// Anything else (Fortran order, big-endian, object arrays, truncated data) is rejected by name.
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <sstream>
+#include <vector>
+
+#include "internal.h"
+
+using namespace kilnrt;
+
+static kilnrt_status bad(const std::string &path, const std::string &why) {
+  return user_error(".npy file '" + path + "': " + why);
+}
+
+extern "C" kilnrt_status kilnrt_npy_read(const char *path, kilnrt_tensor *out) {
+  *out = kilnrt_tensor{};
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return bad(path, std::string("cannot open: ") + strerror(errno));
+  int64_t fsize = f.tellg();
+  f.seekg(0);
+  char magic[8];
+  if (fsize < 10 || !f.read(magic, 8) || memcmp(magic, "\x93NUMPY", 6) != 0) return bad(path, "not a .npy file (bad magic)");
+  int major = (uint8_t)magic[6];
+  uint32_t hlen = 0;
+  if (major == 1) {
+    uint8_t b[2];
+    f.read((char *)b, 2);
+    hlen = b[0] | (b[1] << 8);
+  } else if (major == 2 || major == 3) {
+    uint8_t b[4];
+    f.read((char *)b, 4);
+    hlen = b[0] | (b[1] << 8) | (b[2] << 16) | ((uint32_t)b[3] << 24);
+  } else {
+    return bad(path, "unsupported format version " + std::to_string(major));
+  }
+  if (!f || (int64_t)hlen > fsize - f.tellg()) return bad(path, "truncated header");
+  std::string h(hlen, '\0');
+  f.read(h.data(), hlen);
+  std::smatch m;
+  if (!std::regex_search(h, m, std::regex("'descr'\\s*:\\s*'([^']*)'"))) return bad(path, "header has no 'descr'");
+  std::string descr = m[1];
+  if (!std::regex_search(h, m, std::regex("'fortran_order'\\s*:\\s*(True|False)"))) return bad(path, "header has no 'fortran_order'");
+  if (m[1] == "True") return bad(path, "Fortran order is not supported; save a C-contiguous array");
+  if (!std::regex_search(h, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)"))) return bad(path, "header has no 'shape'");
+  std::string dims = m[1];
+  kilnrt_tensor t{};
+  std::stringstream ss(dims);
+  __int128 numel = 1;
+  for (std::string tok; std::getline(ss, tok, ',');) {
+    tok.erase(0, tok.find_first_not_of(" \t"));
+    tok.erase(tok.find_last_not_of(" \t") + 1);
+    if (tok.empty()) continue;
+    if (t.rank == KILN_MAX_RANK) return bad(path, "more than 4 dimensions");
+    if (tok.find_first_not_of("0123456789") != std::string::npos || tok.size() > 15) return bad(path, "bad shape entry '" + tok + "'");
+    t.shape[t.rank++] = std::stoll(tok);
+    numel *= t.shape[t.rank - 1];
+  }
+  size_t esize;
+  bool is_i64 = false;
+  if (descr == "<f4") { t.dtype = KILN_F32; esize = 4; }
+  else if (descr == "<i4") { t.dtype = KILN_I32; esize = 4; }
+  else if (descr == "<i8") { t.dtype = KILN_I32; esize = 8; is_i64 = true; }
+  else return bad(path, "dtype '" + descr + "' is not supported (float32, int32 or int64, little-endian)");
+  int64_t avail = fsize - (int64_t)f.tellg();
+  if (numel * (__int128)esize != avail)
+    return bad(path, "shape " + shape_str(t.shape, t.rank) + " needs " + std::to_string((int64_t)(numel * esize)) +
+                         " data bytes but the file holds " + std::to_string(avail));
+  std::vector<char> raw((size_t)avail);
+  f.read(raw.data(), avail);
+  void *data = malloc(numel ? (size_t)numel * 4 : 4);
+  if (is_i64) {
+    int32_t *dst = (int32_t *)data;
+    for (int64_t i = 0; i < (int64_t)numel; ++i) {
+      int64_t v;
+      memcpy(&v, raw.data() + 8 * i, 8);
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+        free(data);
+        return bad(path, "int64 value " + std::to_string(v) + " at index " + std::to_string(i) + " does not fit in int32");
+      }
+      dst[i] = (int32_t)v;
+    }
+  } else {
+    memcpy(data, raw.data(), raw.size());
+  }
+  t.data = data;
+  *out = t;
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_npy_write(const char *path, const kilnrt_tensor *t) {
+  std::string shape = "(";
+  for (int i = 0; i < t->rank; ++i) shape += std::to_string(t->shape[i]) + (t->rank == 1 ? "," : i + 1 < t->rank ? ", " : "");
+  shape += ")";
+  std::string h = std::string("{'descr': '") + (t->dtype == KILN_F32 ? "<f4" : "<i4") +
+                  "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + h.size() + 1) % 64) h.push_back(' ');
+  h.push_back('\n');
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return user_error(std::string("cannot write '") + path + "'");
+  f.write("\x93NUMPY\x01\x00", 8);
+  uint16_t hl = (uint16_t)h.size();
+  char le[2] = {(char)(hl & 0xff), (char)(hl >> 8)};
+  f.write(le, 2);
+  f.write(h.data(), (std::streamsize)h.size());
+  f.write((const char *)t->data, (std::streamsize)(kilnrt_tensor_numel(t) * 4));
+  if (!f) return user_error(std::string("error writing '") + path + "'");
+  return KILNRT_OK;
+}
+
+extern "C" void kilnrt_tensor_free(kilnrt_tensor *t) {
+  free(t->data);
+  t->data = nullptr;
+}

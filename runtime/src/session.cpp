@@ -1,0 +1,309 @@
+// kilnrt sessions: bind weights and inputs to a compiled model, plan its arena, run an entry.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "internal.h"
+
+using namespace kilnrt;
+
+// The Halide runtime is linked into compiled models but not into every user of kilnrt
+// (its unit tests), so its hooks are weak references.
+extern "C" {
+typedef void (*kiln_halide_error_handler)(void *, const char *);
+__attribute__((weak)) kiln_halide_error_handler halide_set_error_handler(kiln_halide_error_handler);
+__attribute__((weak)) int halide_set_num_threads(int);
+}
+
+static thread_local std::string g_kernel_message;
+static void on_halide_error(void *, const char *msg) {
+  g_kernel_message = msg ? msg : "";
+  while (!g_kernel_message.empty() && g_kernel_message.back() == '\n') g_kernel_message.pop_back();
+}
+
+extern "C" void kilnrt_threads_set(int n) {
+  if (halide_set_num_threads) halide_set_num_threads(n);
+}
+
+namespace {
+struct AlignedFree {
+  void operator()(void *p) const { free(p); }
+};
+using Storage = std::unique_ptr<uint8_t, AlignedFree>;
+Storage alloc64(size_t bytes) {
+  return Storage((uint8_t *)aligned_alloc(64, (bytes + 63) / 64 * 64 + 64));
+}
+}  // namespace
+
+struct kilnrt_session {
+  const kiln_model_info *m;
+  kilnrt_weights *weights = nullptr;
+  std::vector<Storage> param_store;  // owned parameter data (random weights)
+  std::vector<void *> params;        // one pointer per parameter (into weights or param_store)
+  std::vector<Storage> io_store;     // inputs and outputs, by io index
+  std::vector<bool> io_set;
+  std::vector<kilnrt_tensor> io_tensor;
+  int64_t syms[KILN_MAX_SYMS] = {0, 0, 0, 0};
+  Storage arena;
+  int64_t arena_bytes = 0;
+  ~kilnrt_session() { kilnrt_weights_close(weights); }
+};
+
+static int64_t param_numel(const kiln_tensor_info &p) {
+  int64_t n = 1;
+  for (int i = 0; i < p.rank; ++i) n *= p.dims[i].size;
+  return n;
+}
+
+extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kilnrt_session **out) {
+  *out = nullptr;
+  if (!model || model->abi_version != KILN_ABI_VERSION)
+    return internal_error("model table has ABI version " + std::to_string(model ? model->abi_version : -1) +
+                          ", this runtime expects " + std::to_string(KILN_ABI_VERSION));
+  if (halide_set_error_handler) halide_set_error_handler(on_halide_error);
+  auto s = std::make_unique<kilnrt_session>();
+  s->m = model;
+  s->params.assign(model->n_params, nullptr);
+  s->io_store.resize(model->n_io);
+  s->io_set.assign(model->n_io, false);
+  s->io_tensor.resize(model->n_io);
+  *out = s.release();
+  return KILNRT_OK;
+}
+
+extern "C" void kilnrt_session_destroy(kilnrt_session *s) { delete s; }
+
+extern "C" kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const char *path) {
+  kilnrt_weights *w;
+  if (kilnrt_status st = kilnrt_weights_open(path, &w)) return st;
+  std::unique_ptr<kilnrt_weights, void (*)(kilnrt_weights *)> guard(w, kilnrt_weights_close);
+  std::map<std::string, int> wanted;
+  for (int i = 0; i < s->m->n_params; ++i) wanted[s->m->params[i].name] = i;
+  for (int i = 0; i < kilnrt_weights_count(w); ++i) {
+    const char *name;
+    kilnrt_tensor t;
+    kilnrt_weights_get(w, i, &name, &t);
+    if (!wanted.count(name))
+      return user_error("weights file '" + std::string(path) + "' has tensor '" + name +
+                        "' which the model does not use (extra tensor)");
+  }
+  std::vector<void *> ptrs(s->m->n_params);
+  for (int i = 0; i < s->m->n_params; ++i) {
+    const kiln_tensor_info &p = s->m->params[i];
+    kilnrt_tensor t;
+    if (kilnrt_weights_find(w, p.name, &t) != KILNRT_OK)
+      return user_error("weights file '" + std::string(path) + "' is missing tensor '" + p.name + "'");
+    int64_t want[KILN_MAX_RANK];
+    bool same = t.rank == p.rank;
+    for (int d = 0; d < p.rank; ++d) {
+      want[d] = p.dims[d].size;
+      same = same && t.shape[d] == want[d];
+    }
+    if (!same)
+      return user_error("weights file '" + std::string(path) + "': tensor '" + p.name + "' has shape " +
+                        shape_str(t.shape, t.rank) + ", the model expects " + shape_str(want, p.rank));
+    if (t.dtype != (kiln_dtype)p.dtype)
+      return user_error("weights file '" + std::string(path) + "': tensor '" + p.name + "' has dtype " +
+                        dtype_name(t.dtype) + ", the model expects " + dtype_name((kiln_dtype)p.dtype));
+    ptrs[i] = t.data;
+  }
+  kilnrt_weights_close(s->weights);
+  s->weights = guard.release();
+  s->param_store.clear();
+  s->params = ptrs;
+  return KILNRT_OK;
+}
+
+// splitmix64: a stateless, platform-independent stream, so a seed names one set of weights.
+static uint64_t splitmix(uint64_t &x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64_t seed) {
+  s->param_store.clear();
+  for (int i = 0; i < s->m->n_params; ++i) {
+    const kiln_tensor_info &p = s->m->params[i];
+    int64_t n = param_numel(p);
+    Storage st = alloc64((size_t)n * 4);
+    float *f = (float *)st.get();
+    uint64_t state = seed * 0x100000001b3ULL;
+    for (const char *c = p.name; *c; ++c) state = (state ^ (uint8_t)*c) * 0x100000001b3ULL;
+    for (int64_t k = 0; k < n; ++k) {
+      if (p.init == KILN_INIT_ONES) f[k] = 1.0f;
+      else if (p.init == KILN_INIT_ZEROS) f[k] = 0.0f;
+      else {  // Box-Muller
+        double u1 = ((splitmix(state) >> 11) + 1.0) / 9007199254740993.0;
+        double u2 = (splitmix(state) >> 11) / 9007199254740992.0;
+        f[k] = (float)(p.init_scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+      }
+    }
+    s->params[i] = st.get();
+    s->param_store.push_back(std::move(st));
+  }
+  kilnrt_weights_close(s->weights);
+  s->weights = nullptr;
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const char *path) {
+  std::vector<const char *> names;
+  std::vector<kilnrt_tensor> ts;
+  for (int i = 0; i < s->m->n_params; ++i) {
+    const kiln_tensor_info &p = s->m->params[i];
+    if (!s->params[i]) return user_error("no weights loaded: use --weights or --random-weights");
+    kilnrt_tensor t{};
+    t.dtype = (kiln_dtype)p.dtype;
+    t.rank = p.rank;
+    for (int d = 0; d < p.rank; ++d) t.shape[d] = p.dims[d].size;
+    t.data = s->params[i];
+    names.push_back(p.name);
+    ts.push_back(t);
+  }
+  return kilnrt_weights_save(path, (int32_t)names.size(), names.data(), ts.data());
+}
+
+static int find_io(const kiln_model_info *m, const char *name) {
+  for (int i = 0; i < m->n_io; ++i)
+    if (strcmp(m->io[i].name, name) == 0) return i;
+  return -1;
+}
+
+static bool is_input(const kiln_model_info *m, int io) {
+  for (int e = 0; e < m->n_entries; ++e)
+    for (int i = 0; i < m->entries[e].n_inputs; ++i)
+      if (m->entries[e].inputs[i] == io) return true;
+  return false;
+}
+
+extern "C" kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char *name, const kilnrt_tensor *t) {
+  const kiln_model_info *m = s->m;
+  int io = find_io(m, name);
+  if (io < 0 || !is_input(m, io)) {
+    std::string names;
+    for (int i = 0; i < m->n_io; ++i)
+      if (is_input(m, i)) names += (names.empty() ? "" : ", ") + std::string(m->io[i].name);
+    return user_error("the model has no input '" + std::string(name) + "' (inputs: " + names + ")");
+  }
+  const kiln_tensor_info &info = m->io[io];
+  if (t->dtype != (kiln_dtype)info.dtype)
+    return user_error("input '" + std::string(name) + "' must be " + dtype_name((kiln_dtype)info.dtype) + ", got " +
+                      dtype_name(t->dtype));
+  if (t->rank != info.rank)
+    return user_error("input '" + std::string(name) + "' must have rank " + std::to_string(info.rank) + ", got shape " +
+                      shape_str(t->shape, t->rank));
+  for (int d = 0; d < info.rank; ++d) {
+    const kiln_dim &dim = info.dims[d];
+    if (dim.sym < 0 && t->shape[d] != dim.size)
+      return user_error("input '" + std::string(name) + "' dimension " + std::to_string(d) + " must be " +
+                        std::to_string(dim.size) + ", got " + std::to_string(t->shape[d]));
+    if (dim.sym >= 0) {
+      const char *sn = m->sym_names[dim.sym];
+      if (t->shape[d] < 1)
+        return user_error("input '" + std::string(name) + "': sequence length " + sn + " must be at least 1, got " +
+                          std::to_string(t->shape[d]));
+      if (t->shape[d] > m->sym_max[dim.sym])
+        return user_error("input '" + std::string(name) + "': sequence length " + sn + " = " +
+                          std::to_string(t->shape[d]) + " exceeds the compiled bound " +
+                          std::to_string(m->sym_max[dim.sym]) + " (recompile with a larger bound)");
+    }
+  }
+  int64_t n = kilnrt_tensor_numel(t);
+  if (info.max_value > 0) {
+    const int32_t *ids = (const int32_t *)t->data;
+    for (int64_t i = 0; i < n; ++i)
+      if (ids[i] < 0 || ids[i] >= info.max_value)
+        return user_error("input '" + std::string(name) + "': token id " + std::to_string(ids[i]) + " at position " +
+                          std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(info.max_value) + ")");
+  }
+  Storage st = alloc64((size_t)n * 4);
+  memcpy(st.get(), t->data, (size_t)n * 4);
+  s->io_store[io] = std::move(st);
+  s->io_tensor[io] = *t;
+  s->io_tensor[io].data = s->io_store[io].get();
+  s->io_set[io] = true;
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry_name) {
+  const kiln_model_info *m = s->m;
+  const kiln_entry_info *e = nullptr;
+  for (int i = 0; i < m->n_entries; ++i)
+    if (strcmp(m->entries[i].name, entry_name) == 0) e = &m->entries[i];
+  if (!e) return user_error("the model has no entry point '" + std::string(entry_name) + "'");
+  for (int i = 0; i < m->n_params; ++i)
+    if (!s->params[i]) return user_error("no weights loaded: use --weights FILE or --random-weights");
+  // 1. Sequence lengths come from the inputs; they must agree.
+  int64_t syms[KILN_MAX_SYMS] = {0, 0, 0, 0};
+  for (int k = 0; k < e->n_inputs; ++k) {
+    int io = e->inputs[k];
+    if (!s->io_set[io]) return user_error("input '" + std::string(m->io[io].name) + "' was not given");
+    for (int d = 0; d < m->io[io].rank; ++d) {
+      int sym = m->io[io].dims[d].sym;
+      if (sym < 0) continue;
+      int64_t v = s->io_tensor[io].shape[d];
+      if (syms[sym] && syms[sym] != v)
+        return user_error("inputs disagree on sequence length " + std::string(m->sym_names[sym]) + ": " +
+                          std::to_string(syms[sym]) + " vs " + std::to_string(v) + " (input '" + m->io[io].name + "')");
+      syms[sym] = v;
+    }
+  }
+  // 2. Outputs are sized from the lengths.
+  for (int k = 0; k < e->n_outputs; ++k) {
+    int io = e->outputs[k];
+    const kiln_tensor_info &info = m->io[io];
+    kilnrt_tensor t{};
+    t.dtype = (kiln_dtype)info.dtype;
+    t.rank = info.rank;
+    for (int d = 0; d < info.rank; ++d) {
+      int sym = info.dims[d].sym;
+      if (sym >= 0 && syms[sym] == 0)
+        return internal_error("output '" + std::string(info.name) + "' depends on a length no input sets");
+      t.shape[d] = sym >= 0 ? syms[sym] : info.dims[d].size;
+    }
+    int64_t n = kilnrt_tensor_numel(&t);
+    if (!s->io_store[io] || kilnrt_tensor_numel(&s->io_tensor[io]) != n) s->io_store[io] = alloc64((size_t)n * 4);
+    t.data = s->io_store[io].get();
+    s->io_tensor[io] = t;
+  }
+  // 3. The arena, sized for these lengths, reused while it is large enough.
+  std::vector<int64_t> offsets(e->n_buffers);
+  int64_t total = 0;
+  if (kilnrt_status st = kilnrt_arena_plan(e->buffers, e->n_buffers, syms, offsets.data(), &total)) return st;
+  if (total > s->arena_bytes || !s->arena) {
+    s->arena = alloc64((size_t)total);
+    if (!s->arena) return user_error("cannot allocate the " + std::to_string(total) + "-byte arena");
+    s->arena_bytes = total;
+  }
+  std::vector<void *> bufs;
+  bufs.reserve(m->n_params + m->n_io + e->n_buffers);
+  for (void *p : s->params) bufs.push_back(p);
+  for (int i = 0; i < m->n_io; ++i) bufs.push_back(s->io_store[i].get());
+  for (int i = 0; i < e->n_buffers; ++i) bufs.push_back(s->arena.get() + offsets[i]);
+  memcpy(s->syms, syms, sizeof(syms));
+  // 4. Run.
+  int32_t failed = -1;
+  g_kernel_message.clear();
+  int32_t rc = e->fn(bufs.data(), syms, &failed);
+  if (rc != 0) {
+    std::string k = failed >= 0 && failed < e->n_kernels ? e->kernel_names[failed] : "?";
+    return internal_error("kernel " + std::to_string(failed) + " (" + k + ") failed with code " + std::to_string(rc) +
+                          (g_kernel_message.empty() ? "" : ": " + g_kernel_message));
+  }
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_session_output(kilnrt_session *s, const char *name, const kilnrt_tensor **out) {
+  int io = find_io(s->m, name);
+  if (io < 0 || is_input(s->m, io)) return user_error("the model has no output '" + std::string(name) + "'");
+  if (!s->io_store[io]) return user_error("output '" + std::string(name) + "' has not been computed yet");
+  *out = &s->io_tensor[io];
+  return KILNRT_OK;
+}
+
+extern "C" int64_t kilnrt_session_arena_bytes(const kilnrt_session *s) { return s->arena_bytes; }

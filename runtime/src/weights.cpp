@@ -1,0 +1,190 @@
+// kilnrt weights: safetensors files, read through mmap and validated before any tensor is used.
+//
+// Layout: u64 little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}},
+// then the data. Every entry is checked: known dtype, non-negative shape whose byte size equals
+// end - begin, offsets inside the file, no two tensors overlapping. A header that claims more
+// than the file holds is rejected before anything is allocated for it.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "internal.h"
+
+using namespace kilnrt;
+using json = nlohmann::json;
+
+struct kilnrt_weights {
+  std::string path;
+  void *map = nullptr;
+  size_t map_size = 0;
+  struct Entry {
+    std::string name;
+    kilnrt_tensor t;
+    std::unique_ptr<float[]> aligned;  // copy when the file stores f32 data misaligned
+  };
+  std::vector<Entry> entries;
+  std::map<std::string, int> index;
+  ~kilnrt_weights() {
+    if (map) munmap(map, map_size);
+  }
+};
+
+static kilnrt_status bad(const std::string &path, const std::string &why) {
+  return user_error("weights file '" + path + "': " + why);
+}
+
+extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **out) {
+  *out = nullptr;
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return bad(path, std::string("cannot open: ") + strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return bad(path, "not a regular file");
+  }
+  size_t fsize = (size_t)st.st_size;
+  if (fsize < 8) {
+    close(fd);
+    return bad(path, "truncated: " + std::to_string(fsize) + " bytes, shorter than the 8-byte header length");
+  }
+  auto w = std::make_unique<kilnrt_weights>();
+  w->path = path;
+  w->map = mmap(nullptr, fsize, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (w->map == MAP_FAILED) {
+    w->map = nullptr;
+    return bad(path, std::string("mmap failed: ") + strerror(errno));
+  }
+  w->map_size = fsize;
+  const uint8_t *base = (const uint8_t *)w->map;
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | base[i];
+  if (hlen > fsize - 8)
+    return bad(path, "header claims " + std::to_string(hlen) + " bytes but the file holds only " +
+                         std::to_string(fsize - 8) + " after the length field (truncated or not safetensors)");
+  const uint8_t *data = base + 8 + hlen;
+  uint64_t data_size = fsize - 8 - hlen;
+  json header;
+  try {
+    header = json::parse(base + 8, base + 8 + hlen);
+  } catch (const json::exception &e) {
+    return bad(path, std::string("corrupt JSON header: ") + e.what());
+  }
+  if (!header.is_object()) return bad(path, "header is not a JSON object");
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const std::string &name = it.key();
+    const json &e = it.value();
+    auto tb = [&](const std::string &why) { return bad(path, "tensor '" + name + "': " + why); };
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+      return tb("entry needs dtype, shape and data_offsets");
+    if (!e["dtype"].is_string()) return tb("dtype is not a string");
+    std::string dt = e["dtype"].get<std::string>();
+    kiln_dtype dtype;
+    if (dt == "F32") dtype = KILN_F32;
+    else if (dt == "I32") dtype = KILN_I32;
+    else return tb("dtype " + dt + " is not supported (kiln reads F32 and I32)");
+    const json &shape = e["shape"];
+    const json &offs = e["data_offsets"];
+    if (!shape.is_array() || shape.size() > KILN_MAX_RANK) return tb("shape must be an array of at most 4 dims");
+    if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+      return tb("data_offsets must be two non-negative integers");
+    kilnrt_tensor t{};
+    t.dtype = dtype;
+    t.rank = (int32_t)shape.size();
+    __int128 bytes = 4;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (!shape[i].is_number_unsigned()) return tb("shape entries must be non-negative integers");
+      t.shape[i] = shape[i].get<int64_t>();
+      if (t.shape[i] < 0) return tb("negative dimension");
+      bytes *= t.shape[i];
+      if (bytes > ((__int128)1 << 62)) return tb("absurd shape");
+    }
+    uint64_t b = offs[0].get<uint64_t>(), en = offs[1].get<uint64_t>();
+    if (b > en || en > data_size)
+      return tb("data_offsets [" + std::to_string(b) + ", " + std::to_string(en) + "] lie outside the " +
+                std::to_string(data_size) + " data bytes of the file (truncated?)");
+    if ((__int128)(en - b) != bytes)
+      return tb("shape " + shape_str(t.shape, t.rank) + " needs " + std::to_string((int64_t)bytes) +
+                " bytes but data_offsets span " + std::to_string(en - b));
+    ranges.push_back({b, en});
+    kilnrt_weights::Entry entry;
+    entry.name = name;
+    const uint8_t *p = data + b;
+    if (((uintptr_t)p % 4) != 0 && en > b) {
+      entry.aligned.reset(new float[(en - b) / 4]);
+      memcpy(entry.aligned.get(), p, en - b);
+      p = (const uint8_t *)entry.aligned.get();
+    }
+    t.data = (void *)p;
+    entry.t = t;
+    if (w->index.count(name)) return tb("appears twice");
+    w->index[name] = (int)w->entries.size();
+    w->entries.push_back(std::move(entry));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second && ranges[i].second > ranges[i].first)
+      return bad(path, "two tensors overlap in the data section");
+  *out = w.release();
+  return KILNRT_OK;
+}
+
+extern "C" void kilnrt_weights_close(kilnrt_weights *w) { delete w; }
+extern "C" int32_t kilnrt_weights_count(const kilnrt_weights *w) { return (int32_t)w->entries.size(); }
+
+extern "C" kilnrt_status kilnrt_weights_get(const kilnrt_weights *w, int32_t i, const char **name,
+                                            kilnrt_tensor *t) {
+  if (i < 0 || i >= (int32_t)w->entries.size()) return user_error("weights index out of range");
+  *name = w->entries[i].name.c_str();
+  *t = w->entries[i].t;
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_weights_find(const kilnrt_weights *w, const char *name, kilnrt_tensor *t) {
+  auto it = w->index.find(name);
+  if (it == w->index.end()) return user_error("weights file '" + w->path + "' has no tensor '" + name + "'");
+  *t = w->entries[it->second].t;
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_weights_save(const char *path, int32_t n, const char *const *names,
+                                             const kilnrt_tensor *ts) {
+  json header = json::object();
+  uint64_t off = 0;
+  for (int i = 0; i < n; ++i) {
+    uint64_t bytes = (uint64_t)kilnrt_tensor_numel(&ts[i]) * dtype_size(ts[i].dtype);
+    json shape = json::array();
+    for (int d = 0; d < ts[i].rank; ++d) shape.push_back(ts[i].shape[d]);
+    header[names[i]] = {{"dtype", ts[i].dtype == KILN_F32 ? "F32" : "I32"},
+                        {"shape", shape},
+                        {"data_offsets", {off, off + bytes}}};
+    off += bytes;
+  }
+  header["__metadata__"] = {{"format", "pt"}, {"producer", "kiln"}};
+  std::string h = header.dump();
+  while ((h.size() + 8) % 8) h.push_back(' ');  // keep the data 8-byte aligned
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return user_error(std::string("cannot write weights file '") + path + "'");
+  uint64_t hl = h.size();
+  uint8_t le[8];
+  for (int i = 0; i < 8; ++i) le[i] = (uint8_t)(hl >> (8 * i));
+  f.write((const char *)le, 8);
+  f.write(h.data(), (std::streamsize)h.size());
+  for (int i = 0; i < n; ++i)
+    f.write((const char *)ts[i].data, (std::streamsize)(kilnrt_tensor_numel(&ts[i]) * dtype_size(ts[i].dtype)));
+  if (!f) return user_error(std::string("error writing weights file '") + path + "'");
+  return KILNRT_OK;
+}
