@@ -334,9 +334,16 @@ std::string slurp(const std::string &p) {
 bool buildKernel(const std::string &name, const KernelSpec &spec, const std::string &halideTarget,
                  const std::string &cacheDir, KernelArtifacts *out, std::string *error) {
   namespace fs = std::filesystem;
-  out->object = cacheDir + "/" + name + ".o";
-  out->stmt = cacheDir + "/" + name + ".stmt";
-  std::string schedPath = cacheDir + "/" + name + ".halide-schedule.txt";
+  std::string dir = cacheDir + "/" KILN_CODEGEN_ID;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    *error = "cannot create the kernel cache folder '" + dir + "': " + ec.message();
+    return false;
+  }
+  out->object = dir + "/" + name + ".o";
+  out->stmt = dir + "/" + name + ".stmt";
+  std::string schedPath = dir + "/" + name + ".halide-schedule.txt";
   if (fs::exists(out->object) && fs::exists(out->stmt) && fs::exists(schedPath)) {
     out->cached = true;
     out->schedule = slurp(schedPath);
@@ -362,7 +369,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     t = t.with_feature(Target::NoRuntime);
     // Write under temporary names, then rename: a concurrent or interrupted build never
     // leaves a half-written kernel in the cache.
-    std::string tmp = cacheDir + "/." + name + "." + std::to_string(getpid());
+    std::string tmp = dir + "/." + name + "." + std::to_string(getpid());
     Pipeline(f).compile_to({{OutputFileType::object, tmp + ".o"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
     out->schedule = B.log.str();
     std::ofstream(tmp + ".sched") << out->schedule;

@@ -35,9 +35,11 @@ def Kiln_ParamOp : Kiln_Op<"param", [Pure]> {
     given initializer ("normal" with standard deviation `init_scale`, "ones", "zeros").
 
     ```mlir
-    %w = kiln.param {name = "wte", init = "normal", init_scale = 2.000000e-02 : f32} : () -> tensor<256x128xf32>
+    %w = kiln.param "wte" : tensor<256x128xf32>
+    %g = kiln.param "ln_f.weight" {init = "ones"} : tensor<128xf32>
     ```
   }];
+  let assemblyFormat = "$name attr-dict `:` type($result)";
   let arguments = (ins StrAttr:$name, DefaultValuedAttr<StrAttr, "\"normal\"">:$init,
                    DefaultValuedAttr<F32Attr, "0.02f">:$init_scale);
   let results = (outs AnyRankedTensor:$result);

@@ -1,0 +1,257 @@
+// End-to-end tests: small models written in the DSL, compiled to standalone executables, run
+// with random weights (saved with --save-weights), and compared output by output with the
+// plain-loop reference in tests/reference at two or more shapes and lengths.
+#include <gtest/gtest.h>
+
+#include "harness.h"
+#include "kiln/dsl/Blocks.h"
+
+using namespace kiln;
+using W = std::map<std::string, ref::T>;
+
+namespace {
+
+// Runs `exe` with random weights and `inputArgs`, returns the weights used and output `name`.
+ref::T runModel(const std::string &dir, const std::string &exe, const std::string &inputArgs, const std::string &name,
+                W &weights, int seed = 3) {
+  std::string wpath = dir + "/weights.safetensors", odir = dir + "/out";
+  std::string cmd = exe + " --random-weights --seed " + std::to_string(seed) + " --save-weights " + wpath + " " +
+                    inputArgs + " --output-dir " + odir;
+  fprintf(stderr, "[ run      ] %s\n", cmd.c_str());
+  auto r = kt::run(cmd);
+  EXPECT_EQ(r.code, 0) << r.output;
+  weights = kt::loadWeights(wpath);
+  return kt::loadNpy(odir + "/" + name + ".npy");
+}
+
+// ---------------------------------------------------------------- MLP
+struct MlpCfg {
+  int64_t d, h, bound, L;
+};
+class Mlp : public ::testing::TestWithParam<MlpCfg> {};
+
+TEST_P(Mlp, MatchesReference) {
+  MlpCfg c = GetParam();
+  std::string dir = kt::workDir("mlp_" + std::to_string(c.d) + "_" + std::to_string(c.L));
+  std::string exe = kt::compile(dir, "mlp", [&](Model &m) {
+    Dim L = m.seq("L", c.bound);
+    Tensor x = m.input("x", {L, c.d});
+    Tensor h = relu(linear(x, m.param("fc1.w", {c.d, c.h}), m.param("fc1.b", {c.h}), {.layout = WeightLayout::InOut}));
+    Tensor y = gelu(linear(h, m.param("fc2.w", {c.d, c.h}), m.param("fc2.b", {c.d})));
+    m.output("y", add(y, x));
+  });
+  ASSERT_FALSE(exe.empty());
+  ref::T x = kt::randomT({c.L, c.d}, 7);
+  kt::saveNpy(dir + "/x.npy", x);
+  W w;
+  ref::T got = runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
+  ref::T h = ref::relu(ref::linear(x, w["fc1.w"], w["fc1.b"], false));
+  ref::T y = ref::add(ref::gelu_erf(ref::linear(h, w["fc2.w"], w["fc2.b"], true)), x);
+  EXPECT_TRUE(kt::allClose(y, got));
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, Mlp, ::testing::Values(MlpCfg{32, 64, 16, 5}, MlpCfg{48, 80, 64, 37}),
+                         [](const auto &i) { return "d" + std::to_string(i.param.d) + "_L" + std::to_string(i.param.L); });
+
+// ---------------------------------------------------------------- one attention layer
+struct AttnCfg {
+  int64_t d, heads, vocab, bound, L;
+  bool causal;
+};
+class AttentionLayer : public ::testing::TestWithParam<AttnCfg> {};
+
+TEST_P(AttentionLayer, MatchesReference) {
+  AttnCfg c = GetParam();
+  std::string dir = kt::workDir("attn_" + std::to_string(c.d) + "_" + std::to_string(c.L) + (c.causal ? "c" : ""));
+  std::string exe = kt::compile(dir, "attn", [&](Model &m) {
+    Dim L = m.seq("L", c.bound);
+    Tensor t = m.tokens("tokens", L, c.vocab);
+    Tensor x = add(embedding(m.param("emb", {c.vocab, c.d}, {.scale = 0.5f}), t),
+                   position_embedding(m.param("pos", {c.bound, c.d}, {.scale = 0.5f}), t));
+    m.output("y", multi_head_attention(m, "attn", x, x,
+                                       {.d_model = c.d, .heads = c.heads, .mask = c.causal ? Mask::causal() : Mask::none()}));
+  });
+  ASSERT_FALSE(exe.empty());
+  auto ids = kt::randomIds((int)c.L, (int)c.vocab, 11);
+  W w;
+  ref::T got = runModel(dir, exe, "--tokens " + kt::idList(ids), "y", w, 5);
+  ref::T x = ref::add(ref::embedding(w["emb"], ids), ref::rows(w["pos"], c.L));
+  auto lin = [&](const ref::T &in, const std::string &p) { return ref::linear(in, w[p + ".weight"], w[p + ".bias"], true); };
+  ref::T a = ref::mha_core(lin(x, "attn.q"), lin(x, "attn.k"), lin(x, "attn.v"), c.heads, c.causal);
+  EXPECT_TRUE(kt::allClose(lin(a, "attn.out"), got));
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionLayer,
+                         ::testing::Values(AttnCfg{64, 4, 50, 32, 7, false}, AttnCfg{64, 4, 50, 64, 33, true},
+                                           AttnCfg{96, 3, 40, 48, 48, true}),
+                         [](const auto &i) {
+                           return "d" + std::to_string(i.param.d) + "_L" + std::to_string(i.param.L) +
+                                  (i.param.causal ? "_causal" : "");
+                         });
+
+// ---------------------------------------------------------------- transformer stacks
+struct StackCfg {
+  int64_t layers, d, heads, vocab, bound;
+  std::vector<int64_t> lengths;
+};
+
+ref::T refBlock(W &w, const std::string &p, ref::T x, int64_t heads, bool pre, bool causal, bool out_in, bool tanh_gelu,
+                float eps) {
+  auto lin = [&](const ref::T &in, const std::string &n) { return ref::linear(in, w[n + ".weight"], w[n + ".bias"], out_in); };
+  auto ln = [&](const ref::T &in, const std::string &n) { return ref::layer_norm(in, w[n + ".weight"], w[n + ".bias"], eps); };
+  auto attn = [&](const ref::T &in) {
+    return lin(ref::mha_core(lin(in, p + ".attn.q"), lin(in, p + ".attn.k"), lin(in, p + ".attn.v"), heads, causal),
+               p + ".attn.out");
+  };
+  auto ffn = [&](const ref::T &in) {
+    ref::T h = lin(in, p + ".mlp.fc1");
+    return lin(tanh_gelu ? ref::gelu_tanh(h) : ref::gelu_erf(h), p + ".mlp.fc2");
+  };
+  if (pre) {
+    x = ref::add(x, attn(ln(x, p + ".ln_1")));
+    return ref::add(x, ffn(ln(x, p + ".ln_2")));
+  }
+  x = ln(ref::add(x, attn(x)), p + ".ln_1");
+  return ln(ref::add(x, ffn(x)), p + ".ln_2");
+}
+
+class Gpt2Decoder : public ::testing::TestWithParam<StackCfg> {};
+
+TEST_P(Gpt2Decoder, MatchesReferenceAtEveryLength) {
+  StackCfg c = GetParam();
+  std::string dir = kt::workDir("gpt_" + std::to_string(c.d) + "_" + std::to_string(c.layers) + "_" + std::to_string(c.vocab) + "_" + std::to_string(c.heads));
+  std::string exe = kt::compile(dir, "gpt", [&](Model &m) {
+    Dim L = m.seq("L", c.bound);
+    Tensor t = m.tokens("tokens", L, c.vocab);
+    Tensor wte = m.param("wte", {c.vocab, c.d}, {.scale = 0.5f});
+    Tensor x = add(embedding(wte, t), position_embedding(m.param("wpe", {c.bound, c.d}, {.scale = 0.1f}), t));
+    for (int64_t i = 0; i < c.layers; ++i)
+      x = transformer_block(m, "h." + std::to_string(i), x,
+                            {.d_model = c.d, .heads = c.heads, .d_ff = 4 * c.d, .mask = Mask::causal(),
+                             .norm = NormPlacement::Pre, .act = Activation::GeluTanh, .layout = WeightLayout::InOut});
+    x = layer_norm(x, m.param("ln_f.weight", {c.d}, {.init = Init::Ones}), m.param("ln_f.bias", {c.d}, {.init = Init::Zeros}));
+    m.output("logits", linear(x, wte));
+  });
+  ASSERT_FALSE(exe.empty());
+  for (int64_t len : c.lengths) {
+    SCOPED_TRACE("L = " + std::to_string(len));
+    auto ids = kt::randomIds((int)len, (int)c.vocab, (unsigned)len);
+    W w;
+    ref::T got = runModel(dir, exe, "--tokens " + kt::idList(ids), "logits", w);
+    ref::T x = ref::add(ref::embedding(w["wte"], ids), ref::rows(w["wpe"], len));
+    for (int64_t i = 0; i < c.layers; ++i)
+      x = refBlock(w, "h." + std::to_string(i), x, c.heads, true, true, false, true, 1e-5f);
+    x = ref::layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], 1e-5f);
+    EXPECT_TRUE(kt::allClose(ref::linear(x, w["wte"], {}, true), got));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, Gpt2Decoder,
+                         ::testing::Values(StackCfg{2, 64, 4, 96, 64, {1, 13, 64}}, StackCfg{2, 128, 8, 256, 128, {5, 100}}, StackCfg{1, 128, 8, 256, 128, {5}}, StackCfg{2, 128, 8, 96, 64, {5}}, StackCfg{2, 128, 4, 256, 128, {5}}, StackCfg{0, 128, 4, 256, 128, {5}}, StackCfg{0, 64, 4, 256, 64, {5}}, StackCfg{0, 64, 4, 200, 64, {5}}, StackCfg{0, 64, 4, 96, 64, {5}}),
+                         [](const auto &i) { return "d" + std::to_string(i.param.d) + "_l" + std::to_string(i.param.layers) + "_v" + std::to_string(i.param.vocab) + "_h" + std::to_string(i.param.heads); });
+
+class PostNormEncoder : public ::testing::TestWithParam<StackCfg> {};
+
+TEST_P(PostNormEncoder, MatchesReferenceAtEveryLength) {
+  StackCfg c = GetParam();
+  std::string dir = kt::workDir("enc_" + std::to_string(c.d) + "_" + std::to_string(c.layers));
+  std::string exe = kt::compile(dir, "enc", [&](Model &m) {
+    Dim L = m.seq("L", c.bound);
+    Tensor t = m.tokens("tokens", L, c.vocab);
+    Tensor x = add(embedding(m.param("emb", {c.vocab, c.d}, {.scale = 0.5f}), t),
+                   position_embedding(m.param("pos", {c.bound, c.d}, {.scale = 0.1f}), t));
+    for (int64_t i = 0; i < c.layers; ++i)
+      x = transformer_block(m, "layer." + std::to_string(i), x,
+                            {.d_model = c.d, .heads = c.heads, .d_ff = 2 * c.d, .norm = NormPlacement::Post,
+                             .act = Activation::GeluErf, .eps = 1e-12f});
+    m.output("hidden", x);
+  });
+  ASSERT_FALSE(exe.empty());
+  for (int64_t len : c.lengths) {
+    SCOPED_TRACE("L = " + std::to_string(len));
+    auto ids = kt::randomIds((int)len, (int)c.vocab, (unsigned)(len + 1));
+    W w;
+    ref::T got = runModel(dir, exe, "--tokens " + kt::idList(ids), "hidden", w);
+    ref::T x = ref::add(ref::embedding(w["emb"], ids), ref::rows(w["pos"], len));
+    for (int64_t i = 0; i < c.layers; ++i)
+      x = refBlock(w, "layer." + std::to_string(i), x, c.heads, false, false, true, false, 1e-12f);
+    EXPECT_TRUE(kt::allClose(x, got));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, PostNormEncoder,
+                         ::testing::Values(StackCfg{2, 64, 2, 80, 48, {3, 48}}, StackCfg{2, 96, 6, 120, 96, {17, 90}}),
+                         [](const auto &i) { return "d" + std::to_string(i.param.d) + "_l" + std::to_string(i.param.layers) + "_v" + std::to_string(i.param.vocab) + "_h" + std::to_string(i.param.heads); });
+
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- single linears, every tiling case
+struct LinCfg {
+  int64_t k, n, L;
+  bool out_in, bias;
+};
+class Linear : public ::testing::TestWithParam<LinCfg> {};
+
+TEST_P(Linear, MatchesReference) {
+  LinCfg c = GetParam();
+  std::string tag = std::to_string(c.k) + "x" + std::to_string(c.n) + (c.out_in ? "_oi" : "_io") + (c.bias ? "_b" : "") +
+                    "_L" + std::to_string(c.L);
+  std::string dir = kt::workDir("linear_" + tag);
+  std::string exe = kt::compile(dir, "lin", [&](Model &m) {
+    Dim L = m.seq("L", 64);
+    Tensor x = m.input("x", {L, c.k});
+    Tensor w = m.param("w", c.out_in ? Shape{c.n, c.k} : Shape{c.k, c.n}, {.scale = 0.5f});
+    LinearOptions o{.layout = c.out_in ? WeightLayout::OutIn : WeightLayout::InOut};
+    m.output("y", c.bias ? linear(x, w, m.param("b", {c.n}, {.scale = 0.5f}), o) : linear(x, w, o));
+  });
+  ASSERT_FALSE(exe.empty());
+  ref::T x = kt::randomT({c.L, c.k}, 3);
+  kt::saveNpy(dir + "/x.npy", x);
+  W w;
+  ref::T got = runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
+  EXPECT_TRUE(kt::allClose(ref::linear(x, w["w"], c.bias ? w["b"] : ref::T(), c.out_in), got));
+}
+INSTANTIATE_TEST_SUITE_P(Tiles, Linear,
+                         ::testing::Values(LinCfg{128, 256, 5, true, false}, LinCfg{128, 256, 5, false, true},
+                                           LinCfg{128, 64, 5, true, false}, LinCfg{128, 128, 5, true, false},
+                                           LinCfg{32, 10, 7, false, true}, LinCfg{17, 100, 64, true, true},
+                                           LinCfg{64, 64, 1, false, false}),
+                         [](const auto &i) {
+                           auto &c = i.param;
+                           return std::to_string(c.k) + "x" + std::to_string(c.n) + (c.out_in ? "_oi" : "_io") +
+                                  (c.bias ? "_b" : "") + "_L" + std::to_string(c.L);
+                         });
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- embeddings + layer norm
+struct EmbCfg {
+  int64_t vocab, d, bound, L;
+};
+class EmbeddingNorm : public ::testing::TestWithParam<EmbCfg> {};
+
+TEST_P(EmbeddingNorm, MatchesReference) {
+  EmbCfg c = GetParam();
+  std::string dir = kt::workDir("embnorm_" + std::to_string(c.vocab) + "_" + std::to_string(c.d) + "_" + std::to_string(c.bound));
+  std::string exe = kt::compile(dir, "embnorm", [&](Model &m) {
+    Dim L = m.seq("L", c.bound);
+    Tensor t = m.tokens("tokens", L, c.vocab);
+    Tensor e = embedding(m.param("wte", {c.vocab, c.d}, {.scale = 0.5f}), t);
+    Tensor p = position_embedding(m.param("wpe", {c.bound, c.d}, {.scale = 0.5f}), t);
+    m.output("e", e);
+    m.output("p", p);
+    m.output("n", layer_norm(add(e, p), m.param("g", {c.d}, {.scale = 0.5f}), m.param("b", {c.d}, {.scale = 0.5f})));
+  });
+  ASSERT_FALSE(exe.empty());
+  auto ids = kt::randomIds((int)c.L, (int)c.vocab, 9);
+  W w;
+  ref::T e = runModel(dir, exe, "--tokens " + kt::idList(ids), "e", w);
+  EXPECT_TRUE(kt::allClose(ref::embedding(w["wte"], ids), e));
+  EXPECT_TRUE(kt::allClose(ref::rows(w["wpe"], c.L), kt::loadNpy(dir + "/out/p.npy")));
+  ref::T x = ref::add(ref::embedding(w["wte"], ids), ref::rows(w["wpe"], c.L));
+  EXPECT_TRUE(kt::allClose(ref::layer_norm(x, w["g"], w["b"], 1e-5f), kt::loadNpy(dir + "/out/n.npy")));
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingNorm,
+                         ::testing::Values(EmbCfg{256, 128, 128, 5}, EmbCfg{256, 64, 64, 5}, EmbCfg{96, 128, 128, 5}, EmbCfg{256, 128, 64, 5}),
+                         [](const auto &i) {
+                           return "v" + std::to_string(i.param.vocab) + "_d" + std::to_string(i.param.d) + "_b" +
+                                  std::to_string(i.param.bound);
+                         });
+}  // namespace

@@ -1,0 +1,127 @@
+// reference.cpp - plain loops, double accumulators, no tricks.
+#include "reference.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ref {
+
+T embedding(const T &table, const std::vector<int32_t> &ids) {
+  int64_t d = table.shape[1];
+  T out({(int64_t)ids.size(), d});
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t j = 0; j < d; ++j) out.at(i, j) = table.at(ids[i], j);
+  return out;
+}
+
+T rows(const T &table, int64_t n) {
+  T out({n, table.shape[1]});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < table.shape[1]; ++j) out.at(i, j) = table.at(i, j);
+  return out;
+}
+
+T sinusoid(int64_t n, int64_t d) {
+  T out({n, d});
+  for (int64_t p = 0; p < n; ++p)
+    for (int64_t i = 0; i < d; ++i) {
+      double angle = p / std::pow(10000.0, (double)(2 * (i / 2)) / d);
+      out.at(p, i) = (float)(i % 2 == 0 ? std::sin(angle) : std::cos(angle));
+    }
+  return out;
+}
+
+T linear(const T &x, const T &w, const T &bias, bool out_in) {
+  int64_t L = x.shape[0], in = x.shape[1];
+  int64_t out = out_in ? w.shape[0] : w.shape[1];
+  T y({L, out});
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t o = 0; o < out; ++o) {
+      double s = bias.v.empty() ? 0.0 : bias.v[o];
+      for (int64_t k = 0; k < in; ++k) s += (double)x.at(i, k) * (out_in ? w.at(o, k) : w.at(k, o));
+      y.at(i, o) = (float)s;
+    }
+  return y;
+}
+
+T add(const T &a, const T &b) {
+  if (a.v.size() != b.v.size()) throw std::runtime_error("ref::add: size mismatch");
+  T y = a;
+  for (size_t i = 0; i < y.v.size(); ++i) y.v[i] += b.v[i];
+  return y;
+}
+
+T relu(const T &x) {
+  T y = x;
+  for (float &f : y.v) f = f > 0 ? f : 0;
+  return y;
+}
+
+T gelu_erf(const T &x) {
+  T y = x;
+  for (float &f : y.v) f = (float)(0.5 * f * (1.0 + std::erf(f / std::sqrt(2.0))));
+  return y;
+}
+
+T gelu_tanh(const T &x) {
+  T y = x;
+  for (float &f : y.v) {
+    double u = f;
+    f = (float)(0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u))));
+  }
+  return y;
+}
+
+T layer_norm(const T &x, const T &g, const T &b, float eps) {
+  int64_t L = x.shape[0], d = x.shape[1];
+  T y({L, d});
+  for (int64_t i = 0; i < L; ++i) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < d; ++j) mean += x.at(i, j);
+    mean /= d;
+    for (int64_t j = 0; j < d; ++j) var += (x.at(i, j) - mean) * (x.at(i, j) - mean);
+    var /= d;
+    for (int64_t j = 0; j < d; ++j) y.at(i, j) = (float)((x.at(i, j) - mean) / std::sqrt(var + eps) * g.v[j] + b.v[j]);
+  }
+  return y;
+}
+
+T softmax_rows(const T &x) {
+  int64_t L = x.shape[0], d = x.shape[1];
+  T y({L, d});
+  for (int64_t i = 0; i < L; ++i) {
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < d; ++j) m = std::max(m, (double)x.at(i, j));
+    for (int64_t j = 0; j < d; ++j) s += std::exp(x.at(i, j) - m);
+    for (int64_t j = 0; j < d; ++j) y.at(i, j) = (float)(std::exp(x.at(i, j) - m) / s);
+  }
+  return y;
+}
+
+T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal) {
+  int64_t Lq = q.shape[0], Lk = k.shape[0], D = q.shape[1], hd = D / heads;
+  double scale = 1.0 / std::sqrt((double)hd);
+  T out({Lq, D});
+  std::vector<double> s(Lk);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < Lq; ++i) {
+      double m = -INFINITY;
+      for (int64_t j = 0; j < Lk; ++j) {
+        bool visible = !causal || j <= i + (Lk - Lq);
+        double dot = 0;
+        for (int64_t c = 0; c < hd; ++c) dot += (double)q.at(i, h * hd + c) * k.at(j, h * hd + c);
+        s[j] = visible ? dot * scale : -INFINITY;
+        m = std::max(m, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < Lk; ++j) sum += (s[j] = std::isinf(s[j]) ? 0.0 : std::exp(s[j] - m));
+      for (int64_t c = 0; c < hd; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < Lk; ++j) acc += s[j] * v.at(j, h * hd + c);
+        out.at(i, h * hd + c) = (float)(sum > 0 ? acc / sum : 0.0);
+      }
+    }
+  return out;
+}
+
+}  // namespace ref

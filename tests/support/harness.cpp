@@ -1,0 +1,159 @@
+// harness.cpp - test support (see harness.h).
+#include "harness.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "kiln/Pipelines/Driver.h"
+#include "kilnrt/api.h"
+
+namespace kt {
+
+std::string workDir(const std::string &test) {
+  std::string d = std::string(KILN_TEST_WORK) + "/" + test;
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+std::string compile(const std::string &dir, const std::string &name, const std::function<void(kiln::Model &)> &build,
+                    std::vector<std::string> flags) {
+  std::string out = dir + "/" + name;
+  std::vector<std::string> args{name + "-compile", "-o", out, "--quiet", "--cache-dir", KILN_TEST_CACHE};
+  for (auto &f : flags) args.push_back(f);
+  std::vector<char *> argv;
+  for (auto &a : args) argv.push_back(a.data());
+  kiln::Driver driver(name, "test model");
+  int rc = driver.run((int)argv.size(), argv.data(), build);
+  if (rc != 0) {
+    ADD_FAILURE() << "compiling " << name << " failed with exit code " << rc;
+    return "";
+  }
+  return out;
+}
+
+RunResult run(const std::string &cmd) {
+  RunResult r{0, ""};
+  FILE *p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+std::map<std::string, ref::T> loadWeights(const std::string &path) {
+  std::map<std::string, ref::T> out;
+  kilnrt_weights *w;
+  if (kilnrt_weights_open(path.c_str(), &w) != KILNRT_OK) {
+    ADD_FAILURE() << kilnrt_last_error();
+    return out;
+  }
+  for (int i = 0; i < kilnrt_weights_count(w); ++i) {
+    const char *name;
+    kilnrt_tensor t;
+    kilnrt_weights_get(w, i, &name, &t);
+    ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
+    std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
+    out[name] = r;
+  }
+  kilnrt_weights_close(w);
+  return out;
+}
+
+ref::T loadNpy(const std::string &path) {
+  kilnrt_tensor t;
+  if (kilnrt_npy_read(path.c_str(), &t) != KILNRT_OK) {
+    ADD_FAILURE() << kilnrt_last_error();
+    return {};
+  }
+  ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
+  std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
+  kilnrt_tensor_free(&t);
+  return r;
+}
+
+void saveNpy(const std::string &path, const ref::T &r) {
+  kilnrt_tensor t{};
+  t.dtype = KILN_F32;
+  t.rank = (int32_t)r.shape.size();
+  for (int i = 0; i < t.rank; ++i) t.shape[i] = r.shape[i];
+  t.data = (void *)r.v.data();
+  ASSERT_EQ(kilnrt_npy_write(path.c_str(), &t), KILNRT_OK) << kilnrt_last_error();
+}
+
+void saveIds(const std::string &path, const std::vector<int32_t> &ids, bool as_int64) {
+  std::string h = std::string("{'descr': '") + (as_int64 ? "<i8" : "<i4") + "', 'fortran_order': False, 'shape': (" +
+                  std::to_string(ids.size()) + ",), }";
+  while ((10 + h.size() + 1) % 64) h.push_back(' ');
+  h.push_back('\n');
+  FILE *f = fopen(path.c_str(), "wb");
+  fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+  uint16_t hl = (uint16_t)h.size();
+  fwrite(&hl, 2, 1, f);
+  fwrite(h.data(), 1, h.size(), f);
+  for (int32_t id : ids) {
+    if (as_int64) {
+      int64_t v = id;
+      fwrite(&v, 8, 1, f);
+    } else {
+      fwrite(&id, 4, 1, f);
+    }
+  }
+  fclose(f);
+}
+
+std::string idList(const std::vector<int32_t> &ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+std::vector<int32_t> randomIds(int n, int vocab, unsigned seed) {
+  std::mt19937 g(seed);
+  std::vector<int32_t> ids(n);
+  for (auto &i : ids) i = (int32_t)(g() % vocab);
+  return ids;
+}
+
+ref::T randomT(std::vector<int64_t> shape, unsigned seed, float scale) {
+  ref::T t(std::move(shape));
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (float &f : t.v) f = u(g);
+  return t;
+}
+
+::testing::AssertionResult allClose(const ref::T &r, const ref::T &got) {
+  if (r.shape != got.shape) {
+    std::ostringstream os;
+    os << "shapes differ: reference [";
+    for (auto d : r.shape) os << d << " ";
+    os << "] vs kiln [";
+    for (auto d : got.shape) os << d << " ";
+    return ::testing::AssertionFailure() << os.str() << "]";
+  }
+  double maxabs = 0;
+  for (float f : r.v) maxabs = std::max(maxabs, (double)std::fabs(f));
+  double worst = 0;
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < r.v.size(); ++i) {
+    double err = std::fabs((double)got.v[i] - r.v[i]);
+    double tol = 1e-4 * std::fabs(r.v[i]) + 1e-4 * maxabs;
+    if (!(err <= tol)) {  // also catches NaN
+      if (!bad) first = i;
+      ++bad;
+    }
+    worst = std::max(worst, err / (maxabs > 0 ? maxabs : 1));
+  }
+  if (bad)
+    return ::testing::AssertionFailure() << bad << " of " << r.v.size() << " elements differ; first at " << first
+                                         << ": reference " << r.v[first] << ", kiln " << got.v[first]
+                                         << " (max |ref| " << maxabs << ")";
+  return ::testing::AssertionSuccess() << "max error " << worst << " of max|ref|";
+}
+
+}  // namespace kt

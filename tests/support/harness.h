@@ -1,0 +1,38 @@
+// harness.h - what the end-to-end and CLI tests share: compile a DSL model to an executable,
+// run executables, read their .npy/.safetensors files, and the one shared comparison.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/dsl/Model.h"
+#include "reference.h"
+
+namespace kt {
+
+// Folder for this test's files (under the build tree).
+std::string workDir(const std::string &test);
+// Compiles `build` with the kiln driver into `dir/name`; returns the path ("" and a gtest
+// failure if the compile fails). `flags` are extra driver flags.
+std::string compile(const std::string &dir, const std::string &name, const std::function<void(kiln::Model &)> &build,
+                    std::vector<std::string> flags = {});
+struct RunResult {
+  int code;
+  std::string output;  // stdout and stderr
+};
+RunResult run(const std::string &cmd);
+std::map<std::string, ref::T> loadWeights(const std::string &path);
+ref::T loadNpy(const std::string &path);
+void saveNpy(const std::string &path, const ref::T &t);
+void saveIds(const std::string &path, const std::vector<int32_t> &ids, bool as_int64 = false);
+std::string idList(const std::vector<int32_t> &ids);
+std::vector<int32_t> randomIds(int n, int vocab, unsigned seed);
+ref::T randomT(std::vector<int64_t> shape, unsigned seed, float scale = 1.0f);
+
+// The shared comparison: |got - ref| <= 1e-4 |ref| + 1e-4 max|ref| elementwise, same shape.
+::testing::AssertionResult allClose(const ref::T &ref, const ref::T &got);
+
+}  // namespace kt
