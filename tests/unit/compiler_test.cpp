@@ -1,0 +1,160 @@
+// Compiler unit tests: kernel specs, DSL -> MLIR emission with user locations, the driver's
+// errors and artefacts, and the kernel cache.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "harness.h"
+#include "kiln/Codegen/KernelSpec.h"
+#include "kiln/Pipelines/Driver.h"
+#include "kiln/Pipelines/Pipeline.h"
+#include "kiln/dsl/Blocks.h"
+#include "kiln/dsl/Emit.h"
+#include "mlir/IR/MLIRContext.h"
+
+using namespace kiln;
+using ::testing::HasSubstr;
+
+TEST(KernelSpec, TextRoundTripsAndNamesAreStable) {
+  const char *text = "linear;act=gelu_tanh;layout=in_out;s.tile_m=4|?x128:f32,128x512:f32,512:f32->?x512:f32";
+  auto k = KernelSpec::parse(text);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->text(), text);
+  EXPECT_EQ(k->kind, "linear");
+  EXPECT_EQ(k->inputs.size(), 3u);
+  EXPECT_EQ(k->inputs[0].dims[0], -1);
+  EXPECT_EQ(k->geti("s.tile_m", 0), 4);
+  EXPECT_EQ(k->name("x86-64-avx2"), KernelSpec::parse(text)->name("x86-64-avx2"));
+  EXPECT_NE(k->name("x86-64-avx2"), k->name("x86-64-avx512"));  // the target is part of the key
+  EXPECT_FALSE(KernelSpec::parse("linear|?x0:f32->1:f32"));
+  EXPECT_FALSE(KernelSpec::parse("no separators"));
+}
+
+TEST(Emit, OpsCarryTheUsersLine) {
+  Model m("loc");
+  Dim L = m.seq("L", 8);
+  Tensor x = m.input("x", {L, 4});
+  int line = __LINE__ + 1;
+  Tensor y = relu(x);
+  m.output("y", y);
+  mlir::DialectRegistry reg;
+  registerKilnDialects(reg);
+  mlir::MLIRContext ctx(reg);
+  auto module = emitModel(ctx, m);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  module->print(os, mlir::OpPrintingFlags().enableDebugInfo());
+  EXPECT_THAT(s, HasSubstr("compiler_test.cpp\":" + std::to_string(line)));
+  EXPECT_THAT(s, HasSubstr("kiln.seq_bounds = array<i64: 8>"));
+  EXPECT_THAT(s, HasSubstr("kiln.relu"));
+}
+
+namespace {
+std::string gpt2Compile() { return std::string(KILN_BIN) + "/gpt2-compile"; }
+}  // namespace
+
+TEST(Driver, ModelErrorsExitOneAtTheUsersLine) {
+  std::string dir = kt::workDir("driver");
+  std::vector<std::string> args{"bad", "-o", dir + "/bad", "--quiet"};
+  std::vector<char *> argv;
+  for (auto &a : args) argv.push_back(a.data());
+  kiln::Driver d("bad", "bad model");
+  testing::internal::CaptureStderr();
+  int line = 0;
+  int rc = d.run((int)argv.size(), argv.data(), [&](Model &m) {
+    Tensor x = m.input("x", {m.seq("L", 4), 8});
+    line = __LINE__ + 1;
+    m.output("y", linear(x, m.param("w", {8, 9})));
+  });
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(err, HasSubstr("compiler_test.cpp:" + std::to_string(line) + ": error: linear:"));
+}
+
+TEST(Driver, BadFlagsAreUserErrors) {
+  auto r = kt::run(gpt2Compile() + " --target riscv -o /dev/null --quiet");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("unknown --target 'riscv'"));
+  r = kt::run(gpt2Compile() + " --emit=banana");
+  EXPECT_EQ(r.code, 1);
+  r = kt::run(gpt2Compile() + " --heads 5 --d-model 128 -o /dev/null --quiet");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("d_model (128) must be a positive multiple of heads (5)"));
+  r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("-o PATH is required"));
+}
+
+TEST(Driver, EmitsEveryPhaseAndArtefact) {
+  std::string small = gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " +
+                      KILN_TEST_CACHE;
+  auto r = kt::run(small + " --compile-to=input");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("kiln.attention"));
+  EXPECT_THAT(r.output, HasSubstr("kiln.gelu"));
+  r = kt::run(small + " --compile-to=fused");
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("kiln.gelu")));  // folded into the linear
+  EXPECT_THAT(r.output, HasSubstr("activation = \"gelu_tanh\""));
+  r = kt::run(small + " --emit=schedule");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("tile_m = 4"));
+  r = kt::run(small + " --emit=cost");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("at L = 32 (the bound)"));
+  EXPECT_THAT(r.output, HasSubstr("at L = 16"));
+  EXPECT_THAT(r.output, HasSubstr("at L = 8"));
+  EXPECT_THAT(r.output, HasSubstr("peak memory"));
+  r = kt::run(small + " --emit=llvm");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("define i32 @kiln_entry_forward"));
+  r = kt::run(small + " --emit=halide-stmt");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("halide_do_par_for"));
+  std::string dir = kt::workDir("emit");
+  r = kt::run(small + " --emit=lib -o " + dir + "/libm.a");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/libm.a"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/libm.h"));
+  r = kt::run(small + " -o " + dir + "/m --dump-dir " + dir + "/dump");
+  EXPECT_EQ(r.code, 0) << r.output;
+  int mlir = 0, sched = 0, stmt = 0;
+  for (auto &e : std::filesystem::directory_iterator(dir + "/dump")) {
+    std::string n = e.path().filename().string();
+    mlir += n.ends_with(".mlir");
+    sched += n.ends_with(".schedule.txt");
+    stmt += n.ends_with(".stmt");
+  }
+  EXPECT_EQ(mlir, 7);  // input, 5 passes up to the buffer plan, the LLVM lowering
+  EXPECT_GT(sched, 5);
+  EXPECT_EQ(sched, stmt);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/06-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
+  // The executable depends on system libraries only.
+  r = kt::run("ldd " + dir + "/m");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("MLIR")));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("LLVM")));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("Halide")));
+}
+
+TEST(Driver, KernelsAreGeneratedOnceAndCached) {
+  std::string dir = kt::workDir("cache");
+  std::filesystem::remove_all(dir + "/c");
+  std::string base = gpt2Compile() + " --d-model 64 --heads 4 --vocab 64 --ctx 32 --cache-dir " + dir + "/c";
+  auto one = kt::run(base + " --layers 1 -o " + dir + "/one");
+  ASSERT_EQ(one.code, 0) << one.output;
+  auto four = kt::run(base + " --layers 4 -o " + dir + "/four");
+  ASSERT_EQ(four.code, 0) << four.output;
+  // Four layers need exactly the kernels one layer needed: all of them come from the cache.
+  auto kernels = [](const std::string &out) {
+    auto p = out.find("phase kernels: ");
+    return p == std::string::npos ? std::string() : out.substr(p, out.find('\n', p) - p);
+  };
+  EXPECT_THAT(kernels(one.output), HasSubstr("(0 from the cache)"));
+  std::string k1 = kernels(one.output);
+  int n = std::stoi(k1.substr(std::string("phase kernels: ").size()));
+  EXPECT_THAT(kernels(four.output), HasSubstr(std::to_string(n) + " kernels (" + std::to_string(n) + " from the cache)"));
+}

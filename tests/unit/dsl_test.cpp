@@ -1,0 +1,154 @@
+// DSL unit tests: building models, and every shape error with its message and the user's line.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kiln/dsl/Blocks.h"
+
+using namespace kiln;
+using ::testing::HasSubstr;
+
+// Runs `stmt`, which must throw kiln::Error at this very line with `msg` in its text.
+#define EXPECT_KILN_ERROR(stmt, msg)                                                  \
+  do {                                                                                \
+    int line_ = __LINE__;                                                             \
+    try {                                                                             \
+      stmt;                                                                           \
+      ADD_FAILURE() << "expected a kiln::Error from " #stmt;                          \
+    } catch (const kiln::Error &e) {                                                  \
+      EXPECT_EQ(e.line, (unsigned)line_) << e.what();                                 \
+      EXPECT_THAT(e.file, ::testing::EndsWith("dsl_test.cpp"));                       \
+      EXPECT_THAT(e.what(), HasSubstr(msg));                                          \
+      EXPECT_THAT(e.what(), HasSubstr("dsl_test.cpp:" + std::to_string(line_) + ":")); \
+    }                                                                                 \
+  } while (0)
+
+struct DslTest : ::testing::Test {
+  Model m{"t"};
+  Dim L = m.seq("L", 16);
+  Dim S = m.seq("S", 8);
+  Tensor x = m.input("x", {L, 32});
+};
+
+TEST_F(DslTest, LinearInFeaturesOutIn) {
+  Tensor w = m.param("w", {64, 16});
+  EXPECT_KILN_ERROR(linear(x, w),
+                    "linear: the input's last dim (in-features) is 32 but the weight's in-features (weight dim 1, layout "
+                    "OutIn) is 16; they must be equal");
+}
+TEST_F(DslTest, LinearInFeaturesInOut) {
+  Tensor w = m.param("w", {16, 64});
+  EXPECT_KILN_ERROR(linear(x, w, {.layout = WeightLayout::InOut}),
+                    "the input's last dim (in-features) is 32 but the weight's in-features (weight dim 0, layout InOut) is 16");
+}
+TEST_F(DslTest, LinearBiasLength) {
+  Tensor w = m.param("w", {64, 32}), b = m.param("b", {63});
+  EXPECT_KILN_ERROR(linear(x, w, b), "linear: the bias length is 63 but the weight's out-features is 64");
+}
+TEST_F(DslTest, LinearShapes) {
+  Tensor y = linear(x, m.param("w", {64, 32}), m.param("b", {64}));
+  EXPECT_EQ(y.rank(), 2);
+  EXPECT_TRUE(y.dim(0) == L);
+  EXPECT_EQ(y.dim(1).size, 64);
+  Tensor z = linear(y, m.param("w2", {64, 8}), {.layout = WeightLayout::InOut});
+  EXPECT_EQ(z.dim(1).size, 8);
+}
+TEST_F(DslTest, MatmulInnerDims) {
+  Tensor b = m.input("b", {16, 4});
+  EXPECT_KILN_ERROR(matmul(x, b), "matmul: the left operand's columns is 32 but the right operand's rows is 16");
+}
+TEST_F(DslTest, BatchMatmulBatch) {
+  Tensor a = m.input("a", {4, L, 8}), b = m.input("b", {3, L, 8});
+  EXPECT_KILN_ERROR(batch_matmul(a, b, {.transpose_b = true}),
+                    "batch_matmul: the left operand's batch is 4 but the right operand's batch is 3");
+  Tensor c = m.input("c", {4, L, 8});
+  Tensor s = batch_matmul(a, c, {.transpose_b = true});
+  EXPECT_TRUE(s.dim(1) == L && s.dim(2) == L);
+}
+TEST_F(DslTest, AddShapes) {
+  Tensor y = m.input("y", {L, 31});
+  EXPECT_KILN_ERROR(add(x, y), "add: the left operand [L(<=16), 32] and the right operand [L(<=16), 31] differ in dim 1");
+  Tensor z = m.input("z", {S, 32});
+  EXPECT_KILN_ERROR(add(x, z), "differ in dim 0: L(<=16) vs S(<=8)");
+  EXPECT_KILN_ERROR(mul(m.param("p", {32}), x), "mul: the right operand [L(<=16), 32] has more dims than the left");
+}
+TEST_F(DslTest, LayerNormGamma) {
+  EXPECT_KILN_ERROR(layer_norm(x, m.param("g", {31}), m.param("b", {32})),
+                    "layer_norm: the input's last dim is 32 but the gamma length is 31");
+  EXPECT_KILN_ERROR(layer_norm(x, m.param("g2", {32}), m.param("b2", {32}), {.eps = -1}), "eps must be positive");
+}
+TEST_F(DslTest, AttentionHeadDim) {
+  Tensor q = m.input("q", {4, L, 16}), k = m.input("k", {4, S, 8}), v = m.input("v", {4, S, 8});
+  EXPECT_KILN_ERROR(attention(q, k, v), "attention: the query head dim is 16 but the key head dim is 8");
+}
+TEST_F(DslTest, AttentionKeyValueLength) {
+  Tensor q = m.input("q", {4, L, 8}), k = m.input("k", {4, S, 8}), v = m.input("v", {4, L, 8});
+  EXPECT_KILN_ERROR(attention(q, k, v), "attention: the key length is S(<=8) but the value length is L(<=16)");
+}
+TEST_F(DslTest, AttentionHeads) {
+  Tensor q = m.input("q", {4, L, 8}), k = m.input("k", {2, L, 8});
+  EXPECT_KILN_ERROR(attention(q, k, k), "attention: the query heads is 4 but the key heads is 2");
+}
+TEST_F(DslTest, EmbeddingNeedsIds) {
+  Tensor table = m.param("t", {10, 32});
+  Tensor f = m.input("f", {L});
+  EXPECT_KILN_ERROR(embedding(table, f), "embedding: the ids must be i32 token ids");
+  Tensor ids = m.tokens("ids", L, 11);
+  EXPECT_KILN_ERROR(embedding(table, ids), "the ids' vocab (input 'ids') is 11 but the table has only 10 rows");
+}
+TEST_F(DslTest, PositionTableTooShort) {
+  EXPECT_KILN_ERROR(position_embedding(m.param("pos", {8, 32}), x),
+                    "position_embedding: the sequence (L(<=16)) can be longer than the table's 8 positions");
+}
+TEST_F(DslTest, ReshapeAndTranspose) {
+  EXPECT_KILN_ERROR(reshape(x, {L, 4, 7}), "reshape: cannot reshape [L(<=16), 32] to [L(<=16), 4, 7]");
+  EXPECT_KILN_ERROR(transpose(x, {0, 0}), "transpose: the permutation is not a permutation of 0..1");
+  EXPECT_KILN_ERROR(split_heads(x, 5), "split_heads: the model width 32 is not divisible by the 5 heads");
+  Tensor h = split_heads(x, 4);
+  EXPECT_EQ(h.dim(0).size, 4);
+  EXPECT_TRUE(h.dim(1) == L);
+  Tensor back = merge_heads(h);
+  EXPECT_TRUE(back.dim(0) == L);
+  EXPECT_EQ(back.dim(1).size, 32);
+}
+TEST_F(DslTest, ConcatAndSplit) {
+  Tensor y = m.input("y", {S, 8});
+  EXPECT_KILN_ERROR(concat({x, y}, 1), "concat: operand 0's dim 0 is L(<=16) but operand 1's dim 0 is S(<=8)");
+  EXPECT_KILN_ERROR(concat({x, x}, 0), "cannot concatenate along a sequence length");
+  EXPECT_KILN_ERROR(split(x, 1, {16, 8}), "split: the sizes add up to 24");
+  auto parts = split(x, 1, {8, 24});
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].dim(1).size, 24);
+  EXPECT_EQ(concat(parts, 1).dim(1).size, 32);
+}
+TEST_F(DslTest, NamesAndBounds) {
+  m.param("w", {4});
+  EXPECT_KILN_ERROR(m.param("w", {4}), "param: the name 'w' is already used");
+  EXPECT_KILN_ERROR(m.input("x", {L}), "input: the name 'x' is already used");
+  EXPECT_KILN_ERROR(m.seq("Z", 0), "seq: the bound of 'Z' must be at least 1");
+  EXPECT_KILN_ERROR(m.param("dyn", {L, 4}), "parameters must have static shapes");
+  EXPECT_KILN_ERROR(m.input("bad", {L, 0}), "dimensions must be positive");
+}
+TEST_F(DslTest, OperandsFromAnotherModel) {
+  Model other("o");
+  Tensor w = other.param("w", {8, 32});
+  EXPECT_KILN_ERROR(linear(x, w), "operands come from different models");
+}
+TEST_F(DslTest, BlocksBuildTheExpectedGraph) {
+  Tensor y = transformer_block(m, "h.0", x, {.d_model = 32, .heads = 4, .d_ff = 64, .mask = Mask::causal()});
+  EXPECT_TRUE(y.dim(0) == L);
+  EXPECT_EQ(y.dim(1).size, 32);
+  int params = 0, attn = 0;
+  for (const Node &n : m.nodes()) {
+    params += n.kind == OpKind::Param;
+    attn += n.kind == OpKind::Attention;
+    if (n.kind == OpKind::Attention) EXPECT_EQ(n.mask.kind, Mask::Causal);
+  }
+  EXPECT_EQ(params, 16);  // 2 norms x 2 + 4 projections x 2 + 2 FFN linears x 2
+  EXPECT_EQ(attn, 1);
+  EXPECT_KILN_ERROR(multi_head_attention(m, "a", x, x, {.d_model = 32, .heads = 5}),
+                    "d_model (32) must be a positive multiple of heads (5)");
+}
+TEST(DslOpNames, EveryKindHasAName) {
+  for (int i = 0; i < (int)OpKind::Count; ++i) EXPECT_STRNE(op_name((OpKind)i), "");
+  EXPECT_STREQ(op_name(OpKind::Attention), "attention");
+}

@@ -1,0 +1,256 @@
+// Runtime unit tests: the kilnrt C API on hand-made model tables and files (no compiler).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "harness.h"
+#include "kilnrt/api.h"
+
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string dir() { return kt::workDir("runtime"); }
+
+void writeFile(const std::string &path, const std::string &bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), (std::streamsize)bytes.size());
+}
+
+// A safetensors file from a header and raw data, with the header length as given.
+std::string safetensors(const std::string &header, const std::string &data, int64_t claimed = -1) {
+  uint64_t n = claimed >= 0 ? (uint64_t)claimed : header.size();
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = (char)(n >> (8 * i));
+  return s + header + data;
+}
+
+// A model with one token input of length L <= 8 (vocab 10), one parameter "w" [4] and an
+// output [L] = ids + w[0], computed by this plain C entry.
+int32_t entry(void **bufs, const int64_t *syms, int32_t *) {
+  const float *w = (const float *)bufs[0];
+  const int32_t *ids = (const int32_t *)bufs[1];
+  float *out = (float *)bufs[2];
+  for (int64_t i = 0; i < syms[0]; ++i) out[i] = ids[i] + w[0];
+  return 0;
+}
+const char *const kSyms[] = {"L"};
+const int64_t kMax[] = {8};
+const kiln_tensor_info kParams[] = {{"w", KILN_F32, 1, {{4, -1}}, 0, KILN_INIT_ONES, 0}};
+const kiln_tensor_info kIo[] = {{"tokens", KILN_I32, 1, {{8, 0}}, 10, 0, 0}, {"out", KILN_F32, 1, {{8, 0}}, 0, 0, 0}};
+const int32_t kIn[] = {0}, kOut[] = {1};
+const kiln_buffer_info kBufs[] = {{4, {1, 0, 0, 0}, 0, 0}};
+const char *const kKernels[] = {"copy"};
+const kiln_entry_info kEntries[] = {{"forward", entry, 1, 1, kIn, kOut, 1, kBufs, 1, kKernels}};
+const kiln_model_info kModel = {KILN_ABI_VERSION, "toy", "0", "h", "t", "", 1, kSyms, kMax, 1, kParams, 2, kIo, 1, kEntries};
+
+kilnrt_tensor ids(std::vector<int32_t> &v) {
+  kilnrt_tensor t{};
+  t.dtype = KILN_I32;
+  t.rank = 1;
+  t.shape[0] = (int64_t)v.size();
+  t.data = v.data();
+  return t;
+}
+
+TEST(Arena, LiveBuffersNeverOverlapAndDeadOnesAreReused) {
+  // a: kernels 0-1, b: 1-2, c: 2-3 (a and c can share), sizes 100*L, 200*L, 100*L bytes.
+  kiln_buffer_info b[] = {{100, {1, 0, 0, 0}, 0, 1}, {200, {1, 0, 0, 0}, 1, 2}, {100, {1, 0, 0, 0}, 2, 3}};
+  int64_t syms[4] = {8, 1, 1, 1}, off[3], total;
+  ASSERT_EQ(kilnrt_arena_plan(b, 3, syms, off, &total), KILNRT_OK);
+  EXPECT_EQ(total, 1600 + 832);  // b, then a and c (64-byte rounded) sharing one place
+  auto overlap = [&](int i, int j, int64_t si, int64_t sj) { return off[i] < off[j] + sj && off[j] < off[i] + si; };
+  EXPECT_FALSE(overlap(0, 1, 832, 1600));
+  EXPECT_FALSE(overlap(1, 2, 1600, 832));
+  EXPECT_EQ(off[0], off[2]);  // a and c are never live together: same place
+  int64_t syms2[4] = {16, 1, 1, 1}, total2;
+  ASSERT_EQ(kilnrt_arena_plan(b, 3, syms2, off, &total2), KILNRT_OK);
+  EXPECT_GT(total2, total);  // grows with the length
+  kiln_buffer_info huge[] = {{1 << 20, {2, 0, 0, 0}, 0, 0}};
+  int64_t big[4] = {1 << 24, 1, 1, 1};
+  EXPECT_EQ(kilnrt_arena_plan(huge, 1, big, off, &total), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("sequence length too large"));
+}
+
+TEST(Npy, RoundTripAndInt64) {
+  ref::T t = kt::randomT({3, 5}, 1);
+  std::string p = dir() + "/a.npy";
+  kt::saveNpy(p, t);
+  ref::T back = kt::loadNpy(p);
+  EXPECT_EQ(back.shape, t.shape);
+  EXPECT_EQ(back.v, t.v);
+  kt::saveIds(dir() + "/ids.npy", {1, 2, 300}, /*as_int64=*/true);
+  kilnrt_tensor r;
+  ASSERT_EQ(kilnrt_npy_read((dir() + "/ids.npy").c_str(), &r), KILNRT_OK);
+  EXPECT_EQ(r.dtype, KILN_I32);
+  EXPECT_EQ(((int32_t *)r.data)[2], 300);
+  kilnrt_tensor_free(&r);
+}
+
+TEST(Npy, BadFilesAreRejectedByName) {
+  kilnrt_tensor r;
+  writeFile(dir() + "/bad.npy", "hello world, not numpy");
+  EXPECT_EQ(kilnrt_npy_read((dir() + "/bad.npy").c_str(), &r), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("bad magic"));
+  // truncated data
+  kt::saveNpy(dir() + "/t.npy", kt::randomT({4, 4}, 2));
+  std::ifstream f(dir() + "/t.npy", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  writeFile(dir() + "/t.npy", bytes.substr(0, bytes.size() - 3));
+  EXPECT_EQ(kilnrt_npy_read((dir() + "/t.npy").c_str(), &r), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("needs 64 data bytes but the file holds 61"));
+  std::string h = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }";
+  writeFile(dir() + "/f8.npy", std::string("\x93NUMPY\x01\x00", 8) + (char)h.size() + '\0' + h + std::string(16, '\0'));
+  EXPECT_EQ(kilnrt_npy_read((dir() + "/f8.npy").c_str(), &r), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("dtype '<f8' is not supported"));
+  h = "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }";
+  writeFile(dir() + "/fo.npy", std::string("\x93NUMPY\x01\x00", 8) + (char)h.size() + '\0' + h + std::string(8, '\0'));
+  EXPECT_EQ(kilnrt_npy_read((dir() + "/fo.npy").c_str(), &r), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("Fortran order"));
+  EXPECT_EQ(kilnrt_npy_read((dir() + "/missing.npy").c_str(), &r), KILNRT_USER_ERROR);
+}
+
+TEST(Safetensors, RoundTrip) {
+  float a[4] = {1, 2, 3, 4};
+  int32_t b[2] = {7, 8};
+  kilnrt_tensor ts[2] = {};
+  ts[0] = {KILN_F32, 2, {2, 2}, a};
+  ts[1] = {KILN_I32, 1, {2}, b};
+  const char *names[] = {"a", "b"};
+  std::string p = dir() + "/rt.safetensors";
+  ASSERT_EQ(kilnrt_weights_save(p.c_str(), 2, names, ts), KILNRT_OK);
+  kilnrt_weights *w;
+  ASSERT_EQ(kilnrt_weights_open(p.c_str(), &w), KILNRT_OK) << kilnrt_last_error();
+  kilnrt_tensor t;
+  ASSERT_EQ(kilnrt_weights_find(w, "a", &t), KILNRT_OK);
+  EXPECT_EQ(t.shape[1], 2);
+  EXPECT_EQ(((float *)t.data)[3], 4.0f);
+  ASSERT_EQ(kilnrt_weights_find(w, "b", &t), KILNRT_OK);
+  EXPECT_EQ(((int32_t *)t.data)[1], 8);
+  EXPECT_EQ(kilnrt_weights_find(w, "c", &t), KILNRT_USER_ERROR);
+  kilnrt_weights_close(w);
+}
+
+struct BadFile {
+  std::string name, bytes, message;
+};
+class SafetensorsErrors : public ::testing::TestWithParam<BadFile> {};
+TEST_P(SafetensorsErrors, RejectedWithAClearMessage) {
+  std::string p = dir() + "/" + GetParam().name + ".safetensors";
+  writeFile(p, GetParam().bytes);
+  kilnrt_weights *w = nullptr;
+  EXPECT_EQ(kilnrt_weights_open(p.c_str(), &w), KILNRT_USER_ERROR);
+  EXPECT_EQ(w, nullptr);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr(GetParam().message));
+}
+const std::string kOk = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+INSTANTIATE_TEST_SUITE_P(
+    Files, SafetensorsErrors,
+    ::testing::Values(
+        BadFile{"short", "abc", "shorter than the 8-byte header length"},
+        BadFile{"header_too_long", safetensors(kOk, std::string(8, '\0'), 1 << 30), "header claims 1073741824 bytes"},
+        BadFile{"bad_json", safetensors("{\"w\": [1,", ""), "corrupt JSON header"},
+        BadFile{"truncated_data", safetensors(kOk, std::string(4, '\0')), "lie outside the 4 data bytes"},
+        BadFile{"bad_dtype", safetensors(R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                "dtype F64 is not supported"},
+        BadFile{"size_mismatch", safetensors(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                "shape [3] needs 12 bytes but data_offsets span 8"},
+        BadFile{"overlap",
+                safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                            std::string(12, '\0')),
+                "overlap"},
+        BadFile{"negative", safetensors(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                "non-negative"},
+        BadFile{"absurd", safetensors(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                "absurd shape"}),
+    [](const auto &i) { return i.param.name; });
+
+TEST(Session, RunsAToyModelAndChecksInputs) {
+  kilnrt_session *s;
+  ASSERT_EQ(kilnrt_session_create(&kModel, &s), KILNRT_OK);
+  std::vector<int32_t> v{1, 2, 3};
+  kilnrt_tensor t = ids(v);
+  EXPECT_EQ(kilnrt_session_run(s, "forward"), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("no weights loaded"));
+  ASSERT_EQ(kilnrt_session_random_weights(s, 1), KILNRT_OK);
+  EXPECT_EQ(kilnrt_session_run(s, "forward"), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("input 'tokens' was not given"));
+  ASSERT_EQ(kilnrt_session_set_input(s, "tokens", &t), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_run(s, "forward"), KILNRT_OK);
+  const kilnrt_tensor *out;
+  ASSERT_EQ(kilnrt_session_output(s, "out", &out), KILNRT_OK);
+  EXPECT_EQ(out->shape[0], 3);
+  EXPECT_EQ(((float *)out->data)[2], 4.0f);  // ids[2] + w[0] (init ones)
+  std::vector<int32_t> bad{1, 10};
+  t = ids(bad);
+  EXPECT_EQ(kilnrt_session_set_input(s, "tokens", &t), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("token id 10 at position 1 is outside the vocabulary [0, 10)"));
+  std::vector<int32_t> longer(9, 1);
+  t = ids(longer);
+  EXPECT_EQ(kilnrt_session_set_input(s, "tokens", &t), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("sequence length L = 9 exceeds the compiled bound 8"));
+  std::vector<int32_t> none;
+  t = ids(none);
+  EXPECT_EQ(kilnrt_session_set_input(s, "tokens", &t), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("must be at least 1"));
+  t = ids(v);
+  t.dtype = KILN_F32;
+  EXPECT_EQ(kilnrt_session_set_input(s, "tokens", &t), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("must be i32, got f32"));
+  EXPECT_EQ(kilnrt_session_set_input(s, "nope", &t), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("no input 'nope' (inputs: tokens)"));
+  EXPECT_EQ(kilnrt_session_run(s, "decode"), KILNRT_USER_ERROR);
+  kilnrt_session_destroy(s);
+}
+
+TEST(Session, WeightsFilesMustMatchTheModel) {
+  kilnrt_session *s;
+  ASSERT_EQ(kilnrt_session_create(&kModel, &s), KILNRT_OK);
+  float four[4] = {5, 0, 0, 0}, three[3] = {0, 0, 0};
+  int32_t ints[4] = {0, 0, 0, 0};
+  const char *w[] = {"w"}, *wx[] = {"w", "extra"}, *other[] = {"v"};
+  kilnrt_tensor good{KILN_F32, 1, {4}, four}, bad_shape{KILN_F32, 1, {3}, three}, bad_type{KILN_I32, 1, {4}, ints};
+  kilnrt_tensor two[2] = {good, good};
+  auto check = [&](const char *name, int n, const char *const *names, const kilnrt_tensor *ts, const char *msg) {
+    std::string p = dir() + "/" + name + ".safetensors";
+    ASSERT_EQ(kilnrt_weights_save(p.c_str(), n, names, ts), KILNRT_OK);
+    kilnrt_status st = kilnrt_session_load_weights(s, p.c_str());
+    if (!msg) {
+      EXPECT_EQ(st, KILNRT_OK) << kilnrt_last_error();
+    } else {
+      EXPECT_EQ(st, KILNRT_USER_ERROR);
+      EXPECT_THAT(kilnrt_last_error(), HasSubstr(msg));
+    }
+  };
+  check("good", 1, w, &good, nullptr);
+  check("extra", 2, wx, two, "has tensor 'extra' which the model does not use");
+  check("missing", 1, other, &good, "has tensor 'v' which the model does not use");
+  check("shape", 1, w, &bad_shape, "tensor 'w' has shape [3], the model expects [4]");
+  check("dtype", 1, w, &bad_type, "tensor 'w' has dtype i32, the model expects f32");
+  kilnrt_session_destroy(s);
+}
+
+TEST(Session, RandomWeightsAreDeterministic) {
+  kilnrt_session *a, *b;
+  ASSERT_EQ(kilnrt_session_create(&kModel, &a), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_create(&kModel, &b), KILNRT_OK);
+  kilnrt_session_random_weights(a, 42);
+  kilnrt_session_random_weights(b, 42);
+  std::string pa = dir() + "/ra.safetensors", pb = dir() + "/rb.safetensors";
+  kilnrt_session_save_weights(a, pa.c_str());
+  kilnrt_session_save_weights(b, pb.c_str());
+  std::ifstream fa(pa, std::ios::binary), fb(pb, std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(fa)), {}), std::string((std::istreambuf_iterator<char>(fb)), {}));
+  kilnrt_session_destroy(a);
+  kilnrt_session_destroy(b);
+}
+
+TEST(Cpu, MissingFeaturesAreNamed) {
+  EXPECT_EQ(kilnrt_cpu_check("sse4.1"), KILNRT_OK);
+  EXPECT_EQ(kilnrt_cpu_check("sse4.1,no-such-feature"), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("lacks instruction set extensions the model was compiled for: no-such-feature"));
+}
+
+}  // namespace
