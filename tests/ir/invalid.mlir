@@ -1,0 +1,106 @@
+// RUN: kiln-opt %s --split-input-file --verify-diagnostics
+// What the verifiers reject, one case each.
+
+func.func @linear_features(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
+  %w = kiln.param "w" : tensor<16x4xf32>
+  // expected-error @+1 {{expected input features (8) to equal weight in-features (4)}}
+  %h = kiln.linear %x, %w : (tensor<?x8xf32>, tensor<16x4xf32>) -> tensor<?x16xf32>
+  return %h : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @linear_layout(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
+  %w = kiln.param "w" : tensor<16x8xf32>
+  // expected-error @+1 {{expected weight_layout "out_in" or "in_out"}}
+  %h = kiln.linear %x, %w {weight_layout = "sideways"} : (tensor<?x8xf32>, tensor<16x8xf32>) -> tensor<?x16xf32>
+  return %h : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @param_dynamic() -> tensor<?x4xf32> {
+  // expected-error @+1 {{expected a static shape for a parameter}}
+  %w = kiln.param "w" : tensor<?x4xf32>
+  return %w : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @matmul_inner(%a: tensor<?x8xf32>, %b: tensor<4x16xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected lhs columns (8) to equal rhs contraction dim (4)}}
+  %c = kiln.matmul %a, %b : (tensor<?x8xf32>, tensor<4x16xf32>) -> tensor<?x16xf32>
+  return %c : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @attention_head_dim(%q: tensor<4x?x16xf32>, %k: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
+  // expected-error @+1 {{expected query head dim (16) to equal key head dim (8)}}
+  %o = kiln.attention %q, %k, %k {scale = 1.0 : f32} : (tensor<4x?x16xf32>, tensor<4x?x8xf32>, tensor<4x?x8xf32>) -> tensor<4x?x8xf32>
+  return %o : tensor<4x?x8xf32>
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
+  // expected-error @+1 {{expected mask "none" or "causal", got "diagonal"}}
+  %o = kiln.attention %q, %q, %q {mask = "diagonal", scale = 1.0 : f32} : (tensor<4x?x8xf32>, tensor<4x?x8xf32>, tensor<4x?x8xf32>) -> tensor<4x?x8xf32>
+  return %o : tensor<4x?x8xf32>
+}
+
+// -----
+
+func.func @layer_norm_gamma(%x: tensor<?x8xf32>, %g: tensor<7xf32>, %b: tensor<8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{expected gamma length (7) to equal input width (8)}}
+  %y = kiln.layer_norm %x, %g, %b : (tensor<?x8xf32>, tensor<7xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<?x8xf32>) -> tensor<?x3x3xf32> {
+  // expected-error @+1 {{expected the same number of elements}}
+  %y = kiln.reshape %x : (tensor<?x8xf32>) -> tensor<?x3x3xf32>
+  return %y : tensor<?x3x3xf32>
+}
+
+// -----
+
+func.func @transpose_perm(%x: tensor<?x8xf32>) -> tensor<8x?xf32> {
+  // expected-error @+1 {{expected a permutation}}
+  %y = kiln.transpose %x {permutation = array<i64: 0, 0>} : (tensor<?x8xf32>) -> tensor<8x?xf32>
+  return %y : tensor<8x?xf32>
+}
+
+// -----
+
+func.func @slice_range(%x: tensor<?x8xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{expected the slice [6, 10) to lie within 8}}
+  %y = kiln.slice %x {axis = 1 : i64, offset = 6 : i64} : (tensor<?x8xf32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @embedding_ids(%t: tensor<10x4xf32>, %ids: tensor<?xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{expected i32 token ids}}
+  %y = kiln.embedding %t, %ids : (tensor<10x4xf32>, tensor<?xf32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @add_broadcast(%a: tensor<?x8xf32>, %b: tensor<4xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{expected broadcast-compatible operands}}
+  %y = kiln.add %a, %b : (tensor<?x8xf32>, tensor<4xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @unknown_op(%a: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{custom op 'kiln.flash' is unknown}}
+  %y = kiln.flash %a : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
