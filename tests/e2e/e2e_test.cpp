@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "harness.h"
+#include "models.h"
 #include "kiln/dsl/Blocks.h"
 
 using namespace kiln;
@@ -93,26 +94,6 @@ struct StackCfg {
   std::vector<int64_t> lengths;
 };
 
-ref::T refBlock(W &w, const std::string &p, ref::T x, int64_t heads, bool pre, bool causal, bool out_in, bool tanh_gelu,
-                float eps) {
-  auto lin = [&](const ref::T &in, const std::string &n) { return ref::linear(in, w[n + ".weight"], w[n + ".bias"], out_in); };
-  auto ln = [&](const ref::T &in, const std::string &n) { return ref::layer_norm(in, w[n + ".weight"], w[n + ".bias"], eps); };
-  auto attn = [&](const ref::T &in) {
-    return lin(ref::mha_core(lin(in, p + ".attn.q"), lin(in, p + ".attn.k"), lin(in, p + ".attn.v"), heads, causal),
-               p + ".attn.out");
-  };
-  auto ffn = [&](const ref::T &in) {
-    ref::T h = lin(in, p + ".mlp.fc1");
-    return lin(tanh_gelu ? ref::gelu_tanh(h) : ref::gelu_erf(h), p + ".mlp.fc2");
-  };
-  if (pre) {
-    x = ref::add(x, attn(ln(x, p + ".ln_1")));
-    return ref::add(x, ffn(ln(x, p + ".ln_2")));
-  }
-  x = ln(ref::add(x, attn(x)), p + ".ln_1");
-  return ln(ref::add(x, ffn(x)), p + ".ln_2");
-}
-
 class Gpt2Decoder : public ::testing::TestWithParam<StackCfg> {};
 
 TEST_P(Gpt2Decoder, MatchesReferenceAtEveryLength) {
@@ -136,11 +117,7 @@ TEST_P(Gpt2Decoder, MatchesReferenceAtEveryLength) {
     auto ids = kt::randomIds((int)len, (int)c.vocab, (unsigned)len);
     W w;
     ref::T got = runModel(dir, exe, "--tokens " + kt::idList(ids), "logits", w);
-    ref::T x = ref::add(ref::embedding(w["wte"], ids), ref::rows(w["wpe"], len));
-    for (int64_t i = 0; i < c.layers; ++i)
-      x = refBlock(w, "h." + std::to_string(i), x, c.heads, true, true, false, true, 1e-5f);
-    x = ref::layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], 1e-5f);
-    EXPECT_TRUE(kt::allClose(ref::linear(x, w["wte"], {}, true), got));
+    EXPECT_TRUE(kt::allClose(ref::gpt2(w, ids, c.layers, c.heads), got));
   }
 }
 INSTANTIATE_TEST_SUITE_P(Shapes, Gpt2Decoder,
@@ -171,7 +148,7 @@ TEST_P(PostNormEncoder, MatchesReferenceAtEveryLength) {
     ref::T got = runModel(dir, exe, "--tokens " + kt::idList(ids), "hidden", w);
     ref::T x = ref::add(ref::embedding(w["emb"], ids), ref::rows(w["pos"], len));
     for (int64_t i = 0; i < c.layers; ++i)
-      x = refBlock(w, "layer." + std::to_string(i), x, c.heads, false, false, true, false, 1e-12f);
+      x = ref::block(w, "layer." + std::to_string(i), x, {c.heads, false, false, true, false, 1e-12f});
     EXPECT_TRUE(kt::allClose(x, got));
   }
 }

@@ -1,0 +1,21 @@
+// models.h - whole-model references built from the plain-loop ops, with parameters by name
+// exactly as kiln's DSL blocks name them.
+#pragma once
+#include <map>
+
+#include "reference.h"
+
+namespace ref {
+using Weights = std::map<std::string, T>;
+
+struct BlockCfg {
+  int64_t heads;
+  bool pre_norm, causal, out_in, tanh_gelu;
+  float eps;
+};
+// kiln::transformer_block with prefix `p`.
+T block(Weights &w, const std::string &p, T x, const BlockCfg &c);
+// The GPT-2-style decoder of examples/gpt2: learned positions, pre-norm blocks "h.<i>",
+// final norm "ln_f", output head tied to "wte".
+T gpt2(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t heads);
+}  // namespace ref
