@@ -232,3 +232,77 @@ INSTANTIATE_TEST_SUITE_P(Shapes, EmbeddingNorm,
                                   std::to_string(i.param.bound);
                          });
 }  // namespace
+
+namespace {
+// ---------------------------------------------------------------- kilnc and other targets
+const std::string kSrc = KILN_SOURCE_DIR;
+
+TEST(Kilnc, CompilesAKilnDialectFileEndToEnd) {
+  std::string dir = kt::workDir("kilnc");
+  auto r = kt::run(std::string(KILN_BIN) + "/kilnc " + kSrc + "/tests/e2e/mlir/mlp.mlir --quiet --cache-dir " +
+                   KILN_TEST_CACHE + " -o " + dir + "/mlp");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T x = kt::randomT({9, 16}, 4);
+  kt::saveNpy(dir + "/x.npy", x);
+  W w;
+  ref::T got = runModel(dir, dir + "/mlp", "--input x=" + dir + "/x.npy", "y", w);
+  ref::T h = ref::relu(ref::linear(x, w["fc1.w"], w["fc1.b"], true));
+  EXPECT_TRUE(kt::allClose(ref::linear(h, w["fc2.w"], {}, false), got));
+}
+
+TEST(Kilnc, RejectsInputWithoutSequenceBounds) {
+  auto r = kt::run(std::string(KILN_BIN) + "/kilnc " + kSrc + "/tests/e2e/mlir/no_bounds.mlir --quiet -o /dev/null");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("expected module attributes kiln.seq_names"), std::string::npos) << r.output;
+  r = kt::run(std::string(KILN_BIN) + "/kilnc " + kSrc + "/tests/e2e/mlir/absent.mlir --quiet -o /dev/null");
+  EXPECT_EQ(r.code, 1);
+}
+
+TEST(Kilnc, DslOutputRoundTripsThroughKilnc) {
+  // gpt2-compile --emit=mlir, then kilnc on that file: same executable behaviour.
+  std::string dir = kt::workDir("roundtrip");
+  std::string cfg = " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " + std::string(KILN_TEST_CACHE);
+  auto r = kt::run(std::string(KILN_BIN) + "/gpt2-compile" + cfg + " --compile-to=input -o " + dir + "/g.mlir");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(std::string(KILN_BIN) + "/kilnc " + dir + "/g.mlir --quiet --cache-dir " + KILN_TEST_CACHE + " -o " + dir + "/a");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(std::string(KILN_BIN) + "/gpt2-compile" + cfg + " -o " + dir + "/b");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto a = kt::run(dir + "/a --random-weights --tokens 5,6,7 --output-dir " + dir + "/oa");
+  auto b = kt::run(dir + "/b --random-weights --tokens 5,6,7 --output-dir " + dir + "/ob");
+  ASSERT_EQ(a.code, 0) << a.output;
+  ASSERT_EQ(b.code, 0) << b.output;
+  EXPECT_TRUE(kt::allClose(kt::loadNpy(dir + "/ob/logits.npy"), kt::loadNpy(dir + "/oa/logits.npy")));
+}
+
+class Targets : public ::testing::TestWithParam<std::string> {};
+TEST_P(Targets, Gpt2MatchesReference) {
+  std::string target = GetParam();
+  std::string dir = kt::workDir("target_" + target);
+  std::string exe = kt::compile(dir, "gpt", [&](Model &m) {
+    Dim L = m.seq("L", 40);
+    Tensor t = m.tokens("tokens", L, 50);
+    Tensor wte = m.param("wte", {50, 48}, {.scale = 0.5f});
+    Tensor x = add(embedding(wte, t), position_embedding(m.param("wpe", {40, 48}, {.scale = 0.1f}), t));
+    x = transformer_block(m, "h.0", x,
+                          {.d_model = 48, .heads = 3, .d_ff = 96, .mask = Mask::causal(), .act = Activation::GeluTanh,
+                           .layout = WeightLayout::InOut});
+    x = layer_norm(x, m.param("ln_f.weight", {48}, {.init = Init::Ones}), m.param("ln_f.bias", {48}, {.init = Init::Zeros}));
+    m.output("logits", linear(x, wte));
+  }, {"--target", target});
+  ASSERT_FALSE(exe.empty());
+  auto v = kt::run(exe + " --version");
+  EXPECT_NE(v.output.find("target " + target), std::string::npos) << v.output;
+  auto ids = kt::randomIds(23, 50, 2);
+  W w;
+  ref::T got = runModel(dir, exe, "--tokens " + kt::idList(ids), "logits", w);
+  EXPECT_TRUE(kt::allClose(ref::gpt2(w, ids, 1, 3), got));
+}
+INSTANTIATE_TEST_SUITE_P(X86, Targets, ::testing::Values("x86-64-avx512", "x86-64-avx2", "x86-64-sse41"),
+                         [](const auto &i) {
+                           std::string s = i.param;
+                           for (char &c : s)
+                             if (c == '-') c = '_';
+                           return s;
+                         });
+}  // namespace

@@ -104,9 +104,45 @@ static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const TargetInfo &t)
   return v;
 }
 
+// What kilnc input must declare beyond valid ops: the sequence lengths and their bounds, and a
+// name and the length of every dynamic dim for each input, a name for each output.
+static LogicalResult verifyInterface(ModuleOp module) {
+  auto names = module->getAttrOfType<ArrayAttr>("kiln.seq_names");
+  auto bounds = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
+  if (!names || !bounds || names.size() != bounds.size() ||
+      !llvm::all_of(names, [](Attribute a) { return isa<StringAttr>(a); }))
+    return module.emitError("expected module attributes kiln.seq_names (strings) and kiln.seq_bounds (array<i64>) "
+                            "of the same length, naming each sequence length and its compiled bound");
+  for (int64_t b : bounds.asArrayRef())
+    if (b < 1) return module.emitError("expected every kiln.seq_bounds entry to be at least 1");
+  int64_t nsyms = (int64_t)names.size();
+  if (nsyms > 4) return module.emitError("expected at most 4 sequence lengths");
+  if (module.getOps<func::FuncOp>().empty()) return module.emitError("expected at least one func.func entry point");
+  for (auto f : module.getOps<func::FuncOp>()) {
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto t = dyn_cast<RankedTensorType>(f.getArgument(i).getType());
+      auto n = f.getArgAttrOfType<StringAttr>(i, "kiln.name");
+      auto s = f.getArgAttrOfType<DenseI64ArrayAttr>(i, "kiln.syms");
+      if (!t || !n || !s || (int64_t)s.size() != t.getRank())
+        return f.emitError("expected argument ") << i << " to be a ranked tensor with kiln.name and kiln.syms (one "
+                                                      "sequence-length index per dim, -1 for static dims)";
+      for (int64_t d = 0; d < t.getRank(); ++d) {
+        int64_t sym = s[d];
+        if (sym >= nsyms || ShapedType::isDynamic(t.getDimSize(d)) != (sym >= 0))
+          return f.emitError("expected kiln.syms of argument '")
+                 << n.getValue() << "' to name a sequence length exactly for its dynamic dims";
+      }
+    }
+    for (unsigned i = 0; i < f.getNumResults(); ++i)
+      if (!f.getResultAttrOfType<StringAttr>(i, "kiln.name"))
+        return f.emitError("expected result ") << i << " to carry kiln.name";
+  }
+  return success();
+}
+
 LogicalResult runPhases(ModuleOp module, const PipelineOptions &opt, Phase upto) {
   g_dump = 0;
-  if (failed(verify(module))) return failure();
+  if (failed(verify(module)) || failed(verifyInterface(module))) return failure();
   dumpModule(module, opt, "input");
   for (int p = (int)Phase::Fused; p <= (int)upto && p <= (int)Phase::Kernels; ++p) {
     auto t0 = std::chrono::steady_clock::now();
