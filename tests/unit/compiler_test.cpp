@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "harness.h"
+#include "kiln/Codegen/HalideKernels.h"
 #include "kiln/Codegen/KernelSpec.h"
 #include "kiln/Pipelines/Driver.h"
 #include "kiln/Pipelines/Pipeline.h"
@@ -157,4 +158,28 @@ TEST(Driver, KernelsAreGeneratedOnceAndCached) {
   std::string k1 = kernels(one.output);
   int n = std::stoi(k1.substr(std::string("phase kernels: ").size()));
   EXPECT_THAT(kernels(four.output), HasSubstr(std::to_string(n) + " kernels (" + std::to_string(n) + " from the cache)"));
+}
+
+TEST(Codegen, HalideErrorsBecomeMessagesNotCrashes) {
+  // A spec no pass would write (a transpose whose permutation repeats a dim): Halide rejects
+  // the algorithm by throwing, and the generator reports it.
+  auto spec = KernelSpec::parse("transpose;perm=0/0;s.vec=8|4x?:f32->4x?:f32");
+  ASSERT_TRUE(spec);
+  KernelArtifacts art;
+  std::string err;
+  std::string dir = kt::workDir("codegen_error");
+  EXPECT_FALSE(buildKernel("kiln_bad", *spec, "x86-64-linux-avx2", dir, &art, &err));
+  EXPECT_THAT(err, HasSubstr("kiln_bad"));
+  auto unknown = KernelSpec::parse("flash|4:f32->4:f32");
+  EXPECT_FALSE(buildKernel("kiln_flash", *unknown, "x86-64-linux-avx2", dir, &art, &err));
+  EXPECT_THAT(err, HasSubstr("no Halide kernel for op kind 'flash'"));
+}
+
+TEST(Driver, PrintIrAfterAllShowsEveryPass) {
+  auto r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --emit=cost "
+                                   "--print-ir-after-all -o /dev/null");
+  EXPECT_EQ(r.code, 0);
+  for (const char *p : {"input", "kiln-fuse-epilogue", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
+                        "kiln-plan-buffers"})
+    EXPECT_THAT(r.output, HasSubstr(std::string("IR Dump After ") + p));
 }
