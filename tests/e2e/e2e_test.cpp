@@ -3,6 +3,8 @@
 // plain-loop reference in tests/reference at two or more shapes and lengths.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "harness.h"
 #include "models.h"
 #include "kiln/dsl/Blocks.h"
@@ -305,4 +307,35 @@ INSTANTIATE_TEST_SUITE_P(X86, Targets, ::testing::Values("x86-64-avx512", "x86-6
                              if (c == '-') c = '_';
                            return s;
                          });
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- attention written as separate ops
+struct OpsAttnCfg {
+  int64_t d, heads, L;
+};
+class AttentionFromOps : public ::testing::TestWithParam<OpsAttnCfg> {};
+
+TEST_P(AttentionFromOps, MatchesReference) {
+  OpsAttnCfg c = GetParam();
+  std::string dir = kt::workDir("opsattn_" + std::to_string(c.d) + "_" + std::to_string(c.L));
+  std::string exe = kt::compile(dir, "opsattn", [&](Model &m) {
+    Dim L = m.seq("L", 64);
+    Tensor x = m.input("x", {L, c.d});
+    auto proj = [&](const char *n) { return split_heads(linear(x, m.param(n, {c.d, c.d})), c.heads); };
+    Tensor q = proj("wq"), k = proj("wk"), v = proj("wv");
+    Tensor s = scale(batch_matmul(q, k, {.transpose_b = true}), 1.0f / std::sqrt((float)(c.d / c.heads)));
+    m.output("y", merge_heads(batch_matmul(softmax(s), v)));
+  });
+  ASSERT_FALSE(exe.empty());
+  ref::T x = kt::randomT({c.L, c.d}, 8);
+  kt::saveNpy(dir + "/x.npy", x);
+  W w;
+  ref::T got = runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
+  auto lin = [&](const char *n) { return ref::linear(x, w[n], {}, true); };
+  EXPECT_TRUE(kt::allClose(ref::mha_core(lin("wq"), lin("wk"), lin("wv"), c.heads, false), got));
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFromOps,
+                         ::testing::Values(OpsAttnCfg{32, 2, 1}, OpsAttnCfg{64, 4, 37}, OpsAttnCfg{48, 3, 64}),
+                         [](const auto &i) { return "d" + std::to_string(i.param.d) + "_L" + std::to_string(i.param.L); });
 }  // namespace

@@ -100,6 +100,15 @@ Expr activation(const std::string &act, Expr x) {
 }
 
 // ---- linear, matmul, batch_matmul: out(j, i[, b]) = act(sum_k A(k, i[, b]) * B(j, k[, b]) + bias(j))
+//
+// Schedule (a GEMM micro-kernel in Halide's terms):
+//   * out is tiled into tn columns x tr rows; tiles (and batches) run in parallel;
+//   * inside a tile, a register block of 4 rows x tn columns accumulates over all of K with the
+//     loops fully unrolled (tn/vec x 4 vector accumulators), k unrolled by 2;
+//   * the register block always has 4 rows (bound_extent), so a row tail recomputes clamped
+//     rows instead of losing the unrolling; columns shift inwards when N is static;
+//   * a weight stored [N, K] (x.Wt) is transposed into a K x tn panel once per tile, so the
+//     inner loop reads contiguous vectors from both layouts.
 Func buildMatmul(Builder &B) {
   const KernelSpec &k = B.k;
   bool batch = k.kind == "batch_matmul", lin = k.kind == "linear";
@@ -107,45 +116,69 @@ Func buildMatmul(Builder &B) {
   ImageParam A = B.in[0], W = B.in[1];
   int64_t K = k.inputs[0].dims.back();
   Expr Kx = K >= 0 ? Expr((int)K) : A.dim(0).extent();
-  // Orient the right operand as Bt(j, kk[, b]).
+  Expr M = A.dim(1).extent();
+  int64_t N = k.output.dims.back();
   bool transposed = lin ? k.gets("layout") == "out_in" : k.geti("transpose_b", 0) != 0;
   RDom r(0, Kx, "r");
-  Func acc("acc"), out("out");
-  std::vector<Expr> accArgs{j, i}, aArgs{r, i}, bArgs;
-  if (transposed) bArgs = {r, j};
-  else bArgs = {j, r};
-  if (batch) {
-    accArgs.push_back(b), aArgs.push_back(b), bArgs.push_back(b);
-  }
+  std::vector<Expr> bIdx{b};
+  auto withB = [&](std::vector<Expr> v) {
+    if (batch) v.push_back(b);
+    return v;
+  };
+  // Rows beyond M are only ever computed by the last register block's padding: clamp them.
+  Expr row = clamp(i, 0, M - 1);
+  Func Bt("Bt"), acc("acc"), out("out");
+  Expr col = N >= 0 ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
+  Bt(withB({j, Var("kk")})) = transposed ? W(withB({Var("kk"), col})) : W(withB({col, Var("kk")}));
+  std::vector<Expr> accArgs = withB({j, i});
   acc(accArgs) = 0.0f;
-  acc(accArgs) += A(aArgs) * W(bArgs);
+  acc(accArgs) += A(withB({r, row})) * Bt(withB({j, r}));
   Expr v = acc(accArgs);
   if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
   if (lin) v = activation(k.gets("act", "none"), v);
   out(accArgs) = v;
 
-  int64_t N = k.output.dims.back();
-  int tm = (int)k.geti("s.tile_m", 4), tn = (int)k.geti("s.tile_n", 4 * B.vec);
-  if (N >= 0) tn = (int)std::min<int64_t>(tn, N);
-  int w = B.vec;
-  while (w > 1 && w > tn) w /= 2;
-  Var jo("jo"), ji("ji"), io("io"), ii("ii"), t("t");
+  int vec = B.vec;
+  int tn = (int)k.geti("s.tile_n", 4 * vec), tm = (int)k.geti("s.tile_m", 4), tr = 8 * tm;
+  if (N >= 0) {
+    while (vec > 1 && vec > N) vec /= 2;
+    tn = std::max(vec, std::min<int>(tn, (int)(N / vec) * vec));
+  }
+  tn = std::max(vec, tn / vec * vec);
+  Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii"), t("t");
   TailStrategy tj = N >= tn ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
-  out.split(j, jo, ji, tn, tj).split(i, io, ii, tm, TailStrategy::GuardWithIf).reorder(ji, ii, jo, io);
-  out.fuse(jo, io, t);
-  if (batch) out.fuse(t, b, t);
-  if (k.geti("s.parallel", 1)) out.parallel(t);
-  if (w > 1) out.vectorize(ji, w, TailStrategy::GuardWithIf);
-  acc.compute_at(out, t);
-  if (w > 1) acc.vectorize(j, w, TailStrategy::GuardWithIf);
+  // Row tiles run inside column tiles, so a weight panel (K x tn, L2-sized) is reused by every
+  // row tile while the activations stream. With enough column tiles the parallel loop is the
+  // column loop and the panel is packed once per column tile; otherwise tiles are fused.
+  bool panelParallel = N >= 0 && N / tn >= 8 && !batch;
+  out.split(j, jo, ji, tn, tj).split(i, io, ii, tr, TailStrategy::GuardWithIf).reorder(ji, ii, io, jo);
+  Var par = jo;
+  if (!panelParallel) {
+    out.fuse(io, jo, t);
+    par = t;
+    if (batch) out.fuse(t, b, t);
+  }
+  if (k.geti("s.parallel", 1)) out.parallel(par);
+  out.split(ii, yi, yii, tm, TailStrategy::GuardWithIf);
+  if (vec > 1) out.vectorize(ji, vec, TailStrategy::GuardWithIf);
+  bool packed = transposed || N < 0;
+  if (packed) {
+    Bt.compute_at(out, par);
+    if (vec > 1) Bt.vectorize(j, vec, TailStrategy::GuardWithIf);
+  }
+  acc.compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn);
+  if (vec > 1) acc.vectorize(j, vec);
+  acc.unroll(i);
   acc.update().reorder(j, i, r);
-  if (w > 1) acc.update().vectorize(j, w, TailStrategy::GuardWithIf);
-  if (N >= tn && w > 1) acc.update().unroll(j);
-  B.log << "out.split(j, jo, ji, " << tn << (N >= tn ? ", ShiftInwards" : ", GuardWithIf") << ").split(i, io, ii, " << tm
-        << ").reorder(ji, ii, jo, io).fuse(jo, io" << (batch ? ", b" : "") << " -> t)"
-        << (k.geti("s.parallel", 1) ? ".parallel(t)" : "") << ".vectorize(ji, " << w << ")\n"
-        << "acc.compute_at(out, t) (register tile " << tm << " x " << tn << ").vectorize(j, " << w << ")\n"
-        << "acc.update().reorder(j, i, r).vectorize(j, " << w << ")" << (N >= tn ? ".unroll(j)" : "") << "\n";
+  if (vec > 1) acc.update().vectorize(j, vec);
+  acc.update().unroll(j).unroll(i).unroll(r, 2, TailStrategy::GuardWithIf);
+  B.log << "out: tiles of " << tn << " columns x " << tr << " rows, rows inside columns; "
+        << (panelParallel ? "parallel over column tiles" : std::string("tiles fused") + (batch ? " with the batch" : "") + ", parallel")
+        << "; columns " << (N >= tn ? "ShiftInwards" : "GuardWithIf") << "; vectorize(ji, " << vec << ")\n"
+        << "acc.compute_at(out, yi): register block " << tm << " rows x " << tn << " columns (bound_extent), unrolled; "
+        << "update reorder(j, i, k).vectorize(j, " << vec << ").unroll(j).unroll(i).unroll(k, 2)\n"
+        << (packed ? "Bt: the weight panel [K x " + std::to_string(tn) + "] packed once per " + (panelParallel ? "column tile\n" : "tile\n")
+                   : std::string("Bt: inlined (the weight is read in place)\n"));
   return out;
 }
 
@@ -218,7 +251,8 @@ Func buildRowReduce(Builder &B) {
   std::vector<Var> v = makeVars(r);
   std::vector<Var> rest(v.begin() + 1, v.end());
   ImageParam X = B.in[0];
-  int D = (int)k.output.dims.back();
+  int64_t Ds = k.output.dims.back();  // a reduction over a sequence length is dynamic
+  Expr D = Ds >= 0 ? Expr((int)Ds) : X.dim(0).extent();
   RDom rx(0, D, "rx");
   std::vector<Expr> xr{rx};
   for (auto &x : rest) xr.push_back(x);
@@ -229,12 +263,12 @@ Func buildRowReduce(Builder &B) {
     mean(rest) = 0.0f;
     mean(rest) += X(xr);
     Func mu("mu");
-    mu(rest) = mean(rest) / (float)D;
+    mu(rest) = mean(rest) / cast<float>(D);
     Expr dx = X(xr) - mu(rest);
     var(rest) = 0.0f;
     var(rest) += dx * dx;
     float eps = (float)k.getf("eps", 1e-5);
-    out(v) = (X(ex(v)) - mu(rest)) * (1.0f / sqrt(var(rest) / (float)D + eps)) * B.in[1](v[0]) + B.in[2](v[0]);
+    out(v) = (X(ex(v)) - mu(rest)) * (1.0f / sqrt(var(rest) / cast<float>(D) + eps)) * B.in[1](v[0]) + B.in[2](v[0]);
     rowFuncs = {mean, mu, var};
   } else {  // softmax over the last dim
     Func mx("mx"), sum("sum"), e("e");

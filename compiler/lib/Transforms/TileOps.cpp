@@ -18,7 +18,8 @@ namespace kiln {
 void mergeSchedule(mlir::Operation *op, llvm::ArrayRef<std::pair<llvm::StringRef, int64_t>> entries) {
   mlir::NamedAttrList list(scheduleOf(op));
   mlir::Builder b(op->getContext());
-  for (auto &[k, v] : entries) list.set(k, b.getI64IntegerAttr(v));
+  for (auto &[k, v] : entries)
+    if (!list.get(k)) list.set(k, b.getI64IntegerAttr(v));  // a decision already made (a user hint) stays
   op->setAttr("kiln.schedule", list.getDictionary(op->getContext()));
 }
 }  // namespace kiln

@@ -13,6 +13,6 @@ inline mlir::DictionaryAttr scheduleOf(mlir::Operation *op) {
   if (auto d = op->getAttrOfType<mlir::DictionaryAttr>("kiln.schedule")) return d;
   return mlir::DictionaryAttr::get(op->getContext(), {});
 }
-// Adds or replaces entries in the op's kiln.schedule.
+// Adds entries to the op's kiln.schedule; keys already present (a user's hint) are kept.
 void mergeSchedule(mlir::Operation *op, llvm::ArrayRef<std::pair<llvm::StringRef, int64_t>> entries);
 }  // namespace kiln
