@@ -92,10 +92,18 @@ std::vector<Var> makeVars(int r) {
   return v;
 }
 
+// tanh through Halide's vectorized exp: libm's tanhf is a scalar call per lane (it was half of
+// a GPT-2 forward pass). e = exp(-2|x|) never overflows; the sign is restored at the end.
+Expr vtanh(Expr x) {
+  Expr e = exp(-2.0f * abs(x));
+  Expr t = (1.0f - e) / (1.0f + e);
+  return select(x < 0.0f, -t, t);
+}
+
 Expr activation(const std::string &act, Expr x) {
   if (act == "relu") return max(x, 0.0f);
   if (act == "gelu_erf") return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
-  if (act == "gelu_tanh") return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  if (act == "gelu_tanh") return 0.5f * x * (1.0f + vtanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
   return x;
 }
 
@@ -151,16 +159,21 @@ Func buildMatmul(Builder &B) {
   // row tile while the activations stream. With enough column tiles the parallel loop is the
   // column loop and the panel is packed once per column tile; otherwise tiles are fused.
   bool panelParallel = N >= 0 && N / tn >= 8 && !batch;
-  out.split(j, jo, ji, tn, tj).split(i, io, ii, tr, TailStrategy::GuardWithIf).reorder(ji, ii, io, jo);
-  Var par = jo;
-  if (!panelParallel) {
-    out.fuse(io, jo, t);
-    par = t;
-    if (batch) out.fuse(t, b, t);
-  }
-  if (k.geti("s.parallel", 1)) out.parallel(par);
-  out.split(ii, yi, yii, tm, TailStrategy::GuardWithIf);
-  if (vec > 1) out.vectorize(ji, vec, TailStrategy::GuardWithIf);
+  Var par = panelParallel ? jo : t;
+  // GuardWithIf keeps an inner split's full trip count, so a 32-row tile would compute 8
+  // register blocks for a one-row (decode) input: short inputs get tiles of 1, 2, 4... blocks.
+  auto tileRows = [&](Stage st, int rows) {
+    st.split(j, jo, ji, tn, tj).split(i, io, ii, rows, TailStrategy::GuardWithIf).reorder(ji, ii, io, jo);
+    if (!panelParallel) {
+      st.fuse(io, jo, t);
+      if (batch) st.fuse(t, b, t);
+    }
+    if (k.geti("s.parallel", 1)) st.parallel(par);
+    st.split(ii, yi, yii, tm, TailStrategy::GuardWithIf);
+    if (vec > 1) st.vectorize(ji, vec, TailStrategy::GuardWithIf);
+  };
+  for (int rows = tm; rows < tr; rows *= 2) tileRows(out.specialize(M <= rows), rows);
+  tileRows(out, tr);
   bool packed = transposed || N < 0;
   if (packed) {
     Bt.compute_at(out, par);
