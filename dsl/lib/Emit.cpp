@@ -122,6 +122,7 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
                                 b.getStringAttr(n.mask.kind == Mask::Causal ? "causal" : "none"),
                                 b.getF32FloatAttr(n.factor));
         break;
+      case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
     }
     val[id] = r;
   }

@@ -305,4 +305,13 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
   return r;
 }
 
+Tensor mask_for(Tensor scores, Mask mask, SourceLoc loc) {
+  Model &m = model_of({scores}, "mask_for", loc);
+  need_rank(m, "mask_for", "scores", scores, 2, 3, loc);
+  need(mask.kind != Mask::None, "mask_for", "the mask must not be Mask::none()", loc);
+  Tensor r = make(m, OpKind::Mask, {scores.id()}, scores.shape(), loc);
+  const_cast<Node &>(r.node()).mask = mask;
+  return r;
+}
+
 }  // namespace kiln

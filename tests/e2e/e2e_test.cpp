@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "harness.h"
 #include "models.h"
@@ -313,6 +314,7 @@ namespace {
 // ---------------------------------------------------------------- attention written as separate ops
 struct OpsAttnCfg {
   int64_t d, heads, L;
+  bool causal = false;
 };
 class AttentionFromOps : public ::testing::TestWithParam<OpsAttnCfg> {};
 
@@ -325,17 +327,69 @@ TEST_P(AttentionFromOps, MatchesReference) {
     auto proj = [&](const char *n) { return split_heads(linear(x, m.param(n, {c.d, c.d})), c.heads); };
     Tensor q = proj("wq"), k = proj("wk"), v = proj("wv");
     Tensor s = scale(batch_matmul(q, k, {.transpose_b = true}), 1.0f / std::sqrt((float)(c.d / c.heads)));
+    if (c.causal) s = add(s, mask_for(s, Mask::causal()));
     m.output("y", merge_heads(batch_matmul(softmax(s), v)));
-  });
+  }, {"--dump-dir", dir + "/dump"});
   ASSERT_FALSE(exe.empty());
+  // The chain was fused: the kernels phase has one attention and no softmax.
+  std::ifstream f(dir + "/dump/01-kiln-fuse-attention.mlir");
+  std::string ir((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_NE(ir.find("kiln.attention"), std::string::npos);
+  EXPECT_EQ(ir.find("kiln.softmax"), std::string::npos);
   ref::T x = kt::randomT({c.L, c.d}, 8);
   kt::saveNpy(dir + "/x.npy", x);
   W w;
   ref::T got = runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
   auto lin = [&](const char *n) { return ref::linear(x, w[n], {}, true); };
-  EXPECT_TRUE(kt::allClose(ref::mha_core(lin("wq"), lin("wk"), lin("wv"), c.heads, false), got));
+  EXPECT_TRUE(kt::allClose(ref::mha_core(lin("wq"), lin("wk"), lin("wv"), c.heads, c.causal), got));
 }
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFromOps,
-                         ::testing::Values(OpsAttnCfg{32, 2, 1}, OpsAttnCfg{64, 4, 37}, OpsAttnCfg{48, 3, 64}),
-                         [](const auto &i) { return "d" + std::to_string(i.param.d) + "_L" + std::to_string(i.param.L); });
+                         ::testing::Values(OpsAttnCfg{32, 2, 1}, OpsAttnCfg{64, 4, 37}, OpsAttnCfg{48, 3, 64},
+                                           OpsAttnCfg{64, 4, 37, true}, OpsAttnCfg{32, 1, 1, true}),
+                         [](const auto &i) {
+                           return "d" + std::to_string(i.param.d) + "_L" + std::to_string(i.param.L) +
+                                  (i.param.causal ? "_causal" : "");
+                         });
+
+// [H, L, d] <-> [L, H*d], to reuse the per-head reference.
+ref::T mergeHeads(const ref::T &t) {
+  int64_t H = t.shape[0], L = t.shape[1], d = t.shape[2];
+  ref::T r({L, H * d});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < d; ++c) r.at(i, h * d + c) = t.v[(h * L + i) * d + c];
+  return r;
+}
+
+// Causal attention with more queries than keys: the first Lq - Lk query rows see no key at all.
+// Fused (kiln.attention) and unfused (the scores are an output too, so nothing fuses) both give
+// zeros there, never NaN or the mean of v. Scores of about ±1e4 stay finite and exact.
+TEST(AttentionEdges, FullyMaskedRowsAndHugeLogits) {
+  std::string dir = kt::workDir("attn_edges");
+  std::string exe = kt::compile(dir, "edges", [&](Model &m) {
+    Dim Lq = m.seq("Lq", 16), Lk = m.seq("Lk", 16);
+    Tensor q = m.input("q", {2, Lq, 8}), k = m.input("k", {2, Lk, 8}), v = m.input("v", {2, Lk, 8});
+    m.output("fused", attention(q, k, v, {.mask = Mask::causal()}));
+    Tensor s = scale(batch_matmul(q, k, {.transpose_b = true}), 1.0f / std::sqrt(8.0f));
+    s = add(s, mask_for(s, Mask::causal()));
+    m.output("scores", s);
+    m.output("unfused", batch_matmul(softmax(s), v));
+  });
+  ASSERT_FALSE(exe.empty());
+  for (float mag : {1.0f, 300.0f}) {
+    SCOPED_TRACE("magnitude " + std::to_string(mag));
+    ref::T q = kt::randomT({2, 10, 8}, 1, mag), k = kt::randomT({2, 4, 8}, 2, mag), v = kt::randomT({2, 4, 8}, 3);
+    for (auto [n, t] : {std::pair<const char *, ref::T *>{"q", &q}, {"k", &k}, {"v", &v}}) kt::saveNpy(dir + "/" + n + ".npy", *t);
+    auto r = kt::run(exe + " --input q=" + dir + "/q.npy --input k=" + dir + "/k.npy --input v=" + dir +
+                     "/v.npy --output-dir " + dir + "/out");
+    ASSERT_EQ(r.code, 0) << r.output;
+    ref::T want = ref::mha_core(mergeHeads(q), mergeHeads(k), mergeHeads(v), 2, true);
+    for (const char *out : {"fused", "unfused"}) {
+      ref::T got = mergeHeads(kt::loadNpy(dir + "/out/" + std::string(out) + ".npy"));
+      EXPECT_TRUE(kt::allClose(want, got)) << out;
+      for (int64_t i = 0; i < 6; ++i)
+        for (int64_t c = 0; c < 16; ++c) EXPECT_EQ(got.at(i, c), 0.0f) << out << " row " << i;
+    }
+  }
+}
 }  // namespace

@@ -292,7 +292,8 @@ Func buildRowReduce(Builder &B) {
     for (auto &x : rest) er.push_back(x);
     sum(rest) = 0.0f;
     sum(rest) += e(er);
-    out(v) = e(ex(v)) / sum(rest);
+    // A row whose every entry is -inf (fully masked) gives zeros, as the fused attention does.
+    out(v) = select(mx(rest) == -std::numeric_limits<float>::infinity(), 0.0f, e(ex(v)) / sum(rest));
     rowFuncs = {mx, e, sum};
   }
   Var row = B.rowwise(out, v);
@@ -345,6 +346,9 @@ Func buildMove(Builder &B) {
     std::vector<Expr> a(r);
     for (int t = 0; t < r; ++t) a[r - 1 - perm[t]] = v[r - 1 - t];
     out(v) = B.in[0](a);
+  } else if (k.kind == "mask") {  // causal: key c0 visible to query c1 when c0 <= c1 + Lk - Lq
+    Expr Lk = B.in[0].dim(0).extent(), Lq = B.in[0].dim(1).extent();
+    out(v) = select(v[0] <= v[1] + (Lk - Lq), 0.0f, -std::numeric_limits<float>::infinity());
   } else if (k.kind == "slice") {
     int axis = r - 1 - (int)k.geti("axis", 0);
     std::vector<Expr> a = ex(v);
@@ -404,7 +408,8 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     else if (kd == "attention") f = buildAttention(B);
     else if (kd == "layer_norm" || kd == "softmax") f = buildRowReduce(B);
     else if (kd == "add" || kd == "mul" || kd == "scale" || kd == "relu" || kd == "gelu") f = buildElementwise(B);
-    else if (kd == "embedding" || kd == "position_embedding" || kd == "transpose" || kd == "slice" || kd == "concat")
+    else if (kd == "embedding" || kd == "position_embedding" || kd == "transpose" || kd == "slice" || kd == "concat" ||
+             kd == "mask")
       f = buildMove(B);
     else {
       *error = "no Halide kernel for op kind '" + kd + "'";

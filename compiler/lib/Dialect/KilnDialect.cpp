@@ -167,3 +167,10 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("expected mask \"none\" or \"causal\", got \"") << getMask() << "\"";
   return success();
 }
+
+LogicalResult MaskOp::verify() {
+  if (getKind() != "causal") return emitOpError("expected kind \"causal\", got \"") << getKind() << "\"";
+  if (ty(getScores()).getRank() < 2) return emitOpError("expected scores of rank 2 or more");
+  if (getScores().getType() != getResult().getType()) return emitOpError("expected the result to have the scores' type");
+  return success();
+}

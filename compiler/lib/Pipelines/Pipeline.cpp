@@ -92,7 +92,10 @@ static void dumpModule(ModuleOp module, const PipelineOptions &opt, const std::s
 static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const TargetInfo &t) {
   std::vector<std::unique_ptr<Pass>> v;
   switch (p) {
-    case Phase::Fused: v.push_back(createFuseEpilogue()); break;
+    case Phase::Fused:
+      v.push_back(createFuseAttention());
+      v.push_back(createFuseEpilogue());
+      break;
     case Phase::Tiled: v.push_back(createTileOps(TileOpsOptions{t.vector_width})); break;
     case Phase::Scheduled: v.push_back(createAssignSchedule(AssignScheduleOptions{t.vector_width})); break;
     case Phase::Kernels:

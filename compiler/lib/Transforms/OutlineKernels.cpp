@@ -56,6 +56,8 @@ static void semanticAttrs(Operation *op, std::map<std::string, std::string> &a) 
   } else if (auto o = dyn_cast<kiln::SliceOp>(op)) {
     a["axis"] = std::to_string(o.getAxis());
     a["offset"] = std::to_string(o.getOffset());
+  } else if (auto o = dyn_cast<kiln::MaskOp>(op)) {
+    a["mask"] = o.getKind().str();
   } else if (auto o = dyn_cast<kiln::AttentionOp>(op)) {
     a["mask"] = o.getMask().str();
     a["scale"] = f2s(o.getScale().convertToFloat());

@@ -218,4 +218,19 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kiln_MaskOp : Kiln_Op<"mask", [Pure]> {
+  let summary = "the additive attention mask of a pattern, shaped like the scores";
+  let description = [{
+    0 where query i may see key j, -inf elsewhere (causal: j <= i + Lk - Lq). Added to scores
+    before a softmax, it is what `kiln-fuse-attention` folds into `kiln.attention`'s mask.
+
+    ```mlir
+    %m = kiln.mask %s {kind = "causal"} : (tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$scores, DefaultValuedAttr<StrAttr, "\"causal\"">:$kind);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 #endif

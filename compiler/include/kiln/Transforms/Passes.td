@@ -3,6 +3,23 @@
 #define KILN_PASSES
 include "mlir/Pass/PassBase.td"
 
+def FuseAttention : Pass<"kiln-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Recognize attention written as separate ops and fuse it into kiln.attention";
+  let description = [{
+    Before:
+      %s = kiln.batch_matmul %q, %k {transpose_b = true}
+      %t = kiln.scale %s {factor = 0.125}
+      %u = kiln.add %t, (kiln.mask %t {kind = "causal"})
+      %p = kiln.softmax %u
+      %o = kiln.batch_matmul %p, %v
+    After:
+      %o = kiln.attention %q, %k, %v {mask = "causal", scale = 0.125}
+    The fused kernel never materializes the [Lq, Lk] scores: it works on one block of query
+    rows at a time, visits only the keys the mask allows, and gives zeros for a row with no
+    visible key. 2-D (single-head) chains are fused through [1, L, d] views.
+  }];
+}
+
 def FuseEpilogue : Pass<"kiln-fuse-epilogue", "mlir::ModuleOp"> {
   let summary = "Fold an activation that only consumes a linear into the linear's epilogue";
   let description = [{

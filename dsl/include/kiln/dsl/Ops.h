@@ -61,5 +61,9 @@ struct AttentionOptions {
 };
 // q [H, Lq, hd], k [H, Lk, hd], v [H, Lk, hv] -> [H, Lq, hv]: softmax(q·kᵀ·scale + mask)·v.
 Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt = {}, SourceLoc loc = SourceLoc::current());
+// The additive mask of `mask` for attention scores [..., Lq, Lk]: 0 where query i may see key j,
+// -inf elsewhere. `add(scores, mask_for(scores, Mask::causal()))` before a softmax is what
+// kiln-fuse-attention recognizes.
+Tensor mask_for(Tensor scores, Mask mask, SourceLoc loc = SourceLoc::current());
 
 }  // namespace kiln
