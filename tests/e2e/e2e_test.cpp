@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "harness.h"
@@ -392,4 +393,54 @@ TEST(AttentionEdges, FullyMaskedRowsAndHugeLogits) {
     }
   }
 }
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- chunked FFN at every chunk size
+struct FfnCfg {
+  std::string chunk;
+  int64_t d, dff, L;
+  bool out_in;
+};
+class ChunkedFfn : public ::testing::TestWithParam<FfnCfg> {};
+
+TEST_P(ChunkedFfn, MatchesReference) {
+  FfnCfg c = GetParam();
+  std::string tag = c.chunk + "_" + std::to_string(c.d) + "x" + std::to_string(c.dff) + "_L" + std::to_string(c.L) +
+                    (c.out_in ? "_oi" : "_io");
+  std::string dir = kt::workDir("ffn_" + tag);
+  std::string exe = kt::compile(dir, "ffn", [&](Model &m) {
+    Dim L = m.seq("L", 128);
+    Tensor x = m.input("x", {L, c.d});
+    WeightLayout lay = c.out_in ? WeightLayout::OutIn : WeightLayout::InOut;
+    Shape s1 = c.out_in ? Shape{c.dff, c.d} : Shape{c.d, c.dff}, s2 = c.out_in ? Shape{c.d, c.dff} : Shape{c.dff, c.d};
+    Tensor h = gelu(linear(x, m.param("w1", s1), m.param("b1", {c.dff}), {.layout = lay}), {.approx = GeluApprox::Tanh});
+    m.output("y", add(x, linear(h, m.param("w2", s2), m.param("b2", {c.d}), {.layout = lay})));
+  }, {"--ffn-chunk", c.chunk, "--dump-dir", dir + "/dump"});
+  ASSERT_FALSE(exe.empty());
+  std::string ir;
+  for (auto &e : std::filesystem::directory_iterator(dir + "/dump"))
+    if (e.path().string().ends_with("-kiln-plan-buffers.mlir")) {
+      std::ifstream f(e.path());
+      ir.assign(std::istreambuf_iterator<char>(f), {});
+    }
+  ASSERT_FALSE(ir.empty());
+  EXPECT_EQ(ir.find("kiln.ffn") != std::string::npos, c.chunk != "off");
+  ref::T x = kt::randomT({c.L, c.d}, 12);
+  kt::saveNpy(dir + "/x.npy", x);
+  W w;
+  ref::T got = runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
+  ref::T h = ref::gelu_tanh(ref::linear(x, w["w1"], w["b1"], c.out_in));
+  EXPECT_TRUE(kt::allClose(ref::add(x, ref::linear(h, w["w2"], w["b2"], c.out_in)), got));
+}
+INSTANTIATE_TEST_SUITE_P(Chunks, ChunkedFfn,
+                         ::testing::Values(FfnCfg{"off", 48, 200, 37, false}, FfnCfg{"auto", 48, 200, 37, false},
+                                           FfnCfg{"4", 48, 200, 37, false}, FfnCfg{"50", 48, 200, 37, true},
+                                           FfnCfg{"16", 64, 256, 100, true}, FfnCfg{"auto", 64, 256, 1, false},
+                                           FfnCfg{"8", 20, 36, 9, false}),
+                         [](const auto &i) {
+                           auto &c = i.param;
+                           return c.chunk + "_" + std::to_string(c.d) + "x" + std::to_string(c.dff) + "_L" +
+                                  std::to_string(c.L) + (c.out_in ? "_oi" : "_io");
+                         });
 }  // namespace

@@ -127,11 +127,11 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
     sched += n.ends_with(".schedule.txt");
     stmt += n.ends_with(".stmt");
   }
-  EXPECT_EQ(mlir, 8);  // input, 6 passes up to the buffer plan, the LLVM lowering
+  EXPECT_EQ(mlir, 9);  // input, 7 passes up to the buffer plan, the LLVM lowering
   EXPECT_GT(sched, 5);
   EXPECT_EQ(sched, stmt);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/07-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/08-kiln-lower-to-llvm.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
   // The executable depends on system libraries only.
   r = kt::run("ldd " + dir + "/m");
@@ -179,7 +179,7 @@ TEST(Driver, PrintIrAfterAllShowsEveryPass) {
   auto r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --emit=cost "
                                    "--print-ir-after-all -o /dev/null");
   EXPECT_EQ(r.code, 0);
-  for (const char *p : {"input", "kiln-fuse-attention", "kiln-fuse-epilogue", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
+  for (const char *p : {"input", "kiln-fuse-attention", "kiln-fuse-epilogue", "kiln-chunk-ffn", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
                         "kiln-plan-buffers"})
     EXPECT_THAT(r.output, HasSubstr(std::string("IR Dump After ") + p));
 }

@@ -195,6 +195,88 @@ Func buildMatmul(Builder &B) {
   return out;
 }
 
+// ---- ffn: out(j, i) = sum_f act(sum_k x(k, i) W1(f, k) + b1(f)) W2(j, f) + b2(j) [+ res(j, i)]
+//
+// Chunks of `chunk` rows run in parallel; within a chunk the intermediate h [chunk x d_ff] is
+// computed once (a GEMM with the same register blocks as a linear) and consumed by the second
+// GEMM, so it never exists for more than one chunk per thread.
+Func buildFfn(Builder &B) {
+  const KernelSpec &k = B.k;
+  ImageParam X = B.in[0], W1 = B.in[1], B1 = B.in[2], W2 = B.in[3], B2 = B.in[4];
+  int d = (int)k.inputs[0].dims[1];
+  bool oi1 = k.gets("layout1") == "out_in", oi2 = k.gets("layout2") == "out_in";
+  int dff = (int)(oi1 ? k.inputs[1].dims[0] : k.inputs[1].dims[1]);
+  int dout = (int)k.output.dims[1];
+  Expr M = X.dim(1).extent();
+  Var j("j"), i("i"), f("f"), kk("kk");
+  RDom r1(0, d, "r1"), r2(0, dff, "r2");
+  Func P1("P1"), P2("P2"), acc1("acc1"), h("h"), acc2("acc2"), out("out");
+  P1(f, kk) = oi1 ? W1(kk, f) : W1(f, kk);
+  P2(j, kk) = oi2 ? W2(kk, j) : W2(j, kk);
+  acc1(f, i) = 0.0f;
+  acc1(f, i) += X(r1, clamp(i, 0, M - 1)) * P1(f, r1);
+  h(f, i) = activation(k.gets("act", "none"), acc1(f, i) + B1(f));
+  acc2(j, i) = 0.0f;
+  acc2(j, i) += h(r2, i) * P2(j, r2);
+  Expr v = acc2(j, i) + B2(j);
+  if (k.inputs.size() > 5) v = v + B.in[5](j, i);
+  out(j, i) = v;
+
+  int vec = B.vec, tm = (int)k.geti("s.tile_m", 4), chunk = (int)k.geti("chunk", 32);
+  auto tileFor = [&](int n) {
+    int w = vec;
+    while (w > 1 && w > n) w /= 2;
+    int tn = std::max(w, std::min<int>((int)k.geti("s.tile_n", 4 * vec), n / w * w));
+    return std::make_pair(w, tn);
+  };
+  auto [w2, tn2] = tileFor(dout);
+  auto [w1, tn1] = tileFor(dff);
+  Var io("io"), ii("ii"), jo("jo"), ji("ji"), yi("yi"), yii("yii");
+  // As for linears, inputs shorter than a chunk get chunks of 1, 2, 4... register blocks:
+  // GuardWithIf would otherwise compute a whole chunk of h for one row.
+  auto tileOut = [&](Stage st, int rows) {
+    st.split(i, io, ii, rows, TailStrategy::GuardWithIf)
+        .split(j, jo, ji, tn2, TailStrategy::ShiftInwards)
+        .split(ii, yi, yii, tm, TailStrategy::GuardWithIf)
+        .reorder(ji, yii, yi, jo, io);
+    if (k.geti("s.parallel", 1)) st.parallel(io).parallel(jo);  // nested: short inputs are one chunk
+    if (w2 > 1) st.vectorize(ji, w2, TailStrategy::GuardWithIf);
+  };
+  for (int rows = tm; rows < chunk; rows *= 2) tileOut(out.specialize(M <= rows), rows);
+  tileOut(out, chunk);
+  acc2.compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn2);
+  acc2.update().reorder(j, i, r2);
+  if (w2 > 1) acc2.vectorize(j, w2), acc2.update().vectorize(j, w2);
+  acc2.unroll(i);
+  acc2.update().unroll(j).unroll(i).unroll(r2, 2, TailStrategy::GuardWithIf);
+  // The chunk's intermediate, itself a register-blocked GEMM.
+  Var fo("fo"), fi("fi"), hy("hy"), hyy("hyy");
+  h.compute_at(out, io).split(f, fo, fi, tn1, TailStrategy::ShiftInwards).split(i, hy, hyy, tm, TailStrategy::GuardWithIf)
+      .reorder(fi, hyy, hy, fo);
+  if (k.geti("s.parallel", 1)) h.parallel(fo);
+  if (w1 > 1) h.vectorize(fi, w1, TailStrategy::GuardWithIf);
+  acc1.compute_at(h, hy).bound_extent(i, tm).bound_extent(f, tn1);
+  acc1.update().reorder(f, i, r1);
+  if (w1 > 1) acc1.vectorize(f, w1), acc1.update().vectorize(f, w1);
+  acc1.unroll(i);
+  acc1.update().unroll(f).unroll(i).unroll(r1, 2, TailStrategy::GuardWithIf);
+  if (oi1) {
+    P1.compute_at(h, fo);
+    if (w1 > 1) P1.vectorize(f, w1, TailStrategy::GuardWithIf);
+  }
+  if (oi2) {
+    P2.compute_at(out, jo);
+    if (w2 > 1) P2.vectorize(j, w2, TailStrategy::GuardWithIf);
+  }
+  B.log << "out: chunks of " << chunk << " rows in parallel; per chunk h [" << chunk << " x " << dff
+        << "] = act(x.W1 + b1) is computed once (h.compute_at(out, io)), then out = h.W2 + b2"
+        << (k.inputs.size() > 5 ? " + residual" : "") << "\n"
+        << "h: column tiles of " << tn1 << ", register blocks " << tm << " x " << tn1 << " (acc1.compute_at(h, hy))\n"
+        << "out: column tiles of " << tn2 << ", register blocks " << tm << " x " << tn2 << " (acc2.compute_at(out, yi))\n"
+        << (oi1 ? "W1 panels packed per h column tile\n" : "") << (oi2 ? "W2 panels packed per out column tile\n" : "");
+  return out;
+}
+
 // ---- attention: q(d, i, h), k(d, j, h), v(e, j, h) -> out(e, i, h)
 Func buildAttention(Builder &B) {
   const KernelSpec &k = B.k;
@@ -405,6 +487,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     Func f;
     const std::string &kd = spec.kind;
     if (kd == "linear" || kd == "matmul" || kd == "batch_matmul") f = buildMatmul(B);
+    else if (kd == "ffn") f = buildFfn(B);
     else if (kd == "attention") f = buildAttention(B);
     else if (kd == "layer_norm" || kd == "softmax") f = buildRowReduce(B);
     else if (kd == "add" || kd == "mul" || kd == "scale" || kd == "relu" || kd == "gelu") f = buildElementwise(B);

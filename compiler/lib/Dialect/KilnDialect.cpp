@@ -174,3 +174,23 @@ LogicalResult MaskOp::verify() {
   if (getScores().getType() != getResult().getType()) return emitOpError("expected the result to have the scores' type");
   return success();
 }
+
+LogicalResult FfnOp::verify() {
+  for (StringRef l : {getLayout1(), getLayout2()})
+    if (l != "out_in" && l != "in_out") return emitOpError("expected layouts \"out_in\" or \"in_out\"");
+  if (getChunk() < 1) return emitOpError("expected a positive chunk");
+  auto x = ty(getX()), r = ty(getResult());
+  if (x.getRank() != 2 || r.getRank() != 2) return emitOpError("expected [rows, features] input and result");
+  bool oi1 = getLayout1() == "out_in", oi2 = getLayout2() == "out_in";
+  int64_t in1 = ty(getW1()).getDimSize(oi1 ? 1 : 0), ff = ty(getW1()).getDimSize(oi1 ? 0 : 1);
+  int64_t ff2 = ty(getW2()).getDimSize(oi2 ? 1 : 0), out = ty(getW2()).getDimSize(oi2 ? 0 : 1);
+  if (failed(expectDim(*this, "input features", x.getDimSize(1), "W1 in-features", in1)) ||
+      failed(expectDim(*this, "W1 out-features", ff, "W2 in-features", ff2)) ||
+      failed(expectDim(*this, "result features", r.getDimSize(1), "W2 out-features", out)) ||
+      failed(expectDim(*this, "b1 length", ty(getB1()).getDimSize(0), "W1 out-features", ff)) ||
+      failed(expectDim(*this, "b2 length", ty(getB2()).getDimSize(0), "W2 out-features", out)))
+    return failure();
+  if (getResidual() && getResidual().getType() != getResult().getType())
+    return emitOpError("expected the residual to have the result's type");
+  return success();
+}

@@ -41,7 +41,7 @@ struct InternalError {
 struct Driver::Impl {
   std::string name;
   CLI::App app;
-  std::string output, emit = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input;
+  std::string output, emit = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto";
   bool printIR = false, quiet = false, keepTemps = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -57,6 +57,14 @@ struct Driver::Impl {
     app.add_flag("--print-ir-after-all", printIR, "print the IR after every pass to stderr");
     app.add_option("--target", target, "host, x86-64-avx512, x86-64-avx2, x86-64-sse41")->capture_default_str();
     app.add_option("--cache-dir", cacheDir, "kernel cache (default: $KILN_CACHE_DIR or ~/.cache/kiln)");
+    app.add_option("--ffn-chunk", ffnChunk, "rows per FFN chunk: auto (from the L2 size), off, or a number")
+        ->check([](const std::string &v) {
+          if (v == "auto" || v == "off") return std::string();
+          char *end;
+          long n = strtol(v.c_str(), &end, 10);
+          return *end || n < 1 || n > 1 << 20 ? std::string("expected auto, off or a positive row count") : std::string();
+        })
+        ->capture_default_str();
     app.add_flag("--quiet", quiet, "no progress output");
     app.add_flag("--keep-temps", keepTemps, "keep the temporary build folder");
   }
@@ -190,6 +198,7 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
   popt.target = *tgt;
   popt.dump_dir = dumpDir;
   popt.print_ir_after_all = printIR;
+  popt.ffn_chunk = ffnChunk == "auto" ? 0 : ffnChunk == "off" ? -1 : std::stoll(ffnChunk);
   popt.progress = [this](const std::string &s) { progress(s); };
   if (mlir::failed(runPhases(module, popt, std::min(upto, Phase::Kernels))))
     throw UserError{"compilation of '" + name + "' failed (see the errors above)"};

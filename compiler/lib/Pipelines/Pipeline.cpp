@@ -89,14 +89,18 @@ static void dumpModule(ModuleOp module, const PipelineOptions &opt, const std::s
   ++g_dump;
 }
 
-static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const TargetInfo &t) {
+static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const PipelineOptions &opt) {
+  const TargetInfo &t = opt.target;
   std::vector<std::unique_ptr<Pass>> v;
   switch (p) {
     case Phase::Fused:
       v.push_back(createFuseAttention());
       v.push_back(createFuseEpilogue());
       break;
-    case Phase::Tiled: v.push_back(createTileOps(TileOpsOptions{t.vector_width})); break;
+    case Phase::Tiled:
+      if (opt.ffn_chunk >= 0) v.push_back(createChunkFfn(ChunkFfnOptions{opt.ffn_chunk}));
+      v.push_back(createTileOps(TileOpsOptions{t.vector_width}));
+      break;
     case Phase::Scheduled: v.push_back(createAssignSchedule(AssignScheduleOptions{t.vector_width})); break;
     case Phase::Kernels:
       v.push_back(createOutlineKernels(OutlineKernelsOptions{t.name}));
@@ -149,7 +153,7 @@ LogicalResult runPhases(ModuleOp module, const PipelineOptions &opt, Phase upto)
   dumpModule(module, opt, "input");
   for (int p = (int)Phase::Fused; p <= (int)upto && p <= (int)Phase::Kernels; ++p) {
     auto t0 = std::chrono::steady_clock::now();
-    for (auto &pass : passesOf((Phase)p, opt.target)) {
+    for (auto &pass : passesOf((Phase)p, opt)) {
       std::string arg = pass->getArgument().str();
       PassManager pm(module->getContext(), ModuleOp::getOperationName());
       pm.addPass(std::move(pass));
@@ -319,6 +323,11 @@ Cost opCost(Operation *op, ArrayRef<int64_t> sv) {
     auto w = cast<RankedTensorType>(l.getWeight().getType());
     double k = l.getWeightLayout() == "out_in" ? w.getDimSize(1) : w.getDimSize(0);
     c.flops = 2 * out * k + (l.getBias() ? out : 0) + (l.getActivation() == "none" ? 0 : 8 * out);
+  } else if (auto f = dyn_cast<kiln::FfnOp>(op)) {
+    auto w1 = cast<RankedTensorType>(f.getW1().getType());
+    double rows = numel(f.getX(), sv) / cast<RankedTensorType>(f.getX().getType()).getDimSize(1);
+    double d = w1.getDimSize(0), dff = w1.getDimSize(1);
+    c.flops = 2 * rows * d * dff * 2 + 10 * rows * dff;
   } else if (isa<kiln::MatMulOp, kiln::BatchMatMulOp>(op)) {
     auto a = cast<RankedTensorType>(op->getOperand(0).getType());
     c.flops = 2 * out * a.getDimSize(a.getRank() - 1);

@@ -56,6 +56,11 @@ static void semanticAttrs(Operation *op, std::map<std::string, std::string> &a) 
   } else if (auto o = dyn_cast<kiln::SliceOp>(op)) {
     a["axis"] = std::to_string(o.getAxis());
     a["offset"] = std::to_string(o.getOffset());
+  } else if (auto o = dyn_cast<kiln::FfnOp>(op)) {
+    a["layout1"] = o.getLayout1().str();
+    a["layout2"] = o.getLayout2().str();
+    a["act"] = o.getActivation().str();
+    a["chunk"] = std::to_string(o.getChunk());
   } else if (auto o = dyn_cast<kiln::MaskOp>(op)) {
     a["mask"] = o.getKind().str();
   } else if (auto o = dyn_cast<kiln::AttentionOp>(op)) {

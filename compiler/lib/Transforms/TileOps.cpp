@@ -35,7 +35,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
       if (!kiln::isKernelOp(op)) return;
       auto rt = cast<RankedTensorType>(op->getResult(0).getType());
       int64_t cols = rt.getDimSize(rt.getRank() - 1);
-      if (isa<kiln::LinearOp, kiln::MatMulOp, kiln::BatchMatMulOp>(op)) {
+      if (isa<kiln::LinearOp, kiln::MatMulOp, kiln::BatchMatMulOp, kiln::FfnOp>(op)) {
         int64_t tn = 4 * vec;
         if (!ShapedType::isDynamic(cols)) tn = std::min(tn, (cols + vec - 1) / vec * vec);
         kiln::mergeSchedule(op, {{"tile_m", 4}, {"tile_n", tn}});

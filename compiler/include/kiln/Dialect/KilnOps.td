@@ -218,6 +218,24 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kiln_FfnOp : Kiln_Op<"ffn", [Pure]> {
+  let summary = "the chunked feed-forward network: act(x·W1 + b1)·W2 + b2 (+ residual)";
+  let description = [{
+    Made by `kiln-chunk-ffn` from two linears (and the residual add after them). Rows are
+    processed `chunk` at a time, so the d_ff-wide intermediate exists for one chunk only.
+
+    ```mlir
+    %y = kiln.ffn %x, %w1, %b1, %w2, %b2, %x {layout1 = "in_out", layout2 = "in_out", activation = "gelu_tanh", chunk = 32 : i64}
+        : (tensor<?x128xf32>, tensor<128x512xf32>, tensor<512xf32>, tensor<512x128xf32>, tensor<128xf32>, tensor<?x128xf32>) -> tensor<?x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$w1, AnyRankedTensor:$b1, AnyRankedTensor:$w2,
+                   AnyRankedTensor:$b2, Optional<AnyRankedTensor>:$residual,
+                   StrAttr:$layout1, StrAttr:$layout2, StrAttr:$activation, I64Attr:$chunk);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_MaskOp : Kiln_Op<"mask", [Pure]> {
   let summary = "the additive attention mask of a pattern, shaped like the scores";
   let description = [{

@@ -36,6 +36,7 @@ struct PipelineOptions {
   TargetInfo target;
   std::string dump_dir;  // empty: no dumps
   bool print_ir_after_all = false;
+  int64_t ffn_chunk = 0;  // kiln-chunk-ffn: rows per chunk; 0 chooses from the cache size, < 0 disables
   std::function<void(const std::string &)> progress;  // one line per phase
 };
 

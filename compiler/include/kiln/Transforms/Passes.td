@@ -32,6 +32,25 @@ def FuseEpilogue : Pass<"kiln-fuse-epilogue", "mlir::ModuleOp"> {
   }];
 }
 
+def ChunkFfn : Pass<"kiln-chunk-ffn", "mlir::ModuleOp"> {
+  let summary = "Run the FFN (linear, activation, linear, residual add) over chunks of rows";
+  let description = [{
+    Before (after kiln-fuse-epilogue):
+      %h = kiln.linear %x, %w1, %b1 {activation = "gelu_tanh"}
+      %y = kiln.linear %h, %w2, %b2
+      %r = kiln.add %x0, %y
+    After:
+      %r = kiln.ffn %x, %w1, %b1, %w2, %b2, %x0 {activation = "gelu_tanh", chunk = 32}
+    The [L, d_ff] intermediate becomes [chunk, d_ff] per task: bias and activation are fused
+    into the first matmul, bias and residual into the second. The default chunk keeps the
+    intermediate within half of one core's L2 (`l2-bytes`), in multiples of 32 rows, 32 to 64.
+  }];
+  let options = [
+    Option<"chunkRows", "chunk-rows", "int64_t", "0", "rows per chunk (0: from the L2 size)">,
+    Option<"l2Bytes", "l2-bytes", "int64_t", "1048576", "L2 cache per core, for the default chunk">
+  ];
+}
+
 def TileOps : Pass<"kiln-tile-ops", "mlir::ModuleOp"> {
   let summary = "Choose tile sizes for matmul-class ops, attention and row-wise ops";
   let description = [{
