@@ -109,7 +109,7 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
   EXPECT_THAT(r.output, HasSubstr("peak memory"));
   r = kt::run(small + " --emit=llvm");
   EXPECT_EQ(r.code, 0);
-  EXPECT_THAT(r.output, HasSubstr("define i32 @kiln_entry_forward"));
+  EXPECT_THAT(r.output, HasSubstr("define i32 @kiln_model_entry_forward"));
   r = kt::run(small + " --emit=halide-stmt");
   EXPECT_EQ(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("halide_do_par_for"));

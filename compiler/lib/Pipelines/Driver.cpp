@@ -41,7 +41,7 @@ struct InternalError {
 struct Driver::Impl {
   std::string name;
   CLI::App app;
-  std::string output, emit = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto";
+  std::string output, emit = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto", symbol = "kiln_model";
   bool printIR = false, quiet = false, keepTemps = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -63,6 +63,13 @@ struct Driver::Impl {
           char *end;
           long n = strtol(v.c_str(), &end, 10);
           return *end || n < 1 || n > 1 << 20 ? std::string("expected auto, off or a positive row count") : std::string();
+        })
+        ->capture_default_str();
+    app.add_option("--lib-symbol", symbol, "--emit=lib: C symbol of the model table (one per model in a program)")
+        ->check([](const std::string &v) {
+          bool ok = !v.empty() && !isdigit((unsigned char)v[0]);
+          for (char c : v) ok = ok && (isalnum((unsigned char)c) || c == '_');
+          return ok ? std::string() : std::string("expected a C identifier");
         })
         ->capture_default_str();
     app.add_flag("--quiet", quiet, "no progress output");
@@ -198,6 +205,8 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
   popt.target = *tgt;
   popt.dump_dir = dumpDir;
   popt.print_ir_after_all = printIR;
+  if (symbol != "kiln_model" && emit != "lib") throw UserError{"--lib-symbol applies to --emit=lib only"};
+  popt.symbol = symbol;
   popt.ffn_chunk = ffnChunk == "auto" ? 0 : ffnChunk == "off" ? -1 : std::stoll(ffnChunk);
   popt.progress = [this](const std::string &s) { progress(s); };
   if (mlir::failed(runPhases(module, popt, std::min(upto, Phase::Kernels))))
@@ -286,7 +295,7 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
       }
     }
   } cleanup{work, keepTemps};
-  std::string info = modelInfoSource(module, *tgt, name, KILN_VERSION, hash);
+  std::string info = modelInfoSource(module, *tgt, name, KILN_VERSION, hash, symbol);
   writeText(work + "/model_info.c", info);
   std::string orchestration = work + "/orchestration.o";
   std::string llPath = emit == "llvm" ? (output.empty() ? work + "/orchestration.ll" : output) : "";
@@ -321,7 +330,7 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
                       ". Link " + fs::path(output).filename().string() +
                       " with libkilnrt.a, -lpthread -ldl -lm; run it through the kilnrt session API. */\n"
                       "#pragma once\n#include \"kilnrt/api.h\"\n"
-                      "#ifdef __cplusplus\nextern \"C\"\n#endif\nconst kiln_model_info kiln_model;\n");
+                      "#ifdef __cplusplus\nextern \"C\"\n#endif\nconst kiln_model_info " + symbol + ";\n");
     progress("wrote " + lib + " and " + header);
     return 0;
   }

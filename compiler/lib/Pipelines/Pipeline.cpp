@@ -207,7 +207,8 @@ static std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64
 }
 
 std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std::string &modelName,
-                            const std::string &version, const std::string &hash) {
+                            const std::string &version, const std::string &hash, const std::string &symbol) {
+  std::string entryPrefix = symbol + "_entry_";
   std::ostringstream os;
   auto names = module->getAttrOfType<ArrayAttr>("kiln.seq_names");
   auto bounds = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
@@ -258,7 +259,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
       ioInfo[n.str()] = tensorInfo(n.getValue(), cast<RankedTensorType>(v.getType()), s.asArrayRef(), bnd, 0, "normal", 0);
       outs.push_back(ioIndex(n));
     }
-    os << "extern int32_t kiln_entry_" << fn << "(void **, const int64_t *, int32_t *);\n";
+    os << "extern int32_t " << entryPrefix << fn << "(void **, const int64_t *, int32_t *);\n";
     os << "static const int32_t " << fn << "_inputs[] = {";
     for (int64_t i : ins) os << i << ", ";
     os << "0};\nstatic const int32_t " << fn << "_outputs[] = {";
@@ -280,7 +281,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
     });
     os << "  0};\n";
     std::ostringstream e;
-    e << "  {" << cstr(fn) << ", kiln_entry_" << fn << ", " << ins.size() << ", " << outs.size() << ", " << fn
+    e << "  {" << cstr(fn) << ", " << entryPrefix << fn << ", " << ins.size() << ", " << outs.size() << ", " << fn
       << "_inputs, " << fn << "_outputs, " << arena.size() << ", " << fn << "_buffers, " << nk << ", " << fn
       << "_kernels},\n";
     entries.push_back(e.str());
@@ -289,7 +290,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
   for (Attribute a : ioNames) os << "  " << ioInfo[cast<StringAttr>(a).str()] << ",\n";
   os << "  {0}};\nstatic const kiln_entry_info entries[] = {\n";
   for (auto &e : entries) os << e;
-  os << "  {0}};\n\nconst kiln_model_info kiln_model = {KILN_ABI_VERSION, " << cstr(modelName) << ", " << cstr(version)
+  os << "  {0}};\n\nconst kiln_model_info " << symbol << " = {KILN_ABI_VERSION, " << cstr(modelName) << ", " << cstr(version)
      << ", " << cstr(hash) << ", " << cstr(target.name) << ", " << cstr(target.cpu_features) << ", " << bnd.size()
      << ", sym_names, sym_max, " << paramNames.size() << ", params, " << ioNames.size() << ", io, " << entries.size()
      << ", entries};\n";
@@ -456,7 +457,7 @@ LogicalResult lowerToObject(ModuleOp module, const PipelineOptions &opt, int dum
   g_dump = dumpIndex;
   {
     PassManager pm(module->getContext(), ModuleOp::getOperationName());
-    pm.addPass(createLowerToLLVM());
+    pm.addPass(createLowerToLLVM(LowerToLLVMOptions{opt.symbol + "_entry_"}));
     if (failed(pm.run(module))) return failure();
     dumpModule(module, opt, "kiln-lower-to-llvm");
   }

@@ -1,7 +1,7 @@
 // kiln-lower-to-llvm: each entry function becomes an LLVM function that calls its kernels.
 //
 // Algorithm, per func.func @NAME (after kiln-plan-buffers):
-//   1. Create llvm.func @kiln_entry_NAME(%buffers: !llvm.ptr, %syms: !llvm.ptr, %failed: !llvm.ptr)
+//   1. Create llvm.func @<prefix>NAME (prefix kiln_entry_ by default)(%buffers: !llvm.ptr, %syms: !llvm.ptr, %failed: !llvm.ptr)
 //      -> i32, with one halide_buffer_t view (+4 dims) per kernel argument slot as entry-block
 //      allocas, reused by every call.
 //   2. Load each sequence length once from %syms (i64, truncated to Halide's i32 extents).
@@ -24,6 +24,7 @@ using namespace mlir;
 
 namespace {
 struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
+  using LowerToLLVMBase::LowerToLLVMBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
@@ -49,7 +50,7 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
     for (func::FuncOp f : funcs) {
       Location floc = f.getLoc();
       b.setInsertionPointToEnd(module.getBody());
-      auto entry = LLVM::LLVMFuncOp::create(b, floc, ("kiln_entry_" + f.getSymName()).str(),
+      auto entry = LLVM::LLVMFuncOp::create(b, floc, (prefix + f.getSymName()).str(),
                                             LLVM::LLVMFunctionType::get(i32, {ptr, ptr, ptr}));
       Block *body = entry.addEntryBlock(b);
       Value bufs = body->getArgument(0), symsPtr = body->getArgument(1), failed = body->getArgument(2);

@@ -36,7 +36,8 @@ struct PipelineOptions {
   TargetInfo target;
   std::string dump_dir;  // empty: no dumps
   bool print_ir_after_all = false;
-  int64_t ffn_chunk = 0;  // kiln-chunk-ffn: rows per chunk; 0 chooses from the cache size, < 0 disables
+  int64_t ffn_chunk = 0;
+  std::string symbol = "kiln_model";  // the runtime table's symbol; entries are <symbol>_entry_<name>  // kiln-chunk-ffn: rows per chunk; 0 chooses from the cache size, < 0 disables
   std::function<void(const std::string &)> progress;  // one line per phase
 };
 
@@ -52,7 +53,7 @@ struct KernelRef {
 std::vector<KernelRef> collectKernels(mlir::ModuleOp module);
 // The runtime table (kilnrt/model.h) as C source.
 std::string modelInfoSource(mlir::ModuleOp module, const TargetInfo &target, const std::string &modelName,
-                            const std::string &version, const std::string &hash);
+                            const std::string &version, const std::string &hash, const std::string &symbol);
 // FLOPs, bytes and the buffer plan's peak at the bounds and at 1/2 and 1/4 of them.
 std::string costReport(mlir::ModuleOp module);
 // The schedule of every kernel, as text (what --emit=schedule prints).

@@ -99,6 +99,8 @@ def LowerToLLVM : Pass<"kiln-lower-to-llvm", "mlir::ModuleOp"> {
     the Halide kernels in order, returning the first non-zero status.
   }];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+  let options = [Option<"prefix", "prefix", "std::string", "\"kiln_entry_\"",
+                        "symbol prefix of the entry functions (unique per model linked into one program)">];
 }
 
 #endif
