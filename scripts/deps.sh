@@ -2,7 +2,8 @@
 # kiln: install the Debian packages the build needs, only those that are missing (idempotent, quiet).
 set -euo pipefail
 PKGS=(cmake ninja-build g++ llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22
-      libhalide14-0-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev)
+      libhalide14-0-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
+      libopenblas-dev libdnnl-dev)  # the last two: kiln-bench baselines only
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

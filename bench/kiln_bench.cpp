@@ -1,0 +1,370 @@
+// kiln-bench: kiln's compiled kernels against baselines, timed in one process.
+//
+//   build/bin/kiln-bench          text table
+//   build/bin/kiln-bench --csv    case,L,density,computed_density,kiln_ms,baseline,baseline_ms,ratio,
+//                                 kiln_peak_bytes,baseline_peak_bytes,gflops,peak_fraction
+//   build/bin/kiln-bench --quick  every case once at small sizes (the ctest smoke test)
+//
+// Baselines: `naive` (plain loops; attention materializes the full score matrix), `unchunked`
+// (kiln's FFN without kiln-chunk-ffn), `openblas` and `onednn` (Debian's libraries). OpenBLAS
+// and libgomp read their environment before main, so a timing run re-executes itself with
+// OPENBLAS_CORETYPE unset and OMP_WAIT_POLICY=passive. Times are medians; ratio = baseline /
+// kiln. gflops and peak_fraction are kiln's, on the work the case allows, against the FMA peak
+// this tool measures on both cores. Peak bytes are counted: kiln's arena plus its Halide
+// scratch (through halide_set_custom_malloc), the naive baselines' own buffers.
+#include <immintrin.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kilnrt/api.h"
+#include "libbench_attention_causal.h"
+#include "libbench_attention_dense.h"
+#include "libbench_ffn_chunked.h"
+#include "libbench_ffn_unchunked.h"
+#include "libbench_linear_3072x768.h"
+#include "libbench_linear_768x3072.h"
+#include "libbench_linear_768x768.h"
+#ifdef KILN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#ifdef KILN_HAVE_ONEDNN
+#include <dnnl.hpp>
+#endif
+
+extern "C" {
+typedef void *(*kb_malloc_t)(void *, size_t);
+typedef void (*kb_free_t)(void *, void *);
+kb_malloc_t halide_set_custom_malloc(kb_malloc_t);
+kb_free_t halide_set_custom_free(kb_free_t);
+}
+
+namespace {
+
+// ---------------------------------------------------------------- counted Halide scratch
+std::mutex g_mu;
+std::map<void *, size_t> g_live;
+size_t g_cur = 0, g_peak = 0;
+void *countingMalloc(void *, size_t n) {
+  void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+  std::lock_guard<std::mutex> l(g_mu);
+  g_live[p] = n;
+  g_cur += n;
+  g_peak = std::max(g_peak, g_cur);
+  return p;
+}
+void countingFree(void *, void *p) {
+  {
+    std::lock_guard<std::mutex> l(g_mu);
+    auto it = g_live.find(p);
+    if (it != g_live.end()) g_cur -= it->second, g_live.erase(it);
+  }
+  free(p);
+}
+void resetPeak() {
+  std::lock_guard<std::mutex> l(g_mu);
+  g_peak = g_cur;
+}
+
+double nowMs() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Median of timed runs after a warm-up: at least 3, and until ~0.3 s has been spent (at most
+// 50). `once`: a single cold run (the quick mode, and naive baselines that take seconds).
+double timeMs(const std::function<void()> &f, bool once) {
+  if (once) {
+    double t0 = nowMs();
+    f();
+    return nowMs() - t0;
+  }
+  f();  // warm up
+  std::vector<double> t;
+  double start = nowMs();
+  do {
+    double t0 = nowMs();
+    f();
+    t.push_back(nowMs() - t0);
+  } while (t.size() < 3 || (nowMs() - start < 300 && t.size() < 50));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// ---------------------------------------------------------------- machine peak
+__attribute__((target("avx512f,fma"))) double fmaLoop(long n) {
+  __m512 a[16], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(0.01f * i);
+  for (long k = 0; k < n; ++k) {
+#define F(i) a[i] = _mm512_fmadd_ps(a[i], x, y);
+    F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11) F(12) F(13) F(14) F(15)
+#undef F
+  }
+  __m512 s = a[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
+  return _mm512_reduce_add_ps(s);
+}
+// FMA peak of all cores together (GFLOP/s), measured with one 16-chain loop per core.
+double measurePeak(bool quick) {
+  if (!__builtin_cpu_supports("avx512f")) return 0;
+  unsigned n = std::max(1u, std::thread::hardware_concurrency());
+  long iters = quick ? 1000000 : 50000000;
+  std::atomic<double> sink{0};
+  double t0 = nowMs();
+  std::vector<std::thread> ts;
+  for (unsigned i = 0; i < n; ++i) ts.emplace_back([&] { sink = sink + fmaLoop(iters); });
+  for (auto &t : ts) t.join();
+  double s = (nowMs() - t0) / 1e3;
+  return n * iters * 16.0 * 32 / s / 1e9;
+}
+
+// ---------------------------------------------------------------- kiln runs
+struct KilnRun {
+  kilnrt_session *s = nullptr;
+  explicit KilnRun(const kiln_model_info *m) {
+    if (kilnrt_session_create(m, &s) || kilnrt_session_random_weights(s, 1)) die();
+  }
+  ~KilnRun() { kilnrt_session_destroy(s); }
+  static void die() {
+    fprintf(stderr, "kiln-bench: %s\n", kilnrt_last_error());
+    exit(2);
+  }
+  void input(const char *name, std::vector<int64_t> shape, const std::vector<float> &data) {
+    kilnrt_tensor t{KILN_F32, (int32_t)shape.size(), {}, (void *)data.data()};
+    for (size_t i = 0; i < shape.size(); ++i) t.shape[i] = shape[i];
+    if (kilnrt_session_set_input(s, name, &t)) die();
+  }
+  void run() {
+    if (kilnrt_session_run(s, "forward")) die();
+  }
+  const float *output(const char *name) {
+    const kilnrt_tensor *t;
+    if (kilnrt_session_output(s, name, &t)) die();
+    return (const float *)t->data;
+  }
+  // Arena plus Halide scratch during one run.
+  double peakBytes() {
+    resetPeak();
+    size_t before = g_cur;
+    run();
+    return (double)kilnrt_session_arena_bytes(s) + (g_peak - before);
+  }
+  std::vector<float> weight(const char *name) {  // via save/load: the runtime's own copy
+    std::string p = "/tmp/kiln_bench_w_" + std::to_string(getpid()) + ".safetensors";
+    kilnrt_weights *w;
+    kilnrt_tensor t;
+    if (kilnrt_session_save_weights(s, p.c_str()) || kilnrt_weights_open(p.c_str(), &w) || kilnrt_weights_find(w, name, &t)) die();
+    std::vector<float> v((float *)t.data, (float *)t.data + kilnrt_tensor_numel(&t));
+    kilnrt_weights_close(w);
+    unlink(p.c_str());
+    return v;
+  }
+};
+
+std::vector<float> randomVec(size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float &f : v) f = u(g);
+  return v;
+}
+
+double maxDiff(const float *a, const float *b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, (double)std::fabs(a[i] - b[i]));
+  return m;
+}
+
+// ---------------------------------------------------------------- output
+struct Row {
+  std::string kase;
+  long L;
+  std::string density, computed;
+  double kiln_ms;
+  std::string baseline;
+  double base_ms, kiln_peak, base_peak;  // base_peak < 0: not counted
+  double flops;                          // allowed work
+  double diff;                           // max |kiln - baseline|, < 0 when not compared
+};
+bool g_csv = false;
+double g_peak_gflops = 0;
+
+void emit(const Row &r) {
+  double gflops = r.flops / (r.kiln_ms * 1e6);
+  std::string frac = g_peak_gflops > 0 ? std::to_string(gflops / g_peak_gflops) : "";
+  if (g_csv) {
+    printf("%s,%ld,%s,%s,%.4f,%s,%s,%s,%.0f,%s,%.2f,%s\n", r.kase.c_str(), r.L, r.density.c_str(), r.computed.c_str(),
+           r.kiln_ms, r.baseline.c_str(), r.base_ms > 0 ? std::to_string(r.base_ms).c_str() : "",
+           r.base_ms > 0 ? std::to_string(r.base_ms / r.kiln_ms).c_str() : "", r.kiln_peak,
+           r.base_peak >= 0 ? std::to_string((long long)r.base_peak).c_str() : "", gflops, frac.c_str());
+  } else {
+    printf("%-22s %6ld %8s %9s %10.3f  %-10s %10.3f %7.2fx %12.0f %12s %8.1f %6.1f%% %9.1e\n", r.kase.c_str(), r.L,
+           r.density.c_str(), r.computed.c_str(), r.kiln_ms, r.baseline.c_str(), r.base_ms,
+           r.base_ms > 0 ? r.base_ms / r.kiln_ms : 0.0, r.kiln_peak,
+           r.base_peak >= 0 ? std::to_string((long long)r.base_peak).c_str() : "-", gflops,
+           g_peak_gflops > 0 ? 100 * gflops / g_peak_gflops : 0.0, r.diff);
+  }
+  fflush(stdout);
+}
+
+// ---------------------------------------------------------------- cases
+void linearCase(const kiln_model_info *model, long M, long N, long K, bool quick) {
+  if (quick) M = 8;
+  KilnRun k(model);
+  std::vector<float> x = randomVec(M * K, 3);
+  k.input("x", {M, K}, x);
+  std::vector<float> w = k.weight("w");  // [N, K]
+  double kt = timeMs([&] { k.run(); }, quick);
+  double kpeak = k.peakBytes();
+  const float *y = k.output("y");
+  std::string name = "linear_" + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+  double flops = 2.0 * M * N * K;
+  std::vector<float> out(M * N);
+  auto naive = [&] {
+    for (long i = 0; i < M; ++i)
+      for (long j = 0; j < N; ++j) {
+        float s = 0;
+        for (long kk = 0; kk < K; ++kk) s += x[i * K + kk] * w[j * K + kk];
+        out[i * N + j] = s;
+      }
+  };
+  double nt = timeMs(naive, true);
+  emit({name, M, "", "", kt, "naive", nt, kpeak, 0, flops, maxDiff(y, out.data(), out.size())});
+#ifdef KILN_HAVE_OPENBLAS
+  double bt = timeMs([&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x.data(), K, w.data(), K, 0.0f, out.data(), N); }, quick);
+  emit({name, M, "", "", kt, "openblas", bt, kpeak, -1, flops, maxDiff(y, out.data(), out.size())});
+#endif
+#ifdef KILN_HAVE_ONEDNN
+  using namespace dnnl;
+  engine eng(engine::kind::cpu, 0);
+  stream st(eng);
+  memory::desc src({M, K}, memory::data_type::f32, memory::format_tag::ab);
+  memory::desc wei({K, N}, memory::data_type::f32, memory::format_tag::ba);  // W [N, K] read as [K, N]
+  memory::desc dst({M, N}, memory::data_type::f32, memory::format_tag::ab);
+  matmul::primitive_desc pd(matmul::desc(src, wei, dst), eng);
+  matmul mm(pd);
+  memory ms(src, eng, x.data()), mw(wei, eng, w.data()), md(dst, eng, out.data());
+  double dt = timeMs([&] {
+    mm.execute(st, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}});
+    st.wait();
+  }, quick);
+  emit({name, M, "", "", kt, "onednn", dt, kpeak, -1, flops, maxDiff(y, out.data(), out.size())});
+#endif
+}
+
+// Naive attention: per head, the full [L, L] score matrix, then softmax and P.V.
+void naiveAttention(const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v, float *o,
+                    long H, long L, long D, bool causal, double *peak) {
+  std::vector<float> S(L * L);
+  *peak = (double)S.size() * 4;
+  float scale = 1.0f / std::sqrt((float)D);
+  for (long h = 0; h < H; ++h) {
+    const float *qh = &q[h * L * D], *kh = &k[h * L * D], *vh = &v[h * L * D];
+    for (long i = 0; i < L; ++i) {
+      float m = -INFINITY;
+      for (long j = 0; j < L; ++j) {
+        float s = 0;
+        for (long c = 0; c < D; ++c) s += qh[i * D + c] * kh[j * D + c];
+        S[i * L + j] = (causal && j > i) ? -INFINITY : s * scale;
+        m = std::max(m, S[i * L + j]);
+      }
+      float sum = 0;
+      for (long j = 0; j < L; ++j) sum += (S[i * L + j] = std::exp(S[i * L + j] - m));
+      for (long c = 0; c < D; ++c) {
+        float a = 0;
+        for (long j = 0; j < L; ++j) a += S[i * L + j] * vh[j * D + c];
+        o[(h * L + i) * D + c] = a / sum;
+      }
+    }
+  }
+}
+
+void attentionCase(const kiln_model_info *model, bool causal, long L, bool quick) {
+  const long H = 12, D = 64;
+  KilnRun k(model);
+  std::vector<float> q = randomVec(H * L * D, 1), kk = randomVec(H * L * D, 2), v = randomVec(H * L * D, 3);
+  k.input("q", {H, L, D}, q);
+  k.input("k", {H, L, D}, kk);
+  k.input("v", {H, L, D}, v);
+  double kt = timeMs([&] { k.run(); }, quick);
+  double kpeak = k.peakBytes();
+  const float *o = k.output("o");
+  double density = causal ? (L + 1.0) / (2.0 * L) : 1.0, computed = density;
+  if (causal) {  // kiln's kernel scores keys up to the last row of each 8-row query block
+    double c = 0;
+    for (long i0 = 0; i0 < L; i0 += 8) c += std::min(8L, L - i0) * (double)std::min(L, i0 + 8);
+    computed = c / ((double)L * L);
+  }
+  double flops = 4.0 * H * D * (double)L * L * density;
+  std::vector<float> out(H * L * D);
+  double bpeak = 0;
+  double nt = (quick || L <= 8192) ? timeMs([&] { naiveAttention(q, kk, v, out.data(), H, L, D, causal, &bpeak); }, true) : 0;
+  char ds[32], cs[32];
+  snprintf(ds, sizeof ds, "%.4f", density);
+  snprintf(cs, sizeof cs, "%.4f", computed);
+  emit({causal ? "attention_causal" : "attention_dense", L, ds, cs, kt, "naive", nt, kpeak, bpeak + 4.0 * L, flops,
+        maxDiff(o, out.data(), out.size())});
+}
+
+void ffnCase(long L, bool quick) {
+  const long d = 768, dff = 3072;
+  if (quick) L = 40;
+  KilnRun a(&bench_ffn_chunked), b(&bench_ffn_unchunked);
+  std::vector<float> x = randomVec(L * d, 5);
+  a.input("x", {L, d}, x);
+  b.input("x", {L, d}, x);
+  double at = timeMs([&] { a.run(); }, quick), bt = timeMs([&] { b.run(); }, quick);
+  double ap = a.peakBytes(), bp = b.peakBytes();
+  emit({"ffn_chunked", L, "", "", at, "unchunked", bt, ap, bp, 4.0 * L * d * dff,
+        maxDiff(a.output("y"), b.output("y"), L * d)});
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--csv")) g_csv = true;
+    else if (!strcmp(argv[i], "--quick")) quick = true;
+    else {
+      fprintf(stderr, "usage: kiln-bench [--csv] [--quick]\n");
+      return 1;
+    }
+  }
+  if (!quick && !getenv("KILN_BENCH_CHILD")) {  // re-execute with the baselines' environment set
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("OPENBLAS_L2_SIZE");
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("KILN_BENCH_CHILD", "1", 1);
+    execv("/proc/self/exe", argv);
+    perror("kiln-bench: re-exec");
+  }
+  halide_set_custom_malloc(countingMalloc);
+  halide_set_custom_free(countingFree);
+  g_peak_gflops = measurePeak(quick);
+  if (g_csv)
+    printf("case,L,density,computed_density,kiln_ms,baseline,baseline_ms,ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,"
+           "peak_fraction\n");
+  else
+    printf("kiln-bench: FMA peak measured on %u cores: %.1f GFLOP/s\n%-22s %6s %8s %9s %10s  %-10s %10s %8s %12s %12s %8s %7s %9s\n",
+           std::thread::hardware_concurrency(), g_peak_gflops, "case", "L", "density", "computed", "kiln_ms", "baseline",
+           "base_ms", "ratio", "kiln_peak_B", "base_peak_B", "GFLOP/s", "peak", "max_diff");
+  linearCase(&bench_linear_768x768, 512, 768, 768, quick);
+  linearCase(&bench_linear_768x3072, 512, 768, 3072, quick);
+  linearCase(&bench_linear_3072x768, 512, 3072, 768, quick);
+  std::vector<long> Ls = quick ? std::vector<long>{37} : std::vector<long>{512, 1024, 2048, 4096, 8192};
+  for (long L : Ls) attentionCase(&bench_attention_dense, false, L, quick);
+  for (long L : Ls) attentionCase(&bench_attention_causal, true, L, quick);
+  ffnCase(4096, quick);
+  return 0;
+}

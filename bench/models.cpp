@@ -1,0 +1,38 @@
+// kiln-bench-models: the DSL programs kiln-bench times, one case per invocation.
+//
+//   kiln-bench-models --case linear --n 768 --k 3072 --ctx 512 --emit=lib --lib-symbol S -o libS.a
+//   kiln-bench-models --case attention --causal --heads 12 --dim 64 --ctx 8192 ...
+//   kiln-bench-models --case ffn --d 768 --dff 3072 --ctx 4096 [--ffn-chunk off] ...
+#include "kiln/Pipelines/Driver.h"
+#include "kiln/dsl/Ops.h"
+
+int main(int argc, char **argv) {
+  kiln::Driver driver("bench", "kiln-bench-models: the models kiln-bench times");
+  std::string kind = "linear";
+  int64_t n = 768, k = 768, ctx = 512, heads = 12, dim = 64, d = 768, dff = 3072;
+  bool causal = false;
+  CLI::App &app = driver.app();
+  app.add_option("--case", kind, "linear, attention or ffn")->check(CLI::IsMember({"linear", "attention", "ffn"}));
+  app.add_option("--n", n, "linear: output features");
+  app.add_option("--k", k, "linear: input features");
+  app.add_option("--ctx", ctx, "bound of the sequence length (M for linears)");
+  app.add_option("--heads", heads, "attention heads");
+  app.add_option("--dim", dim, "attention head dim");
+  app.add_flag("--causal", causal, "attention: causal mask");
+  app.add_option("--d", d, "ffn: model width");
+  app.add_option("--dff", dff, "ffn: inner width");
+  return driver.run(argc, argv, [&](kiln::Model &m) {
+    using namespace kiln;
+    Dim L = m.seq("L", ctx);
+    if (kind == "linear") {
+      m.output("y", linear(m.input("x", {L, k}), m.param("w", {n, k})));
+    } else if (kind == "attention") {
+      Tensor q = m.input("q", {heads, L, dim}), kk = m.input("k", {heads, L, dim}), v = m.input("v", {heads, L, dim});
+      m.output("o", attention(q, kk, v, {.mask = causal ? Mask::causal() : Mask::none()}));
+    } else {
+      Tensor x = m.input("x", {L, d});
+      Tensor h = gelu(linear(x, m.param("w1", {dff, d}), m.param("b1", {dff})), {.approx = GeluApprox::Tanh});
+      m.output("y", add(x, linear(h, m.param("w2", {d, dff}), m.param("b2", {d}))));
+    }
+  });
+}
