@@ -333,14 +333,17 @@ void ffnCase(long L, bool quick) {
 
 int main(int argc, char **argv) {
   bool quick = false;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--csv")) g_csv = true;
     else if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: kiln-bench [--csv] [--quick]\n");
+      fprintf(stderr, "usage: kiln-bench [--csv] [--quick] [--only linear|attention_dense|attention_causal|ffn]\n");
       return 1;
     }
   }
+  auto want = [&](const char *c) { return only.empty() || std::string(c).rfind(only, 0) == 0; };
   if (!quick && !getenv("KILN_BENCH_CHILD")) {  // re-execute with the baselines' environment set
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv("OPENBLAS_L2_SIZE");
@@ -359,12 +362,16 @@ int main(int argc, char **argv) {
     printf("kiln-bench: FMA peak measured on %u cores: %.1f GFLOP/s\n%-22s %6s %8s %9s %10s  %-10s %10s %8s %12s %12s %8s %7s %9s\n",
            std::thread::hardware_concurrency(), g_peak_gflops, "case", "L", "density", "computed", "kiln_ms", "baseline",
            "base_ms", "ratio", "kiln_peak_B", "base_peak_B", "GFLOP/s", "peak", "max_diff");
-  linearCase(&bench_linear_768x768, 512, 768, 768, quick);
-  linearCase(&bench_linear_768x3072, 512, 768, 3072, quick);
-  linearCase(&bench_linear_3072x768, 512, 3072, 768, quick);
+  if (want("linear")) {
+    linearCase(&bench_linear_768x768, 512, 768, 768, quick);
+    linearCase(&bench_linear_768x3072, 512, 768, 3072, quick);
+    linearCase(&bench_linear_3072x768, 512, 3072, 768, quick);
+  }
   std::vector<long> Ls = quick ? std::vector<long>{37} : std::vector<long>{512, 1024, 2048, 4096, 8192};
-  for (long L : Ls) attentionCase(&bench_attention_dense, false, L, quick);
-  for (long L : Ls) attentionCase(&bench_attention_causal, true, L, quick);
-  ffnCase(4096, quick);
+  if (want("attention_dense"))
+    for (long L : Ls) attentionCase(&bench_attention_dense, false, L, quick);
+  if (want("attention_causal"))
+    for (long L : Ls) attentionCase(&bench_attention_causal, true, L, quick);
+  if (want("ffn")) ffnCase(4096, quick);
   return 0;
 }

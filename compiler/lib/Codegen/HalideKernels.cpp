@@ -174,7 +174,9 @@ Func buildMatmul(Builder &B) {
   };
   for (int rows = tm; rows < tr; rows *= 2) tileRows(out.specialize(M <= rows), rows);
   tileRows(out, tr);
-  bool packed = transposed || N < 0;
+  // Pack a panel when the weight is transposed, or when a long K makes the in-place panel (K
+  // rows of tn floats, one row per weight row) stream badly from L2.
+  bool packed = transposed || N < 0 || K < 0 || K >= 1024;
   if (packed) {
     Bt.compute_at(out, par);
     if (vec > 1) Bt.vectorize(j, vec, TailStrategy::GuardWithIf);
@@ -260,20 +262,20 @@ Func buildFfn(Builder &B) {
   if (w1 > 1) acc1.vectorize(f, w1), acc1.update().vectorize(f, w1);
   acc1.unroll(i);
   acc1.update().unroll(f).unroll(i).unroll(r1, 2, TailStrategy::GuardWithIf);
-  if (oi1) {
-    P1.compute_at(h, fo);
-    if (w1 > 1) P1.vectorize(f, w1, TailStrategy::GuardWithIf);
-  }
-  if (oi2) {
-    P2.compute_at(out, jo);
-    if (w2 > 1) P2.vectorize(j, w2, TailStrategy::GuardWithIf);
+  // A weight stored [out, in] is transposed once per call (not once per chunk, which would
+  // repeat the whole transpose L/chunk times).
+  for (auto [P, v, w] : {std::tuple<Func, Var, int>{P1, f, w1}, {P2, j, w2}}) {
+    if (!(P.name() == P1.name() ? oi1 : oi2)) continue;
+    Var po("po");
+    P.compute_root().split(kk, po, kk, 16, TailStrategy::GuardWithIf).parallel(po);
+    if (w > 1) P.vectorize(v, w, TailStrategy::GuardWithIf);
   }
   B.log << "out: chunks of " << chunk << " rows in parallel; per chunk h [" << chunk << " x " << dff
         << "] = act(x.W1 + b1) is computed once (h.compute_at(out, io)), then out = h.W2 + b2"
         << (k.inputs.size() > 5 ? " + residual" : "") << "\n"
         << "h: column tiles of " << tn1 << ", register blocks " << tm << " x " << tn1 << " (acc1.compute_at(h, hy))\n"
         << "out: column tiles of " << tn2 << ", register blocks " << tm << " x " << tn2 << " (acc2.compute_at(out, yi))\n"
-        << (oi1 ? "W1 panels packed per h column tile\n" : "") << (oi2 ? "W2 panels packed per out column tile\n" : "");
+        << (oi1 ? "W1 transposed once per call\n" : "") << (oi2 ? "W2 transposed once per call\n" : "");
   return out;
 }
 
@@ -291,7 +293,7 @@ Func buildAttention(Builder &B) {
   Kt(j, d, h) = K(d, j, h);
   RDom rd(0, D, "rd");
   S(j, i, h) = 0.0f;
-  S(j, i, h) += Q(rd, i, h) * Kt(j, rd, h);
+  S(j, i, h) += Q(rd, clamp(i, 0, Lq - 1), h) * Kt(j, rd, h);  // rows past Lq: a block's padding
   RDom rj(0, Lk, "rj");
   if (causal) rj.where(rj <= i + off);
   m(i, h) = -std::numeric_limits<float>::infinity();
@@ -319,21 +321,29 @@ Func buildAttention(Builder &B) {
   Kt.compute_at(out, h);
   int wk = B.vec;
   if (wk > 1) Kt.vectorize(j, wk, TailStrategy::GuardWithIf);
-  S.compute_at(out, io);
+  // Scores: a register block of qb rows x 2 vectors of keys accumulates over the head dim.
+  S.compute_at(out, io).bound_extent(i, qb);
   if (wk > 1) S.vectorize(j, wk, TailStrategy::GuardWithIf);
-  S.update().reorder(j, i, rd);
-  if (wk > 1) S.update().vectorize(j, wk, TailStrategy::GuardWithIf);
+  Var jo("jo"), ji("ji");
+  S.update().split(j, jo, ji, 2 * wk, TailStrategy::GuardWithIf).reorder(ji, i, rd, jo);
+  if (wk > 1) S.update().vectorize(ji, wk, TailStrategy::GuardWithIf).unroll(ji);
+  S.update().unroll(i);
   m.compute_at(out, io);
   E_.compute_at(out, io);
   if (wk > 1) E_.vectorize(j, wk, TailStrategy::GuardWithIf);
   l.compute_at(out, io);
-  o.compute_at(out, io);
+  // P.V: half a query block (4 rows) x the value width accumulates over the keys in registers.
+  o.compute_at(out, io).bound_extent(i, qb);
   if (w > 1) o.vectorize(e, w);
-  o.update().reorder(e, i, rj3);
-  if (w > 1) o.update().vectorize(e, w);
+  Var oi("oi"), oii("oii");
+  o.update().split(i, oi, oii, std::min(qb, 4)).reorder(e, oii, rj3, oi);
+  if (w > 1) o.update().vectorize(e, w).unroll(e);
+  o.update().unroll(oii);
   B.log << "Kt (keys transposed).compute_at(out, h): [Lk x " << D << "] per head\n"
         << "out.split(i, io, ii, " << qb << ").reorder(e, ii, io, h).parallel(h).vectorize(e, " << w << ")\n"
-        << "S = q.k^T: compute_at(out, io) [Lk x " << qb << " scores], vectorize(j, " << wk << ")\n"
+        << "S = q.k^T: compute_at(out, io) [Lk x " << qb << " scores], register blocks " << qb << " rows x " << 2 * wk
+        << " keys over the head dim\n"
+        << "o = E.v: register blocks of " << std::min(qb, 4) << " rows x " << E << " values over the keys\n"
         << "m (row max), E = exp(S - m), l (row sum), o = E.v: compute_at(out, io)\n"
         << (causal ? "causal: key loops bounded by where(j <= i + Lk - Lq)\n" : "");
   (void)E;
