@@ -183,3 +183,13 @@ TEST(Driver, PrintIrAfterAllShowsEveryPass) {
                         "kiln-plan-buffers"})
     EXPECT_THAT(r.output, HasSubstr(std::string("IR Dump After ") + p));
 }
+
+TEST(Driver, PathsWithSpacesAndQuotes) {
+  std::string dir = kt::workDir("odd paths") + "/it's here";
+  std::filesystem::create_directories(dir);
+  auto r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " +
+                   KILN_TEST_CACHE + " -o \"" + dir + "/m\"");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run("\"" + dir + "/m\" --random-weights --tokens 1,2");
+  EXPECT_EQ(r.code, 0) << r.output;
+}

@@ -99,6 +99,13 @@ struct Driver::Impl {
     if (!f) throw UserError{"cannot write '" + path + "'"};
   }
 
+  // A path as one shell word.
+  static std::string q(const std::string &path) {
+    std::string r = "'";
+    for (char c : path) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return r + "'";
+  }
+
   void sh(const std::string &cmd) {
     if (system(cmd.c_str()) != 0) throw InternalError{"command failed: " + cmd};
   }
@@ -315,16 +322,17 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
     fs::copy_file(orchestration, output, fs::copy_options::overwrite_existing);
     return 0;
   }
-  sh(std::string(KILN_CC) + " -c -O1 -I" + KILN_RUNTIME_INCLUDE + " " + work + "/model_info.c -o " + work + "/model_info.o");
-  std::string objs = work + "/orchestration.o " + work + "/model_info.o";
-  for (auto &o : objects) objs += " " + o;
-  objs += " " + rt;
+  sh(std::string(KILN_CC) + " -c -O1 -I" + q(KILN_RUNTIME_INCLUDE) + " " + q(work + "/model_info.c") + " -o " +
+     q(work + "/model_info.o"));
+  std::string objs = q(work + "/orchestration.o") + " " + q(work + "/model_info.o");
+  for (auto &o : objects) objs += " " + q(o);
+  objs += " " + q(rt);
   fs::path outPath(output);
   if (outPath.has_parent_path()) fs::create_directories(outPath.parent_path(), ec);
   if (emit == "lib") {
     std::string lib = output;
     fs::remove(lib, ec);
-    sh("ar rcs " + lib + " " + objs);
+    sh("ar rcs " + q(lib) + " " + objs);
     std::string header = fs::path(output).replace_extension(".h").string();
     writeText(header, "/* " + name + ": a model compiled by kiln " KILN_VERSION
                       ". Link " + fs::path(output).filename().string() +
@@ -334,7 +342,7 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
     progress("wrote " + lib + " and " + header);
     return 0;
   }
-  sh(std::string(KILN_CXX) + " -o " + output + " " + objs + " " + KILN_MAIN_LIB + " " + KILN_RUNTIME_LIB +
+  sh(std::string(KILN_CXX) + " -o " + q(output) + " " + objs + " " + q(KILN_MAIN_LIB) + " " + q(KILN_RUNTIME_LIB) +
      " -lpthread -ldl -lm");
   progress("phase exe: wrote " + output);
   return 0;
