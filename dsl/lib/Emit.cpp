@@ -123,6 +123,7 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
                                 b.getF32FloatAttr(n.factor));
         break;
       case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
+      case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0)); break;
     }
     val[id] = r;
   }

@@ -75,6 +75,12 @@ Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc) {
   return make(m, OpKind::PositionEmbedding, {table.id(), like.id()}, {L, table.dim(1)}, loc);
 }
 
+Tensor sinusoidal_positions(Tensor like, int64_t d, SourceLoc loc) {
+  Model &m = model_of({like}, "sinusoidal_positions", loc);
+  need(d >= 2 && d % 2 == 0, "sinusoidal_positions", "the width must be a positive even number, got " + std::to_string(d), loc);
+  return make(m, OpKind::SinusoidalPositions, {like.id()}, {like.dim(0), d}, loc);
+}
+
 Tensor linear(Tensor x, Tensor w, LinearOptions opt, SourceLoc loc) { return linear(x, w, Tensor(), opt, loc); }
 
 Tensor linear(Tensor x, Tensor w, Tensor bias, LinearOptions opt, SourceLoc loc) {
@@ -94,7 +100,8 @@ Tensor linear(Tensor x, Tensor w, Tensor bias, LinearOptions opt, SourceLoc loc)
     ins.push_back(bias.id());
   }
   Shape s = x.shape();
-  s.back() = out;
+  s.pop_back();
+  s.push_back(out);
   Tensor r = make(m, OpKind::Linear, ins, s, loc);
   const_cast<Node &>(r.node()).layout = opt.layout;
   return r;

@@ -128,7 +128,7 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
       memcpy(entry.aligned.get(), p, en - b);
       p = (const uint8_t *)entry.aligned.get();
     }
-    t.data = (void *)p;
+    t.data = const_cast<uint8_t *>(p);  // read-only mapping: kilnrt never writes weights
     entry.t = t;
     if (w->index.count(name)) return tb("appears twice");
     w->index[name] = (int)w->entries.size();

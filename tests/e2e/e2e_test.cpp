@@ -444,3 +444,25 @@ INSTANTIATE_TEST_SUITE_P(Chunks, ChunkedFfn,
                                   std::to_string(c.L) + (c.out_in ? "_oi" : "_io");
                          });
 }  // namespace
+
+namespace {
+// ---------------------------------------------------------------- sinusoidal positions
+TEST(SinusoidalPositions, MatchReferenceAtSeveralLengths) {
+  std::string dir = kt::workDir("sinusoid");
+  std::string exe = kt::compile(dir, "pe", [&](Model &m) {
+    Dim L = m.seq("L", 256);
+    Tensor t = m.tokens("tokens", L, 20);
+    m.output("pe", sinusoidal_positions(t, 30));
+    m.output("x", add(embedding(m.param("emb", {20, 64}), t), sinusoidal_positions(t, 64)));
+  });
+  ASSERT_FALSE(exe.empty());
+  for (int L : {1, 37, 256}) {
+    SCOPED_TRACE("L = " + std::to_string(L));
+    auto ids = kt::randomIds(L, 20, (unsigned)L);
+    W w;
+    ref::T pe = runModel(dir, exe, "--tokens " + kt::idList(ids), "pe", w);
+    EXPECT_TRUE(kt::allClose(ref::sinusoid(L, 30), pe));
+    EXPECT_TRUE(kt::allClose(ref::add(ref::embedding(w["emb"], ids), ref::sinusoid(L, 64)), kt::loadNpy(dir + "/out/x.npy")));
+  }
+}
+}  // namespace

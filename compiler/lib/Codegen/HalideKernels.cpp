@@ -438,6 +438,11 @@ Func buildMove(Builder &B) {
     std::vector<Expr> a(r);
     for (int t = 0; t < r; ++t) a[r - 1 - perm[t]] = v[r - 1 - t];
     out(v) = B.in[0](a);
+  } else if (k.kind == "sinusoidal_positions") {  // c0: feature, c1: position
+    float d = (float)k.output.dims[1];
+    Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / d));
+    Expr angle = cast<float>(v[1]) * freq;
+    out(v) = select(v[0] % 2 == 0, sin(angle), cos(angle));
   } else if (k.kind == "mask") {  // causal: key c0 visible to query c1 when c0 <= c1 + Lk - Lq
     Expr Lk = B.in[0].dim(0).extent(), Lq = B.in[0].dim(1).extent();
     out(v) = select(v[0] <= v[1] + (Lk - Lq), 0.0f, -std::numeric_limits<float>::infinity());
@@ -502,7 +507,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     else if (kd == "layer_norm" || kd == "softmax") f = buildRowReduce(B);
     else if (kd == "add" || kd == "mul" || kd == "scale" || kd == "relu" || kd == "gelu") f = buildElementwise(B);
     else if (kd == "embedding" || kd == "position_embedding" || kd == "transpose" || kd == "slice" || kd == "concat" ||
-             kd == "mask")
+             kd == "mask" || kd == "sinusoidal_positions")
       f = buildMove(B);
     else {
       *error = "no Halide kernel for op kind '" + kd + "'";

@@ -149,8 +149,9 @@ LogicalResult SliceOp::verify() {
   int64_t axis = getAxis();
   if (axis < 0 || axis >= it.getRank() || rt.getRank() != it.getRank()) return emitOpError("expected an axis within the rank");
   if (ShapedType::isDynamic(it.getDimSize(axis))) return emitOpError("expected a static slice axis");
-  if (getOffset() < 0 || getOffset() + rt.getDimSize(axis) > it.getDimSize(axis))
-    return emitOpError() << "expected the slice [" << getOffset() << ", " << getOffset() + rt.getDimSize(axis)
+  int64_t off = (int64_t)getOffset();
+  if (off < 0 || off + rt.getDimSize(axis) > it.getDimSize(axis))
+    return emitOpError() << "expected the slice [" << off << ", " << off + rt.getDimSize(axis)
                          << ") to lie within " << it.getDimSize(axis);
   return success();
 }
@@ -193,4 +194,11 @@ LogicalResult FfnOp::verify() {
   if (getResidual() && getResidual().getType() != getResult().getType())
     return emitOpError("expected the residual to have the result's type");
   return success();
+}
+
+LogicalResult SinusoidalPositionsOp::verify() {
+  auto r = ty(getResult());
+  if (r.getRank() != 2 || ShapedType::isDynamic(r.getDimSize(1)) || r.getDimSize(1) % 2)
+    return emitOpError("expected a [L, d] result with a static even d");
+  return expectDim(*this, "result rows", r.getDimSize(0), "positions", ty(getLike()).getDimSize(0));
 }

@@ -29,6 +29,8 @@ static Syms inferSyms(Operation *op, llvm::DenseMap<Value, Syms> &known) {
   if (isa<kiln::ParamOp>(op)) return r;
   if (isa<kiln::EmbeddingOp, kiln::PositionEmbeddingOp>(op)) {
     r[0] = in(1)[0];
+  } else if (isa<kiln::SinusoidalPositionsOp>(op)) {
+    r[0] = in(0)[0];
   } else if (isa<kiln::LinearOp>(op)) {
     r = in(0);
     r.back() = -1;

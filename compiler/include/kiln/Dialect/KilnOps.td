@@ -71,6 +71,21 @@ def Kiln_PositionEmbeddingOp : Kiln_Op<"position_embedding", [Pure]> {
   let results = (outs AnyRankedTensor:$result);
 }
 
+def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure]> {
+  let summary = "the fixed sinusoidal position encoding for positions [0, L), L from `like`";
+  let description = [{
+    pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(p / 10000^(2i/d)); d is the result's
+    width (even). Computed in the kernel: no parameter.
+
+    ```mlir
+    %p = kiln.sinusoidal_positions %tokens : (tensor<?xi32>) -> tensor<?x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$like);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_LinearOp : Kiln_Op<"linear", [Pure]> {
   let summary = "x·Wᵀ + b (weight_layout out_in) or x·W + b (in_out), with a fused activation";
   let description = [{

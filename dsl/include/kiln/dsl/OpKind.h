@@ -25,13 +25,14 @@ enum class OpKind {
   Slice,
   Attention,
   Mask,
+  SinusoidalPositions,
   Count
 };
 
 inline constexpr const char *kOpNames[] = {
     "input",   "param", "embedding", "position_embedding", "linear",     "matmul",  "batch_matmul",
     "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
-    "reshape", "transpose", "concat", "slice",             "attention",  "mask",
+    "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
               "every OpKind needs a name in kOpNames");

@@ -13,6 +13,9 @@
 namespace kiln {
 
 Tensor embedding(Tensor table, Tensor ids, SourceLoc loc = SourceLoc::current());
+// The fixed sinusoidal encoding of "Attention Is All You Need" for positions [0, L), L taken
+// from `like`'s first dim: pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(same). No weights.
+Tensor sinusoidal_positions(Tensor like, int64_t d, SourceLoc loc = SourceLoc::current());
 // Rows [0, L) of `table` where L is the length of `like`'s first dimension (learned positions).
 Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc = SourceLoc::current());
 
