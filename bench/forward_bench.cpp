@@ -43,7 +43,7 @@ void BM_kiln(benchmark::State &state) {
 
 void BM_reference(benchmark::State &state) {
   std::vector<int32_t> v = ids((int)state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(ref::gpt2(g_weights, v, 2, 4));
+  for (auto _ : state) benchmark::DoNotOptimize(ref::gpt2_hf(g_weights, v, 2, 4, "transformer."));
 }
 
 // Records each run's time so the ratios can be printed after the table.
@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
     kilnrt_session_run(g_session, "forward");
     const kilnrt_tensor *o;
     kilnrt_session_output(g_session, "logits", &o);
-    ref::T out = ref::gpt2(g_weights, ids(L), 2, 4);
+    ref::T out = ref::gpt2_hf(g_weights, ids(L), 2, 4, "transformer.");
     double diff = 0;
     for (size_t i = 0; i < out.v.size(); ++i) diff = std::max(diff, (double)std::fabs(out.v[i] - ((float *)o->data)[i]));
     printf("%6d %12.3f %14.3f %9.1fx %12.2e\n", L, rec.ns[k], rec.ns[r], rec.ns[r] / rec.ns[k], diff);

@@ -35,6 +35,12 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
   }
   (*module)->setAttr("kiln.seq_names", b.getArrayAttr(symNames));
   (*module)->setAttr("kiln.seq_bounds", b.getDenseI64ArrayAttr(symBounds));
+  if (!m.weights_prefix().empty()) (*module)->setAttr("kiln.weights_prefix", b.getStringAttr(m.weights_prefix()));
+  if (!m.ignored_weights().empty()) {
+    SmallVector<Attribute> pats;
+    for (auto &p : m.ignored_weights()) pats.push_back(b.getStringAttr(p));
+    (*module)->setAttr("kiln.ignored_weights", b.getArrayAttr(pats));
+  }
 
   // Only what the outputs need is emitted.
   const auto &nodes = m.nodes();

@@ -1,10 +1,15 @@
-// examples/gpt2: a GPT-2-style decoder (learned positions, pre-norm, tanh-GELU, causal
-// attention, output head tied to the token embedding) written in the kiln DSL.
+// examples/gpt2: GPT-2 in the kiln DSL, with Hugging Face's parameter names and layouts.
+//
+// Learned positions, pre-norm blocks, causal attention with the packed c_attn projection
+// ([d, 3d], applied as x·W like the Conv1D layers), tanh-GELU, LayerNorm eps 1e-5, and the
+// output head tied to the token embedding. Files may name parameters with or without the
+// "transformer." prefix; the attention mask buffers GPT-2 checkpoints carry
+// (h.{i}.attn.bias, h.{i}.attn.masked_bias) are ignored and reported.
 //
 //   build/bin/gpt2-compile --layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128 -o gpt2
-//   ./gpt2 --random-weights --tokens 1,2,3
+//   ./gpt2 --weights model.safetensors --tokens 464,3290,318
 #include "kiln/Pipelines/Driver.h"
-#include "kiln/dsl/Blocks.h"
+#include "kiln/dsl/Ops.h"
 
 struct Gpt2Config {
   int64_t layers = 12, d_model = 768, heads = 12, vocab = 50257, ctx = 1024;
@@ -12,23 +17,40 @@ struct Gpt2Config {
 
 static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   using namespace kiln;
+  const int64_t d = c.d_model;
+  if (c.layers < 0 || d <= 0 || c.heads <= 0 || d % c.heads)
+    throw Error("gpt2: --d-model (" + std::to_string(d) + ") must be a positive multiple of --heads (" +
+                    std::to_string(c.heads) + ") and --layers non-negative",
+                SourceLoc::current());
+  m.weights_prefix("transformer.");
+  m.ignore_weights({"transformer.h.*.attn.bias", "transformer.h.*.attn.masked_bias", "lm_head.weight"});
+  auto norm = [&](const std::string &p, Tensor x) {
+    return layer_norm(x, m.param(p + ".weight", {d}, {.init = Init::Ones}), m.param(p + ".bias", {d}, {.init = Init::Zeros}),
+                      {.eps = 1e-5f});
+  };
+  auto conv1d = [&](const std::string &p, Tensor x, int64_t in, int64_t out) {  // x·W + b, W [in, out]
+    return linear(x, m.param(p + ".weight", {in, out}), m.param(p + ".bias", {out}, {.init = Init::Zeros}),
+                  {.layout = WeightLayout::InOut});
+  };
   Dim L = m.seq("L", c.ctx);
   Tensor tokens = m.tokens("tokens", L, c.vocab);
-  Tensor wte = m.param("wte", {c.vocab, c.d_model});
-  Tensor wpe = m.param("wpe", {c.ctx, c.d_model}, {.scale = 0.01f});
+  Tensor wte = m.param("transformer.wte.weight", {c.vocab, d});
+  Tensor wpe = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
   Tensor x = add(embedding(wte, tokens), position_embedding(wpe, tokens));
-  for (int64_t i = 0; i < c.layers; ++i)
-    x = transformer_block(m, "h." + std::to_string(i), x,
-                          {.d_model = c.d_model, .heads = c.heads, .d_ff = 4 * c.d_model, .mask = Mask::causal(),
-                           .norm = NormPlacement::Pre, .act = Activation::GeluTanh, .eps = 1e-5f,
-                           .layout = WeightLayout::InOut});
-  Tensor lnf = layer_norm(x, m.param("ln_f.weight", {c.d_model}, {.init = Init::Ones}),
-                          m.param("ln_f.bias", {c.d_model}, {.init = Init::Zeros}), {.eps = 1e-5f});
-  m.output("logits", linear(lnf, wte));  // tied head: logits = x · wteᵀ
+  for (int64_t i = 0; i < c.layers; ++i) {
+    std::string p = "transformer.h." + std::to_string(i);
+    std::vector<Tensor> qkv = split(conv1d(p + ".attn.c_attn", norm(p + ".ln_1", x), d, 3 * d), 1, {d, d, d});
+    Tensor a = attention(split_heads(qkv[0], c.heads), split_heads(qkv[1], c.heads), split_heads(qkv[2], c.heads),
+                         {.mask = Mask::causal()});
+    x = add(x, conv1d(p + ".attn.c_proj", merge_heads(a), d, d));
+    Tensor h = gelu(conv1d(p + ".mlp.c_fc", norm(p + ".ln_2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
+    x = add(x, conv1d(p + ".mlp.c_proj", h, 4 * d, d));
+  }
+  m.output("logits", linear(norm("transformer.ln_f", x), wte));  // tied head: x · wteᵀ
 }
 
 int main(int argc, char **argv) {
-  kiln::Driver driver("gpt2", "gpt2-compile: compile a GPT-2-style decoder with kiln");
+  kiln::Driver driver("gpt2", "gpt2-compile: compile GPT-2 (Hugging Face names and layouts) with kiln");
   Gpt2Config c;
   driver.app().add_option("--layers", c.layers, "transformer blocks")->capture_default_str();
   driver.app().add_option("--d-model", c.d_model, "model width")->capture_default_str();

@@ -12,7 +12,7 @@ kilnrt_status fail(kilnrt_status code, std::string message) {
   return code;
 }
 size_t dtype_size(kiln_dtype t) { return t == KILN_F32 || t == KILN_I32 ? 4 : 0; }
-const char *dtype_name(kiln_dtype t) { return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : "?"; }
+const char *dtype_name(kiln_dtype t) { return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : "an unsupported dtype"; }
 std::string shape_str(const int64_t *shape, int rank) {
   std::ostringstream os;
   os << "[";

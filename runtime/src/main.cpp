@@ -140,7 +140,14 @@ int run(int argc, char **argv) {
   check(kilnrt_session_create(&M, &s));
   std::unique_ptr<kilnrt_session, void (*)(kilnrt_session *)> guard(s, kilnrt_session_destroy);
   if (!weights.empty() && random) die(1, "give either --weights or --random-weights, not both");
-  if (!weights.empty()) check(kilnrt_session_load_weights(s, weights.c_str()));
+  if (!weights.empty()) {
+    check(kilnrt_session_load_weights(s, weights.c_str()));
+    if (int n = kilnrt_session_ignored_count(s)) {
+      fprintf(stderr, "%s: ignored %d tensor%s of the weights file that the model does not use:", M.name, n, n > 1 ? "s" : "");
+      for (int i = 0; i < n && i < 8; ++i) fprintf(stderr, " %s", kilnrt_session_ignored_name(s, i));
+      fprintf(stderr, n > 8 ? " ...\n" : "\n");
+    }
+  }
   else if (random) check(kilnrt_session_random_weights(s, seed));
   else if (M.n_params) die(1, "no weights: give --weights FILE.safetensors or --random-weights");
   if (!save_weights.empty()) check(kilnrt_session_save_weights(s, save_weights.c_str()));

@@ -1,4 +1,7 @@
 // kilnrt sessions: bind weights and inputs to a compiled model, plan its arena, run an entry.
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +52,7 @@ struct kilnrt_session {
   int64_t syms[KILN_MAX_SYMS] = {0, 0, 0, 0};
   Storage arena;
   int64_t arena_bytes = 0;
+  std::vector<std::string> ignored;  // tensors the last load skipped
   ~kilnrt_session() { kilnrt_weights_close(weights); }
 };
 
@@ -80,41 +84,74 @@ extern "C" kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const ch
   kilnrt_weights *w;
   if (kilnrt_status st = kilnrt_weights_open(path, &w)) return st;
   std::unique_ptr<kilnrt_weights, void (*)(kilnrt_weights *)> guard(w, kilnrt_weights_close);
+  const kiln_model_info *m = s->m;
+  std::string prefix = m->weights_prefix ? m->weights_prefix : "";
   std::map<std::string, int> wanted;
-  for (int i = 0; i < s->m->n_params; ++i) wanted[s->m->params[i].name] = i;
+  for (int i = 0; i < m->n_params; ++i) wanted[m->params[i].name] = i;
+  auto ignored = [&](const std::string &name) {
+    for (int i = 0; i < m->n_ignored; ++i)
+      if (fnmatch(m->ignored[i], name.c_str(), 0) == 0 || fnmatch(m->ignored[i], (prefix + name).c_str(), 0) == 0)
+        return true;
+    return false;
+  };
+  // 1. Every tensor of the file is a parameter (possibly without the prefix), ignorable, or unexpected.
+  std::vector<void *> ptrs(m->n_params);
+  std::vector<bool> seen(m->n_params);
+  std::vector<std::string> unexpected, misshaped, skipped;
   for (int i = 0; i < kilnrt_weights_count(w); ++i) {
-    const char *name;
+    const char *cname;
     kilnrt_tensor t;
-    kilnrt_weights_get(w, i, &name, &t);
-    if (!wanted.count(name))
-      return user_error("weights file '" + std::string(path) + "' has tensor '" + name +
-                        "' which the model does not use (extra tensor)");
-  }
-  std::vector<void *> ptrs(s->m->n_params);
-  for (int i = 0; i < s->m->n_params; ++i) {
-    const kiln_tensor_info &p = s->m->params[i];
-    kilnrt_tensor t;
-    if (kilnrt_weights_find(w, p.name, &t) != KILNRT_OK)
-      return user_error("weights file '" + std::string(path) + "' is missing tensor '" + p.name + "'");
+    kilnrt_weights_get(w, i, &cname, &t);
+    std::string name = cname;
+    auto it = wanted.find(name);
+    if (it == wanted.end() && !prefix.empty()) it = wanted.find(prefix + name);
+    if (it == wanted.end()) {
+      (ignored(name) ? skipped : unexpected).push_back(name);
+      continue;
+    }
+    const kiln_tensor_info &p = m->params[it->second];
+    if (seen[it->second])
+      return user_error("weights file '" + std::string(path) + "' holds parameter '" + p.name + "' twice (with and without '" +
+                        prefix + "')");
+    seen[it->second] = true;
     int64_t want[KILN_MAX_RANK];
-    bool same = t.rank == p.rank;
+    bool same = t.rank == p.rank && t.dtype == (kiln_dtype)p.dtype;
     for (int d = 0; d < p.rank; ++d) {
       want[d] = p.dims[d].size;
       same = same && t.shape[d] == want[d];
     }
-    if (!same)
-      return user_error("weights file '" + std::string(path) + "': tensor '" + p.name + "' has shape " +
-                        shape_str(t.shape, t.rank) + ", the model expects " + shape_str(want, p.rank));
-    if (t.dtype != (kiln_dtype)p.dtype)
-      return user_error("weights file '" + std::string(path) + "': tensor '" + p.name + "' has dtype " +
-                        dtype_name(t.dtype) + ", the model expects " + dtype_name((kiln_dtype)p.dtype));
-    ptrs[i] = t.data;
+    if (!same) {
+      misshaped.push_back(name + " (" + shape_str(t.shape, t.rank) + " " + dtype_name(t.dtype) + ", expected " +
+                          shape_str(want, p.rank) + " " + dtype_name((kiln_dtype)p.dtype) + ")");
+      continue;
+    }
+    ptrs[it->second] = t.data;
+  }
+  std::vector<std::string> missing;
+  for (int i = 0; i < m->n_params; ++i)
+    if (!seen[i]) missing.push_back(m->params[i].name);
+  if (!missing.empty() || !unexpected.empty() || !misshaped.empty()) {
+    auto list = [](const char *what, const std::vector<std::string> &v) {
+      if (v.empty()) return std::string();
+      std::string r = std::string("\n  ") + what + " (" + std::to_string(v.size()) + "): ";
+      for (size_t i = 0; i < v.size() && i < 12; ++i) r += (i ? ", " : "") + v[i];
+      if (v.size() > 12) r += ", ... (" + std::to_string(v.size() - 12) + " more)";
+      return r;
+    };
+    return user_error("weights file '" + std::string(path) + "' does not match the model:" + list("missing", missing) +
+                      list("unexpected", unexpected) + list("mis-shaped", misshaped));
   }
   kilnrt_weights_close(s->weights);
   s->weights = guard.release();
   s->param_store.clear();
   s->params = ptrs;
+  s->ignored = skipped;
   return KILNRT_OK;
+}
+
+extern "C" int32_t kilnrt_session_ignored_count(const kilnrt_session *s) { return (int32_t)s->ignored.size(); }
+extern "C" const char *kilnrt_session_ignored_name(const kilnrt_session *s, int32_t i) {
+  return i >= 0 && i < (int32_t)s->ignored.size() ? s->ignored[i].c_str() : "";
 }
 
 // splitmix64: a stateless, platform-independent stream, so a seed names one set of weights.

@@ -92,10 +92,17 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
       return tb("entry needs dtype, shape and data_offsets");
     if (!e["dtype"].is_string()) return tb("dtype is not a string");
     std::string dt = e["dtype"].get<std::string>();
-    kiln_dtype dtype;
+    // F32 and I32 are computed with; the other safetensors dtypes are validated (a checkpoint's
+    // mask buffers are often BOOL or U8) and can only be skipped.
+    static const std::map<std::string, int> kOther = {{"F64", 8}, {"I64", 8}, {"U64", 8}, {"F16", 2}, {"BF16", 2},
+                                                      {"I16", 2}, {"U16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1},
+                                                      {"U32", 4}};
+    kiln_dtype dtype = KILN_OTHER;
+    int esize = 4;
     if (dt == "F32") dtype = KILN_F32;
     else if (dt == "I32") dtype = KILN_I32;
-    else return tb("dtype " + dt + " is not supported (kiln reads F32 and I32)");
+    else if (kOther.count(dt)) esize = kOther.at(dt);
+    else return tb("dtype " + dt + " is not a safetensors dtype");
     const json &shape = e["shape"];
     const json &offs = e["data_offsets"];
     if (!shape.is_array() || shape.size() > KILN_MAX_RANK) return tb("shape must be an array of at most 4 dims");
@@ -104,7 +111,7 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
     kilnrt_tensor t{};
     t.dtype = dtype;
     t.rank = (int32_t)shape.size();
-    __int128 bytes = 4;
+    __int128 bytes = esize;
     for (size_t i = 0; i < shape.size(); ++i) {
       if (!shape[i].is_number_unsigned()) return tb("shape entries must be non-negative integers");
       t.shape[i] = shape[i].get<int64_t>();
@@ -123,7 +130,7 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
     kilnrt_weights::Entry entry;
     entry.name = name;
     const uint8_t *p = data + b;
-    if (((uintptr_t)p % 4) != 0 && en > b) {
+    if (dtype != KILN_OTHER && ((uintptr_t)p % 4) != 0 && en > b) {
       entry.aligned.reset(new float[(en - b) / 4]);
       memcpy(entry.aligned.get(), p, en - b);
       p = (const uint8_t *)entry.aligned.get();

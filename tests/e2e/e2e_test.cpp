@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "models.h"
 #include "kiln/dsl/Blocks.h"
+#include "kilnrt/api.h"
 
 using namespace kiln;
 using W = std::map<std::string, ref::T>;
@@ -464,5 +465,42 @@ TEST(SinusoidalPositions, MatchReferenceAtSeveralLengths) {
     EXPECT_TRUE(kt::allClose(ref::sinusoid(L, 30), pe));
     EXPECT_TRUE(kt::allClose(ref::add(ref::embedding(w["emb"], ids), ref::sinusoid(L, 64)), kt::loadNpy(dir + "/out/x.npy")));
   }
+}
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- examples/gpt2 with a Hugging Face file
+// The example reads GPT-2's names and layouts: here without the "transformer." prefix and with
+// the attention mask buffers real checkpoints carry, which are ignored and reported.
+TEST(Gpt2Example, LoadsHuggingFaceNamesWithoutPrefixAndIgnoresMaskBuffers) {
+  std::string dir = kt::workDir("gpt2_hf");
+  std::string exe = std::string(KILN_BIN) + "/gpt2";  // 2 layers, d 128, 4 heads, vocab 256, ctx 128
+  auto r = kt::run(exe + " --random-weights --seed 7 --save-weights " + dir + "/full.safetensors --tokens 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  W full = kt::loadWeights(dir + "/full.safetensors");
+  std::vector<std::string> names;
+  std::vector<kilnrt_tensor> ts;
+  W stripped;
+  for (auto &[name, t] : full) {
+    ASSERT_EQ(name.rfind("transformer.", 0), 0u) << name;
+    stripped[name.substr(12)] = t;
+  }
+  ref::T mask({1, 1, 4, 4}), masked_bias({1});
+  stripped["h.0.attn.bias"] = mask;
+  stripped["h.1.attn.masked_bias"] = masked_bias;
+  for (auto &[name, t] : stripped) {
+    names.push_back(name);
+    kilnrt_tensor k{KILN_F32, (int32_t)t.shape.size(), {}, t.v.data()};
+    for (size_t d = 0; d < t.shape.size(); ++d) k.shape[d] = t.shape[d];
+    ts.push_back(k);
+  }
+  std::vector<const char *> cn;
+  for (auto &n : names) cn.push_back(n.c_str());
+  ASSERT_EQ(kilnrt_weights_save((dir + "/hf.safetensors").c_str(), (int32_t)cn.size(), cn.data(), ts.data()), KILNRT_OK);
+  auto ids = kt::randomIds(19, 256, 3);
+  r = kt::run(exe + " --weights " + dir + "/hf.safetensors --tokens " + kt::idList(ids) + " --output-dir " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("ignored 2 tensors"), std::string::npos) << r.output;
+  EXPECT_TRUE(kt::allClose(ref::gpt2_hf(stripped, ids, 2, 4, ""), kt::loadNpy(dir + "/out/logits.npy")));
 }
 }  // namespace

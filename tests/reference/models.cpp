@@ -30,4 +30,26 @@ T gpt2(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t head
   return linear(x, w["wte"], {}, true);
 }
 
+T gpt2_hf(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t heads, const std::string &pre) {
+  auto ln = [&](const T &x, const std::string &n) { return layer_norm(x, w[n + ".weight"], w[n + ".bias"], 1e-5f); };
+  auto conv = [&](const T &x, const std::string &n) { return linear(x, w[n + ".weight"], w[n + ".bias"], false); };
+  int64_t L = (int64_t)ids.size();
+  T x = add(embedding(w[pre + "wte.weight"], ids), rows(w[pre + "wpe.weight"], L));
+  int64_t d = x.shape[1];
+  for (int64_t i = 0; i < layers; ++i) {
+    std::string p = pre + "h." + std::to_string(i);
+    T qkv = conv(ln(x, p + ".ln_1"), p + ".attn.c_attn");
+    T q({L, d}), k({L, d}), v({L, d});
+    for (int64_t r = 0; r < L; ++r)
+      for (int64_t c = 0; c < d; ++c) {
+        q.at(r, c) = qkv.at(r, c);
+        k.at(r, c) = qkv.at(r, d + c);
+        v.at(r, c) = qkv.at(r, 2 * d + c);
+      }
+    x = add(x, conv(mha_core(q, k, v, heads, true), p + ".attn.c_proj"));
+    x = add(x, conv(gelu_tanh(conv(ln(x, p + ".ln_2"), p + ".mlp.c_fc")), p + ".mlp.c_proj"));
+  }
+  return linear(ln(x, pre + "ln_f"), w[pre + "wte.weight"], {}, true);
+}
+
 }  // namespace ref

@@ -18,4 +18,7 @@ T block(Weights &w, const std::string &p, T x, const BlockCfg &c);
 // The GPT-2-style decoder of examples/gpt2: learned positions, pre-norm blocks "h.<i>",
 // final norm "ln_f", output head tied to "wte".
 T gpt2(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t heads);
+// examples/gpt2 with Hugging Face names: "<prefix>wte.weight", "<prefix>h.<i>.attn.c_attn.*"
+// (packed q, k, v; [d, 3d] applied as x·W), ..., "<prefix>ln_f.*"; head tied to wte.
+T gpt2_hf(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t heads, const std::string &prefix);
 }  // namespace ref

@@ -56,6 +56,7 @@ std::map<std::string, ref::T> loadWeights(const std::string &path) {
     const char *name;
     kilnrt_tensor t;
     kilnrt_weights_get(w, i, &name, &t);
+    if (t.dtype != KILN_F32) continue;  // mask buffers and other non-weights
     ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
     std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
     out[name] = r;

@@ -29,7 +29,7 @@ TEST(Cli, VersionAndHelp) {
   EXPECT_EQ(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("tokens [L<=128] i32 (token ids < 256)"));
   EXPECT_THAT(r.output, HasSubstr("logits [L<=128, 256] f32"));
-  EXPECT_THAT(r.output, HasSubstr("h.1.mlp.fc2.weight [512, 128] f32"));
+  EXPECT_THAT(r.output, HasSubstr("transformer.h.1.mlp.c_proj.weight [512, 128] f32"));
 }
 
 TEST(Cli, RunsAndWritesOutputs) {
@@ -110,12 +110,13 @@ TEST(Cli, BadWeightsFilesNameTheProblem) {
   EXPECT_THAT(r.output, HasSubstr("header claims"));
   // a renamed tensor: missing under its name and extra under the other
   std::string renamed = good;
-  auto p = renamed.find("\"wpe\"");
+  auto p = renamed.find("\"transformer.wpe.weight\"");
   ASSERT_NE(p, std::string::npos);
-  renamed.replace(p, 5, "\"wpX\"");
+  renamed.replace(p, 24, "\"transformer.wpX.weight\"");
   r = gpt2("--weights " + write("renamed.safetensors", renamed) + " --tokens 1");
   EXPECT_EQ(r.code, 1);
-  EXPECT_THAT(r.output, HasSubstr("'wpX' which the model does not use"));
+  EXPECT_THAT(r.output, HasSubstr("missing (1): transformer.wpe.weight"));
+  EXPECT_THAT(r.output, HasSubstr("unexpected (1): transformer.wpX.weight"));
   r = gpt2("--weights " + dir() + "/absent.safetensors --tokens 1");
   EXPECT_EQ(r.code, 1);
   r = gpt2("--weights " + dir() + "/good.safetensors --random-weights --tokens 1");

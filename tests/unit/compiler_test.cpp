@@ -82,7 +82,7 @@ TEST(Driver, BadFlagsAreUserErrors) {
   EXPECT_EQ(r.code, 1);
   r = kt::run(gpt2Compile() + " --heads 5 --d-model 128 -o /dev/null --quiet");
   EXPECT_EQ(r.code, 1);
-  EXPECT_THAT(r.output, HasSubstr("d_model (128) must be a positive multiple of heads (5)"));
+  EXPECT_THAT(r.output, HasSubstr("--d-model (128) must be a positive multiple of --heads (5)"));
   r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("-o PATH is required"));

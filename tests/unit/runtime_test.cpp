@@ -46,6 +46,12 @@ const char *const kKernels[] = {"copy"};
 const kiln_entry_info kEntries[] = {{"forward", entry, 1, 1, kIn, kOut, 1, kBufs, 1, kKernels}};
 const kiln_model_info kModel = {KILN_ABI_VERSION, "toy", "0", "h", "t", "", 1, kSyms, kMax, 1, kParams, 2, kIo, 1, kEntries};
 
+// The same model with checkpoint conventions: files may omit "model." and carry "*.mask" buffers.
+const kiln_tensor_info kParamsP[] = {{"model.w", KILN_F32, 1, {{4, -1}}, 0, KILN_INIT_ONES, 0}};
+const char *const kIgnored[] = {"*.mask"};
+const kiln_model_info kModelP = {KILN_ABI_VERSION, "toyp", "0", "h", "t", "", 1, kSyms, kMax, 1, kParamsP, 2, kIo, 1,
+                                 kEntries, "model.", 1, kIgnored};
+
 kilnrt_tensor ids(std::vector<int32_t> &v) {
   kilnrt_tensor t{};
   t.dtype = KILN_I32;
@@ -153,8 +159,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"header_too_long", safetensors(kOk, std::string(8, '\0'), 1 << 30), "header claims 1073741824 bytes"},
         BadFile{"bad_json", safetensors("{\"w\": [1,", ""), "corrupt JSON header"},
         BadFile{"truncated_data", safetensors(kOk, std::string(4, '\0')), "lie outside the 4 data bytes"},
-        BadFile{"bad_dtype", safetensors(R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')),
-                "dtype F64 is not supported"},
+        BadFile{"bad_dtype", safetensors(R"({"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                "dtype Q4 is not a safetensors dtype"},
+        BadFile{"f16_size", safetensors(R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
+                "shape [3] needs 6 bytes but data_offsets span 8"},
         BadFile{"size_mismatch", safetensors(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
                 "shape [3] needs 12 bytes but data_offsets span 8"},
         BadFile{"overlap",
@@ -225,10 +233,32 @@ TEST(Session, WeightsFilesMustMatchTheModel) {
     }
   };
   check("good", 1, w, &good, nullptr);
-  check("extra", 2, wx, two, "has tensor 'extra' which the model does not use");
-  check("missing", 1, other, &good, "has tensor 'v' which the model does not use");
-  check("shape", 1, w, &bad_shape, "tensor 'w' has shape [3], the model expects [4]");
-  check("dtype", 1, w, &bad_type, "tensor 'w' has dtype i32, the model expects f32");
+  check("extra", 2, wx, two, "unexpected (1): extra");
+  check("missing", 1, other, &good, "missing (1): w\n  unexpected (1): v");
+  check("shape", 1, w, &bad_shape, "mis-shaped (1): w ([3] f32, expected [4] f32)");
+  check("dtype", 1, w, &bad_type, "mis-shaped (1): w ([4] i32, expected [4] f32)");
+  kilnrt_session_destroy(s);
+}
+
+TEST(Session, CheckpointPrefixAndIgnoredBuffers) {
+  kilnrt_session *s;
+  ASSERT_EQ(kilnrt_session_create(&kModelP, &s), KILNRT_OK);
+  // "w" without the prefix, plus a U8 mask buffer the model ignores.
+  std::string data(16, '\0'), mask(4, '\1');
+  std::string p = dir() + "/prefixed.safetensors";
+  writeFile(p, safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                           R"("layer.mask":{"dtype":"U8","shape":[2,2],"data_offsets":[16,20]}})",
+                           data + mask));
+  ASSERT_EQ(kilnrt_session_load_weights(s, p.c_str()), KILNRT_OK) << kilnrt_last_error();
+  ASSERT_EQ(kilnrt_session_ignored_count(s), 1);
+  EXPECT_STREQ(kilnrt_session_ignored_name(s, 0), "layer.mask");
+  // A U8 tensor that is not ignorable is unexpected; a parameter stored as U8 is mis-shaped.
+  writeFile(p, safetensors(R"({"model.w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                           R"("other":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
+                           std::string(8, '\0')));
+  EXPECT_EQ(kilnrt_session_load_weights(s, p.c_str()), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("unexpected (1): other"));
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("mis-shaped (1): model.w ([4] an unsupported dtype, expected [4] f32)"));
   kilnrt_session_destroy(s);
 }
 

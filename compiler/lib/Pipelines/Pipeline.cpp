@@ -290,10 +290,17 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
   for (Attribute a : ioNames) os << "  " << ioInfo[cast<StringAttr>(a).str()] << ",\n";
   os << "  {0}};\nstatic const kiln_entry_info entries[] = {\n";
   for (auto &e : entries) os << e;
-  os << "  {0}};\n\nconst kiln_model_info " << symbol << " = {KILN_ABI_VERSION, " << cstr(modelName) << ", " << cstr(version)
+  auto prefixAttr = module->getAttrOfType<StringAttr>("kiln.weights_prefix");
+  auto ignoredAttr = module->getAttrOfType<ArrayAttr>("kiln.ignored_weights");
+  os << "  {0}};\nstatic const char *const ignored[] = {";
+  if (ignoredAttr)
+    for (Attribute a : ignoredAttr) os << cstr(cast<StringAttr>(a).getValue()) << ", ";
+  os << "0};\n";
+  os << "\nconst kiln_model_info " << symbol << " = {KILN_ABI_VERSION, " << cstr(modelName) << ", " << cstr(version)
      << ", " << cstr(hash) << ", " << cstr(target.name) << ", " << cstr(target.cpu_features) << ", " << bnd.size()
      << ", sym_names, sym_max, " << paramNames.size() << ", params, " << ioNames.size() << ", io, " << entries.size()
-     << ", entries};\n";
+     << ", entries, " << cstr(prefixAttr ? prefixAttr.getValue() : "") << ", " << (ignoredAttr ? ignoredAttr.size() : 0)
+     << ", ignored};\n";
   return os.str();
 }
 

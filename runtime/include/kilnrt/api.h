@@ -69,7 +69,13 @@ kilnrt_status kilnrt_arena_plan(const kiln_buffer_info *buffers, int32_t n, cons
 typedef struct kilnrt_session kilnrt_session;
 kilnrt_status kilnrt_session_create(const kiln_model_info *model, kilnrt_session **out);
 void kilnrt_session_destroy(kilnrt_session *s);
+/* Every parameter must be in the file (under its name, or without the model's weights prefix)
+ * with its shape and dtype; tensors matching the model's ignore patterns are skipped. Otherwise
+ * USER_ERROR lists the missing, unexpected and mis-shaped tensors. */
 kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const char *path);
+/* The tensors the last load skipped (the model's ignore patterns); valid until the next load. */
+int32_t kilnrt_session_ignored_count(const kilnrt_session *s);
+const char *kilnrt_session_ignored_name(const kilnrt_session *s, int32_t i);
 kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64_t seed);
 kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const char *path);
 /* Copies the data; int64 ids must already be converted. Checks dtype, rank, static dims, the

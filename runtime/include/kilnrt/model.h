@@ -14,11 +14,13 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 1
+#define KILN_ABI_VERSION 2
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
-typedef enum kiln_dtype { KILN_F32 = 0, KILN_I32 = 1 } kiln_dtype;
+/* KILN_OTHER: a dtype a weights file may hold (F16, BOOL, ...) that kiln validates and can skip
+ * but does not compute with. */
+typedef enum kiln_dtype { KILN_F32 = 0, KILN_I32 = 1, KILN_OTHER = 255 } kiln_dtype;
 
 /* One dimension: static (`sym` < 0, `size` is the extent) or a sequence length (`sym` >= 0 is
  * the index of the symbol; `size` is its compile-time upper bound). */
@@ -78,6 +80,12 @@ typedef struct kiln_model_info {
   const kiln_tensor_info *io;
   int32_t n_entries;
   const kiln_entry_info *entries;
+  /* Weights files may omit this prefix of parameter names ("transformer." for GPT-2). */
+  const char *weights_prefix;
+  /* Glob patterns (fnmatch) of tensors a weights file may carry that are not parameters
+   * (mask buffers, heads of other tasks): skipped and reported, never an error. */
+  int32_t n_ignored;
+  const char *const *ignored;
 } kiln_model_info;
 
 #ifdef __cplusplus

@@ -122,6 +122,15 @@ class Model {
   Tensor tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc = SourceLoc::current());
   Tensor param(const std::string &name, Shape shape, ParamOptions opt = {}, SourceLoc loc = SourceLoc::current());
   void output(const std::string &name, Tensor t, SourceLoc loc = SourceLoc::current());
+  // Checkpoint conventions: files may omit `prefix` from parameter names (Hugging Face saves
+  // GPT-2 both with and without "transformer."), and may carry tensors matching the glob
+  // `patterns` that are not parameters (mask buffers, other heads); those are skipped.
+  void weights_prefix(const std::string &prefix) { weights_prefix_ = prefix; }
+  void ignore_weights(std::vector<std::string> patterns) {
+    for (auto &p : patterns) ignored_.push_back(p);
+  }
+  const std::string &weights_prefix() const { return weights_prefix_; }
+  const std::vector<std::string> &ignored_weights() const { return ignored_; }
 
   const std::string &name() const { return name_; }
   struct Symbol {
@@ -143,6 +152,8 @@ class Model {
   std::vector<Symbol> syms_;
   std::vector<Node> nodes_;
   std::vector<std::pair<std::string, int>> outputs_;
+  std::string weights_prefix_;
+  std::vector<std::string> ignored_;
   void check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc);
 };
 
