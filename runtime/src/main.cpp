@@ -11,10 +11,10 @@
 
 #include "kilnrt/api.h"
 
-extern "C" const kiln_model_info kiln_model;
-
 namespace {
-const kiln_model_info &M = kiln_model;
+// The model being run (kilnrt_main_run's argument).
+const kiln_model_info *g_model = nullptr;
+#define M (*g_model)
 
 struct Exit {
   int code;
@@ -214,7 +214,10 @@ int run(int argc, char **argv) {
 }
 }  // namespace
 
-int main(int argc, char **argv) {
+// The command line of a compiled model, callable with any model table (the fuzzer drives it
+// with a toy one). Returns the exit code; never exits the process.
+extern "C" int kilnrt_main_run(const kiln_model_info *model, int argc, char **argv) {
+  g_model = model;
   try {
     return run(argc, argv);
   } catch (const Exit &e) {
@@ -224,3 +227,8 @@ int main(int argc, char **argv) {
     return 2;
   }
 }
+
+#ifndef KILNRT_NO_MAIN
+extern "C" const kiln_model_info kiln_model;
+int main(int argc, char **argv) { return kilnrt_main_run(&kiln_model, argc, argv); }
+#endif

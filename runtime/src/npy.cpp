@@ -39,12 +39,15 @@ extern "C" kilnrt_status kilnrt_npy_read(const char *path, kilnrt_tensor *out) {
   if (!f || (int64_t)hlen > fsize - f.tellg()) return bad(path, "truncated header");
   std::string h(hlen, '\0');
   f.read(h.data(), hlen);
+  // Compiled once: building a std::regex costs more than reading a small file.
+  static const std::regex kDescr("'descr'\\s*:\\s*'([^']*)'"), kFortran("'fortran_order'\\s*:\\s*(True|False)"),
+      kShape("'shape'\\s*:\\s*\\(([^)]*)\\)");
   std::smatch m;
-  if (!std::regex_search(h, m, std::regex("'descr'\\s*:\\s*'([^']*)'"))) return bad(path, "header has no 'descr'");
+  if (!std::regex_search(h, m, kDescr)) return bad(path, "header has no 'descr'");
   std::string descr = m[1];
-  if (!std::regex_search(h, m, std::regex("'fortran_order'\\s*:\\s*(True|False)"))) return bad(path, "header has no 'fortran_order'");
+  if (!std::regex_search(h, m, kFortran)) return bad(path, "header has no 'fortran_order'");
   if (m[1] == "True") return bad(path, "Fortran order is not supported; save a C-contiguous array");
-  if (!std::regex_search(h, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)"))) return bad(path, "header has no 'shape'");
+  if (!std::regex_search(h, m, kShape)) return bad(path, "header has no 'shape'");
   std::string dims = m[1];
   kilnrt_tensor t{};
   std::stringstream ss(dims);
@@ -82,7 +85,7 @@ extern "C" kilnrt_status kilnrt_npy_read(const char *path, kilnrt_tensor *out) {
       }
       dst[i] = (int32_t)v;
     }
-  } else {
+  } else if (!raw.empty()) {  // a zero-element array has no data (found by fuzz_npy)
     memcpy(data, raw.data(), raw.size());
   }
   t.data = data;

@@ -7,7 +7,6 @@
 #include <random>
 #include <sstream>
 
-#include "kiln/Pipelines/Driver.h"
 #include "kilnrt/api.h"
 
 namespace kt {
@@ -16,22 +15,6 @@ std::string workDir(const std::string &test) {
   std::string d = std::string(KILN_TEST_WORK) + "/" + test;
   std::filesystem::create_directories(d);
   return d;
-}
-
-std::string compile(const std::string &dir, const std::string &name, const std::function<void(kiln::Model &)> &build,
-                    std::vector<std::string> flags) {
-  std::string out = dir + "/" + name;
-  std::vector<std::string> args{name + "-compile", "-o", out, "--quiet", "--cache-dir", KILN_TEST_CACHE};
-  for (auto &f : flags) args.push_back(f);
-  std::vector<char *> argv;
-  for (auto &a : args) argv.push_back(a.data());
-  kiln::Driver driver(name, "test model");
-  int rc = driver.run((int)argv.size(), argv.data(), build);
-  if (rc != 0) {
-    ADD_FAILURE() << "compiling " << name << " failed with exit code " << rc;
-    return "";
-  }
-  return out;
 }
 
 RunResult run(const std::string &cmd) {

@@ -10,7 +10,8 @@
 using ::testing::HasSubstr;
 
 namespace {
-const std::string kExe = std::string(KILN_BIN) + "/gpt2";
+// KILN_CLI_EXE: the same tests against another build of the model (the ASan+UBSan one).
+const std::string kExe = getenv("KILN_CLI_EXE") ? getenv("KILN_CLI_EXE") : std::string(KILN_BIN) + "/gpt2";
 std::string dir() { return kt::workDir("cli"); }
 kt::RunResult gpt2(const std::string &args) { return kt::run(kExe + " " + args); }
 std::string file(const std::string &p) {

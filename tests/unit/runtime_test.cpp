@@ -95,6 +95,16 @@ TEST(Npy, RoundTripAndInt64) {
   kilnrt_tensor_free(&r);
 }
 
+// Found by fuzz_npy: a zero-element array passed a null pointer to memcpy (undefined behaviour).
+TEST(Npy, ZeroElementArray) {
+  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }";
+  writeFile(dir() + "/empty.npy", std::string("\x93NUMPY\x01\x00", 8) + (char)h.size() + '\0' + h);
+  kilnrt_tensor r;
+  ASSERT_EQ(kilnrt_npy_read((dir() + "/empty.npy").c_str(), &r), KILNRT_OK) << kilnrt_last_error();
+  EXPECT_EQ(kilnrt_tensor_numel(&r), 0);
+  kilnrt_tensor_free(&r);
+}
+
 TEST(Npy, BadFilesAreRejectedByName) {
   kilnrt_tensor r;
   writeFile(dir() + "/bad.npy", "hello world, not numpy");
