@@ -251,6 +251,15 @@ extern "C" kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char 
     }
   }
   int64_t n = kilnrt_tensor_numel(t);
+  // NaN and infinities are rejected, not propagated: max-based ops (ReLU, softmax's row max)
+  // would silently drop a NaN on some rows and keep it on others.
+  if (t->dtype == KILN_F32) {
+    const float *f = (const float *)t->data;
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(f[i]))
+        return user_error("input '" + std::string(name) + "' holds a non-finite value (" + std::to_string(f[i]) +
+                          ") at flat index " + std::to_string(i) + "; kiln's inputs must be finite");
+  }
   if (info.max_value > 0) {
     const int32_t *ids = (const int32_t *)t->data;
     for (int64_t i = 0; i < n; ++i)

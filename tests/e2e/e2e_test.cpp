@@ -504,3 +504,41 @@ TEST(Gpt2Example, LoadsHuggingFaceNamesWithoutPrefixAndIgnoresMaskBuffers) {
   EXPECT_TRUE(kt::allClose(ref::gpt2_hf(stripped, ids, 2, 4, ""), kt::loadNpy(dir + "/out/logits.npy")));
 }
 }  // namespace
+
+namespace {
+// ---------------------------------------------------------------- numeric edge cases
+// Softmax of logits of +-1e4 is finite and exact; LayerNorm of a constant row is beta (no NaN
+// from a zero variance); a NaN or infinity in an input is rejected before any work (it would
+// not propagate reliably: ReLU and softmax's row max can drop it).
+TEST(NumericEdges, HugeLogitsConstantRowsAndNaN) {
+  std::string dir = kt::workDir("numeric_edges");
+  std::string exe = kt::compile(dir, "edges", [&](Model &m) {
+    Dim L = m.seq("L", 16);
+    Tensor x = m.input("x", {L, 20});
+    m.output("softmax", softmax(x));
+    m.output("norm", layer_norm(x, m.param("g", {20}), m.param("b", {20})));
+    m.output("mlp", linear(relu(linear(x, m.param("w1", {32, 20}))), m.param("w2", {20, 32})));
+  });
+  ASSERT_FALSE(exe.empty());
+  ref::T x = kt::randomT({4, 20}, 5, 1e4f);  // row 0: +-1e4 logits
+  for (int c = 0; c < 20; ++c) x.at(1, c) = 3.5f;  // row 1: constant
+  for (float bad : {NAN, INFINITY}) {
+    ref::T y = x;
+    y.at(3, 7) = bad;
+    kt::saveNpy(dir + "/bad.npy", y);
+    auto r = kt::run(exe + " --random-weights --input x=" + dir + "/bad.npy");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("input 'x' holds a non-finite value"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("at flat index 67"), std::string::npos) << r.output;
+  }
+  kt::saveNpy(dir + "/x.npy", x);
+  W w;
+  ref::T sm = runModel(dir, exe, "--input x=" + dir + "/x.npy", "softmax", w);
+  ref::T norm = kt::loadNpy(dir + "/out/norm.npy"), mlp = kt::loadNpy(dir + "/out/mlp.npy");
+  EXPECT_TRUE(kt::allClose(ref::softmax_rows(x), sm));
+  EXPECT_TRUE(kt::allClose(ref::layer_norm(x, w["g"], w["b"], 1e-5f), norm));
+  for (int c = 0; c < 20; ++c) EXPECT_EQ(norm.at(1, c), w["b"].v[c]) << "constant row, column " << c;
+  EXPECT_TRUE(kt::allClose(ref::linear(ref::relu(ref::linear(x, w["w1"], {}, true)), w["w2"], {}, true), mlp));
+  for (float f : sm.v) EXPECT_TRUE(std::isfinite(f));
+}
+}  // namespace

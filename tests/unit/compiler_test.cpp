@@ -193,3 +193,18 @@ TEST(Driver, PathsWithSpacesAndQuotes) {
   r = kt::run("\"" + dir + "/m\" --random-weights --tokens 1,2");
   EXPECT_EQ(r.code, 0) << r.output;
 }
+
+TEST(Driver, MemoryLimitNamesTheLargestBuffers) {
+  auto r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 4096 --quiet --max-memory 1M "
+                                   "--emit=cost -o /dev/null");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("more than the memory limit of 1 MB (--max-memory)"));
+  EXPECT_THAT(r.output, HasSubstr("largest buffers: linear at gpt2.cpp:"));
+  r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 4096 --quiet --max-memory lots "
+                              "--emit=cost -o /dev/null");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--max-memory expects bytes"));
+  r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 4096 --quiet --max-memory 1G "
+                              "--emit=cost -o /dev/null");
+  EXPECT_EQ(r.code, 0) << r.output;
+}

@@ -41,7 +41,7 @@ struct InternalError {
 struct Driver::Impl {
   std::string name;
   CLI::App app;
-  std::string output, emit = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto", symbol = "kiln_model";
+  std::string output, emit = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto", symbol = "kiln_model", maxMemory;
   bool printIR = false, quiet = false, keepTemps = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -72,6 +72,9 @@ struct Driver::Impl {
           return ok ? std::string() : std::string("expected a C identifier");
         })
         ->capture_default_str();
+    app.add_option("--max-memory", maxMemory,
+                   "reject a model whose peak memory at the length bounds exceeds this (bytes, or with K/M/G/T; "
+                   "default: this machine's RAM; 0: no limit)");
     app.add_flag("--quiet", quiet, "no progress output");
     app.add_flag("--keep-temps", keepTemps, "keep the temporary build folder");
   }
@@ -111,6 +114,16 @@ struct Driver::Impl {
   }
 
   int compile(mlir::MLIRContext &ctx, mlir::ModuleOp module);
+  int64_t memoryLimit() {
+    if (maxMemory.empty()) return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    char *end;
+    double v = strtod(maxMemory.c_str(), &end);
+    std::string suffix = end;
+    double mult = suffix == "" ? 1 : suffix == "K" ? 1e3 : suffix == "M" ? 1e6 : suffix == "G" ? 1e9 : suffix == "T" ? 1e12 : -1;
+    if (mult < 0 || v < 0 || end == maxMemory.c_str())
+      throw UserError{"--max-memory expects bytes, optionally with K, M, G or T, got '" + maxMemory + "'"};
+    return (int64_t)(v * mult);
+  }
   int guarded(const std::function<int()> &body);
 };
 
@@ -218,6 +231,8 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
   popt.progress = [this](const std::string &s) { progress(s); };
   if (mlir::failed(runPhases(module, popt, std::min(upto, Phase::Kernels))))
     throw UserError{"compilation of '" + name + "' failed (see the errors above)"};
+  if (upto >= Phase::Kernels && mlir::failed(checkMemoryLimit(module, memoryLimit())))
+    throw UserError{"'" + name + "' does not fit the memory limit (see above)"};
   if (emit == "mlir") {
     std::string s;
     llvm::raw_string_ostream os(s);

@@ -370,16 +370,80 @@ std::string human(double v, const char *unit) {
 }
 }  // namespace
 
+static std::string opLocation(Operation *op) {
+  std::string loc;
+  llvm::raw_string_ostream ls(loc);
+  if (auto fl = dyn_cast<FileLineColLoc>(op->getLoc()))
+    ls << llvm::sys::path::filename(fl.getFilename().getValue()) << ":" << fl.getLine();
+  else if (auto fu = dyn_cast<FusedLoc>(op->getLoc()))
+    if (auto fl = dyn_cast<FileLineColLoc>(fu.getLocations().front()))
+      ls << llvm::sys::path::filename(fl.getFilename().getValue()) << ":" << fl.getLine() << "+";
+  return loc;
+}
+
+// The arena's size for one entry at the given lengths, placed by the runtime's own planner.
+static int64_t arenaBytes(func::FuncOp f, ArrayRef<int64_t> sv) {
+  std::vector<kiln_buffer_info> bufs;
+  for (Attribute a : f->getAttrOfType<ArrayAttr>("kiln.arena")) {
+    auto r = cast<DenseI64ArrayAttr>(a).asArrayRef();
+    bufs.push_back({r[0], {(uint8_t)r[1], (uint8_t)r[2], (uint8_t)r[3], (uint8_t)r[4]}, (int32_t)r[5], (int32_t)r[6]});
+  }
+  std::vector<int64_t> offs(bufs.size());
+  int64_t arena = 0;
+  if (kilnrt_arena_plan(bufs.data(), (int32_t)bufs.size(), sv.data(), offs.data(), &arena) != KILNRT_OK) return INT64_MAX;
+  return arena;
+}
+
+static double paramBytesOf(ModuleOp module) {
+  double bytes = 0;
+  llvm::StringSet<> seen;
+  module.walk([&](kiln::ParamOp p) {
+    if (seen.insert(p.getName()).second) bytes += 4 * cast<RankedTensorType>(p.getType()).getNumElements();
+  });
+  return bytes;
+}
+
+LogicalResult checkMemoryLimit(ModuleOp module, int64_t limit) {
+  if (limit <= 0) return success();
+  auto bounds = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
+  SmallVector<int64_t> sv(bounds.asArrayRef());
+  while (sv.size() < 4) sv.push_back(1);
+  double params = paramBytesOf(module);
+  for (auto f : module.getOps<func::FuncOp>()) {
+    double io = 0;
+    struct Buf {
+      double bytes;
+      std::string what;
+    };
+    std::vector<Buf> bufs;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      double b = 4 * numel(f.getArgument(i), sv);
+      io += b;
+      bufs.push_back({b, "input '" + f.getArgAttrOfType<StringAttr>(i, "kiln.name").str() + "'"});
+    }
+    f.walk([&](Operation *op) {
+      if (!isKernelOp(op)) return;
+      bufs.push_back({4 * numel(op->getResult(0), sv), op->getName().stripDialect().str() + " at " + opLocation(op)});
+    });
+    for (Value v : f.getBody().front().getTerminator()->getOperands()) io += 4 * numel(v, sv);
+    double peak = params + io + (double)arenaBytes(f, sv);
+    if (peak <= (double)limit) continue;
+    std::sort(bufs.begin(), bufs.end(), [](const Buf &a, const Buf &b) { return a.bytes > b.bytes; });
+    auto d = f.emitError() << "the buffer plan of entry '" << f.getSymName() << "' needs " << human(peak, "B")
+                           << " at the sequence-length bounds, more than the memory limit of " << human((double)limit, "B")
+                           << " (--max-memory); parameters " << human(params, "B") << "; largest buffers:";
+    for (size_t i = 0; i < bufs.size() && i < 3; ++i) d << " " << bufs[i].what << " " << human(bufs[i].bytes, "B") << (i < 2 ? ";" : "");
+    return failure();
+  }
+  return success();
+}
+
 std::string costReport(ModuleOp module) {
   std::ostringstream os;
   auto names = module->getAttrOfType<ArrayAttr>("kiln.seq_names");
   auto bounds = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
   SmallVector<int64_t> bnd(bounds.asArrayRef());
-  double paramBytes = 0;
-  llvm::StringSet<> seen;
-  module.walk([&](kiln::ParamOp p) {
-    if (seen.insert(p.getName()).second) paramBytes += 4 * cast<RankedTensorType>(p.getType()).getNumElements();
-  });
+  double paramBytes = paramBytesOf(module);
   os << "kiln cost report: FLOPs, bytes read and written per op, and the buffer plan's peak\n";
   os << "parameters: " << human(paramBytes, "B") << "\n";
   for (int div : {1, 2, 4}) {
@@ -404,13 +468,7 @@ std::string costReport(ModuleOp module) {
         Cost c = opCost(op, sv);
         total.flops += c.flops, total.read += c.read, total.written += c.written;
         if (div == 1) {
-          std::string loc;
-          llvm::raw_string_ostream ls(loc);
-          if (auto fl = dyn_cast<FileLineColLoc>(op->getLoc()))
-            ls << llvm::sys::path::filename(fl.getFilename().getValue()) << ":" << fl.getLine();
-          else if (auto fu = dyn_cast<FusedLoc>(op->getLoc()))
-            if (auto fl = dyn_cast<FileLineColLoc>(fu.getLocations().front()))
-              ls << llvm::sys::path::filename(fl.getFilename().getValue()) << ":" << fl.getLine() << "+";
+          std::string loc = opLocation(op);
           char line[200];
           snprintf(line, sizeof line, "%-4d %-20s %-44s %12s %12s %12s\n", k, op->getName().stripDialect().str().c_str(),
                    loc.c_str(), human(c.flops, "").c_str(), human(c.read, "B").c_str(), human(c.written, "B").c_str());
@@ -418,21 +476,14 @@ std::string costReport(ModuleOp module) {
         }
         ++k;
       });
-      // The plan's peak, placed by the runtime's own planner.
-      std::vector<kiln_buffer_info> bufs;
-      for (Attribute a : f->getAttrOfType<ArrayAttr>("kiln.arena")) {
-        auto r = cast<DenseI64ArrayAttr>(a).asArrayRef();
-        bufs.push_back({r[0], {(uint8_t)r[1], (uint8_t)r[2], (uint8_t)r[3], (uint8_t)r[4]}, (int32_t)r[5], (int32_t)r[6]});
-      }
-      std::vector<int64_t> offs(bufs.size());
-      int64_t arena = 0;
-      kilnrt_arena_plan(bufs.data(), (int32_t)bufs.size(), sv.data(), offs.data(), &arena);
+      int64_t arena = arenaBytes(f, sv);
+      size_t nbufs = f->getAttrOfType<ArrayAttr>("kiln.arena").size();
       double io = 0;
       for (unsigned i = 0; i < f.getNumArguments(); ++i) io += 4 * numel(f.getArgument(i), sv);
       for (Value v : f.getBody().front().getTerminator()->getOperands()) io += 4 * numel(v, sv);
       os << "total: " << human(total.flops, "FLOP") << ", " << human(total.read, "B") << " read, "
          << human(total.written, "B") << " written; peak memory " << human(paramBytes + io + arena, "B")
-         << " (arena " << human(arena, "B") << " in " << bufs.size() << " buffers, inputs+outputs " << human(io, "B")
+         << " (arena " << human(arena, "B") << " in " << nbufs << " buffers, inputs+outputs " << human(io, "B")
          << ", parameters " << human(paramBytes, "B") << ")\n";
     }
   }

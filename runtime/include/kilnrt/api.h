@@ -79,7 +79,8 @@ const char *kilnrt_session_ignored_name(const kilnrt_session *s, int32_t i);
 kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64_t seed);
 kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const char *path);
 /* Copies the data; int64 ids must already be converted. Checks dtype, rank, static dims, the
- * compiled bound of each sequence length and the id range of token inputs. */
+ * compiled bound of each sequence length, the id range of token inputs, and that f32 inputs
+ * are finite (a NaN or infinity is a USER_ERROR naming its index). */
 kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char *name, const kilnrt_tensor *t);
 kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry);
 kilnrt_status kilnrt_session_output(kilnrt_session *s, const char *name, const kilnrt_tensor **out);

@@ -54,6 +54,9 @@ std::vector<KernelRef> collectKernels(mlir::ModuleOp module);
 // The runtime table (kilnrt/model.h) as C source.
 std::string modelInfoSource(mlir::ModuleOp module, const TargetInfo &target, const std::string &modelName,
                             const std::string &version, const std::string &hash, const std::string &symbol);
+// Fails (with an error naming the largest buffers) when an entry's peak memory at the bounds
+// (parameters, inputs and outputs, arena) exceeds `limit` bytes; limit <= 0: no limit.
+mlir::LogicalResult checkMemoryLimit(mlir::ModuleOp module, int64_t limit);
 // FLOPs, bytes and the buffer plan's peak at the bounds and at 1/2 and 1/4 of them.
 std::string costReport(mlir::ModuleOp module);
 // The schedule of every kernel, as text (what --emit=schedule prints).
