@@ -7,6 +7,7 @@
 
 #include "harness.h"
 #include "kilnrt/api.h"
+#include "toy_model.h"
 
 using ::testing::HasSubstr;
 
@@ -27,24 +28,7 @@ std::string safetensors(const std::string &header, const std::string &data, int6
   return s + header + data;
 }
 
-// A model with one token input of length L <= 8 (vocab 10), one parameter "w" [4] and an
-// output [L] = ids + w[0], computed by this plain C entry.
-int32_t entry(void **bufs, const int64_t *syms, int32_t *) {
-  const float *w = (const float *)bufs[0];
-  const int32_t *ids = (const int32_t *)bufs[1];
-  float *out = (float *)bufs[2];
-  for (int64_t i = 0; i < syms[0]; ++i) out[i] = ids[i] + w[0];
-  return 0;
-}
-const char *const kSyms[] = {"L"};
-const int64_t kMax[] = {8};
-const kiln_tensor_info kParams[] = {{"w", KILN_F32, 1, {{4, -1}}, 0, KILN_INIT_ONES, 0}};
-const kiln_tensor_info kIo[] = {{"tokens", KILN_I32, 1, {{8, 0}}, 10, 0, 0}, {"out", KILN_F32, 1, {{8, 0}}, 0, 0, 0}};
-const int32_t kIn[] = {0}, kOut[] = {1};
-const kiln_buffer_info kBufs[] = {{4, {1, 0, 0, 0}, 0, 0}};
-const char *const kKernels[] = {"copy"};
-const kiln_entry_info kEntries[] = {{"forward", entry, 1, 1, kIn, kOut, 1, kBufs, 1, kKernels}};
-const kiln_model_info kModel = {KILN_ABI_VERSION, "toy", "0", "h", "t", "", 1, kSyms, kMax, 1, kParams, 2, kIo, 1, kEntries};
+using namespace toy;
 
 // The same model with checkpoint conventions: files may omit "model." and carry "*.mask" buffers.
 const kiln_tensor_info kParamsP[] = {{"model.w", KILN_F32, 1, {{4, -1}}, 0, KILN_INIT_ONES, 0}};
