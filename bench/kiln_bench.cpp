@@ -140,7 +140,7 @@ struct KilnRun {
     exit(2);
   }
   void input(const char *name, std::vector<int64_t> shape, const std::vector<float> &data) {
-    kilnrt_tensor t{KILN_F32, (int32_t)shape.size(), {}, (void *)data.data()};
+    kilnrt_tensor t{KILN_F32, (int32_t)shape.size(), {}, const_cast<float *>(data.data())};
     for (size_t i = 0; i < shape.size(); ++i) t.shape[i] = shape[i];
     if (kilnrt_session_set_input(s, name, &t)) die();
   }

@@ -65,7 +65,7 @@ void saveNpy(const std::string &path, const ref::T &r) {
   t.dtype = KILN_F32;
   t.rank = (int32_t)r.shape.size();
   for (int i = 0; i < t.rank; ++i) t.shape[i] = r.shape[i];
-  t.data = (void *)r.v.data();
+  t.data = const_cast<float *>(r.v.data());  // written from, never to
   ASSERT_EQ(kilnrt_npy_write(path.c_str(), &t), KILNRT_OK) << kilnrt_last_error();
 }
 

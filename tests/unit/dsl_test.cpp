@@ -141,7 +141,9 @@ TEST_F(DslTest, BlocksBuildTheExpectedGraph) {
   for (const Node &n : m.nodes()) {
     params += n.kind == OpKind::Param;
     attn += n.kind == OpKind::Attention;
-    if (n.kind == OpKind::Attention) EXPECT_EQ(n.mask.kind, Mask::Causal);
+    if (n.kind == OpKind::Attention) {
+      EXPECT_EQ(n.mask.kind, Mask::Causal);
+    }
   }
   EXPECT_EQ(params, 16);  // 2 norms x 2 + 4 projections x 2 + 2 FFN linears x 2
   EXPECT_EQ(attn, 1);

@@ -116,7 +116,7 @@ static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const PipelineOption
 static LogicalResult verifyInterface(ModuleOp module) {
   auto names = module->getAttrOfType<ArrayAttr>("kiln.seq_names");
   auto bounds = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
-  if (!names || !bounds || names.size() != bounds.size() ||
+  if (!names || !bounds || (int64_t)names.size() != (int64_t)bounds.size() ||
       !llvm::all_of(names, [](Attribute a) { return isa<StringAttr>(a); }))
     return module.emitError("expected module attributes kiln.seq_names (strings) and kiln.seq_bounds (array<i64>) "
                             "of the same length, naming each sequence length and its compiled bound");
