@@ -74,6 +74,7 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
     for (const Dim &d : n.shape) syms.push_back(d.sym);
     f.setArgAttr(a, "kiln.syms", b.getDenseI64ArrayAttr(syms));
     if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
+    if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
   }
   for (size_t r = 0; r < m.outputs().size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(m.outputs()[r].first));
 

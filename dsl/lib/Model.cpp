@@ -60,8 +60,14 @@ Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, Sour
   if (opt.vocab < 0) throw Error("input '" + name + "': vocab must be positive", loc);
   Node n{.kind = OpKind::Input, .shape = shape, .dtype = opt.dtype, .name = name};
   n.vocab = opt.vocab;
+  n.optional = opt.optional;
   n.loc = loc;
   return add(n);
+}
+
+Tensor Model::optional_tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc) {
+  if (vocab < 1) throw Error("optional_tokens '" + name + "': vocab must be at least 1, got " + std::to_string(vocab), loc);
+  return input(name, {length}, {.dtype = DType::I32, .vocab = vocab, .optional = true}, loc);
 }
 
 Tensor Model::tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc) {

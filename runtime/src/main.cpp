@@ -46,6 +46,7 @@ std::string describe() {
       const kiln_tensor_info &t = M.io[en.inputs[i]];
       os << "    " << t.name << " " << dims_str(t);
       if (t.max_value) os << " (token ids < " << t.max_value << ")";
+      if (t.optional) os << " (optional: zeros when left out)";
       os << "\n";
     }
     os << "  outputs:\n";
@@ -156,9 +157,11 @@ int run(int argc, char **argv) {
   for (int i = 0; i < M.n_entries; ++i)
     if (entry == M.entries[i].name) en = &M.entries[i];
   if (!en) die(1, "no entry point '" + entry + "'");
+  // `--tokens 1,2,3` without a name goes to the one required token input.
   std::vector<std::string> token_inputs;
   for (int i = 0; i < en->n_inputs; ++i)
-    if (M.io[en->inputs[i]].dtype == KILN_I32) token_inputs.push_back(M.io[en->inputs[i]].name);
+    if (M.io[en->inputs[i]].dtype == KILN_I32 && !M.io[en->inputs[i]].optional)
+      token_inputs.push_back(M.io[en->inputs[i]].name);
   for (const std::string &spec : inputs) {
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0) die(1, "--input expects NAME=FILE.npy, got '" + spec + "'");

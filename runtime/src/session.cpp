@@ -288,7 +288,10 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
   int64_t syms[KILN_MAX_SYMS] = {0, 0, 0, 0};
   for (int k = 0; k < e->n_inputs; ++k) {
     int io = e->inputs[k];
-    if (!s->io_set[io]) return user_error("input '" + std::string(m->io[io].name) + "' was not given");
+    if (!s->io_set[io]) {
+      if (m->io[io].optional) continue;  // zeros, sized below
+      return user_error("input '" + std::string(m->io[io].name) + "' was not given");
+    }
     for (int d = 0; d < m->io[io].rank; ++d) {
       int sym = m->io[io].dims[d].sym;
       if (sym < 0) continue;
@@ -298,6 +301,27 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
                           std::to_string(syms[sym]) + " vs " + std::to_string(v) + " (input '" + m->io[io].name + "')");
       syms[sym] = v;
     }
+  }
+  // Optional inputs left out are zeros of the lengths the given inputs set.
+  for (int k = 0; k < e->n_inputs; ++k) {
+    int io = e->inputs[k];
+    const kiln_tensor_info &info = m->io[io];
+    if (s->io_set[io] || !info.optional) continue;
+    kilnrt_tensor t{};
+    t.dtype = (kiln_dtype)info.dtype;
+    t.rank = info.rank;
+    for (int d = 0; d < info.rank; ++d) {
+      int sym = info.dims[d].sym;
+      if (sym >= 0 && syms[sym] == 0)
+        return user_error("optional input '" + std::string(info.name) + "' was not given and no other input sets its length " +
+                          m->sym_names[sym]);
+      t.shape[d] = sym >= 0 ? syms[sym] : info.dims[d].size;
+    }
+    size_t bytes = (size_t)kilnrt_tensor_numel(&t) * 4;
+    s->io_store[io] = alloc64(bytes);
+    memset(s->io_store[io].get(), 0, bytes);
+    t.data = s->io_store[io].get();
+    s->io_tensor[io] = t;
   }
   // 2. Outputs are sized from the lengths.
   for (int k = 0; k < e->n_outputs; ++k) {

@@ -542,3 +542,44 @@ TEST(NumericEdges, HugeLogitsConstantRowsAndNaN) {
   for (float f : sm.v) EXPECT_TRUE(std::isfinite(f));
 }
 }  // namespace
+
+namespace {
+// ---------------------------------------------------------------- examples/bert with a Hugging Face file
+// Names with the "bert." prefix plus the tensors BERT checkpoints carry that are not encoder
+// weights (position_ids, pooler, cls head); token_type_ids given, and left out (zeros).
+TEST(BertExample, LoadsHuggingFaceNamesAndDefaultsTokenTypes) {
+  std::string dir = kt::workDir("bert_hf");
+  std::string exe = std::string(KILN_BIN) + "/bert";  // 2 layers, d 64, 4 heads, vocab 512, ctx 128
+  auto r = kt::run(exe + " --random-weights --seed 4 --save-weights " + dir + "/full.safetensors --tokens 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  W w = kt::loadWeights(dir + "/full.safetensors");
+  W extra = w;
+  extra["bert.pooler.dense.weight"] = kt::randomT({64, 64}, 1);
+  extra["cls.predictions.bias"] = kt::randomT({512}, 2);
+  extra["bert.embeddings.position_ids"] = ref::T({1, 128});
+  std::vector<std::string> names;
+  std::vector<kilnrt_tensor> ts;
+  for (auto &[name, t] : extra) {
+    names.push_back(name);
+    kilnrt_tensor k{KILN_F32, (int32_t)t.shape.size(), {}, t.v.data()};
+    for (size_t d = 0; d < t.shape.size(); ++d) k.shape[d] = t.shape[d];
+    ts.push_back(k);
+  }
+  std::vector<const char *> cn;
+  for (auto &n : names) cn.push_back(n.c_str());
+  ASSERT_EQ(kilnrt_weights_save((dir + "/hf.safetensors").c_str(), (int32_t)cn.size(), cn.data(), ts.data()), KILNRT_OK);
+  auto ids = kt::randomIds(23, 512, 9);
+  std::vector<int32_t> types(23, 0);
+  for (int i = 12; i < 23; ++i) types[i] = 1;
+  r = kt::run(exe + " --weights " + dir + "/hf.safetensors --tokens tokens=" + kt::idList(ids) + " --tokens token_type_ids=" +
+              kt::idList(types) + " --output-dir " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("ignored 3 tensors"), std::string::npos) << r.output;
+  EXPECT_TRUE(kt::allClose(ref::bert_hf(w, ids, types, 2, 4, "bert."), kt::loadNpy(dir + "/out/hidden.npy")));
+  r = kt::run(exe + " --weights " + dir + "/hf.safetensors --tokens " + kt::idList(ids) + " --output-dir " + dir + "/out0");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(kt::allClose(ref::bert_hf(w, ids, std::vector<int32_t>(23, 0), 2, 4, "bert."), kt::loadNpy(dir + "/out0/hidden.npy")));
+  r = kt::run(exe + " --weights " + dir + "/hf.safetensors --tokens " + kt::idList(ids) + " --tokens token_type_ids=0,2");
+  EXPECT_EQ(r.code, 1);
+}
+}  // namespace

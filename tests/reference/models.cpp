@@ -52,4 +52,22 @@ T gpt2_hf(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t h
   return linear(ln(x, pre + "ln_f"), w[pre + "wte.weight"], {}, true);
 }
 
+T bert_hf(Weights &w, const std::vector<int32_t> &ids, const std::vector<int32_t> &types, int64_t layers, int64_t heads,
+          const std::string &pre) {
+  auto ln = [&](const T &x, const std::string &n) { return layer_norm(x, w[n + ".weight"], w[n + ".bias"], 1e-12f); };
+  auto dense = [&](const T &x, const std::string &n) { return linear(x, w[n + ".weight"], w[n + ".bias"], true); };
+  std::string e = pre + "embeddings.";
+  T x = add(add(embedding(w[e + "word_embeddings.weight"], ids), rows(w[e + "position_embeddings.weight"], (int64_t)ids.size())),
+            embedding(w[e + "token_type_embeddings.weight"], types));
+  x = ln(x, e + "LayerNorm");
+  for (int64_t i = 0; i < layers; ++i) {
+    std::string p = pre + "encoder.layer." + std::to_string(i);
+    std::string s = p + ".attention.self.";
+    T a = mha_core(dense(x, s + "query"), dense(x, s + "key"), dense(x, s + "value"), heads, false);
+    x = ln(add(x, dense(a, p + ".attention.output.dense")), p + ".attention.output.LayerNorm");
+    x = ln(add(x, dense(gelu_erf(dense(x, p + ".intermediate.dense")), p + ".output.dense")), p + ".output.LayerNorm");
+  }
+  return x;
+}
+
 }  // namespace ref

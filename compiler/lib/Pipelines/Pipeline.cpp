@@ -192,7 +192,7 @@ static std::string cstr(StringRef s) {
 }
 
 static std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> syms, ArrayRef<int64_t> bounds,
-                              int64_t vocab, StringRef init, float scale) {
+                              int64_t vocab, StringRef init, float scale, bool optional = false) {
   std::ostringstream os;
   os << "{" << cstr(name) << ", " << (t.getElementType().isF32() ? "KILN_F32" : "KILN_I32") << ", " << t.getRank()
      << ", {";
@@ -202,7 +202,7 @@ static std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64
   }
   os << "}, " << vocab << ", "
      << (init == "ones" ? "KILN_INIT_ONES" : init == "zeros" ? "KILN_INIT_ZEROS" : "KILN_INIT_NORMAL") << ", "
-     << "(float)" << scale << "}";
+     << "(float)" << scale << ", " << (optional ? 1 : 0) << "}";
   return os.str();
 }
 
@@ -248,7 +248,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
       auto s = f.getArgAttrOfType<DenseI64ArrayAttr>(i, "kiln.syms");
       auto v = f.getArgAttrOfType<IntegerAttr>(i, "kiln.vocab");
       ioInfo[n.str()] = tensorInfo(n.getValue(), cast<RankedTensorType>(f.getArgument(i).getType()), s.asArrayRef(),
-                                   bnd, v ? v.getInt() : 0, "normal", 0);
+                                   bnd, v ? v.getInt() : 0, "normal", 0, f.getArgAttr(i, "kiln.optional") != nullptr);
       ins.push_back(ioIndex(n));
     }
     auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());

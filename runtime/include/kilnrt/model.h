@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 2
+#define KILN_ABI_VERSION 3
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
@@ -39,6 +39,7 @@ typedef struct kiln_tensor_info {
   int64_t max_value; /* token inputs: ids must lie in [0, max_value); 0 = unchecked */
   int32_t init;      /* parameters: kiln_init for --random-weights */
   float init_scale;  /* parameters: standard deviation of KILN_INIT_NORMAL */
+  int32_t optional;  /* inputs: may be left out, and are then all zeros (BERT's token_type_ids) */
 } kiln_tensor_info;
 
 /* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the

@@ -79,6 +79,7 @@ struct Node {
   std::vector<int64_t> perm;
   Init init = Init::Normal;
   float init_scale = 0.02f;
+  bool optional = false;
   SourceLoc loc;
 };
 
@@ -103,7 +104,8 @@ class Tensor {
 
 struct InputOptions {
   DType dtype = DType::F32;
-  int64_t vocab = 0;  // token inputs: ids must be in [0, vocab)
+  int64_t vocab = 0;      // token inputs: ids must be in [0, vocab)
+  bool optional = false;  // may be left out at run time, and is then all zeros
 };
 struct ParamOptions {
   Init init = Init::Normal;
@@ -120,6 +122,8 @@ class Model {
   Dim seq(const std::string &name, int64_t max, SourceLoc loc = SourceLoc::current());
   Tensor input(const std::string &name, Shape shape, InputOptions opt = {}, SourceLoc loc = SourceLoc::current());
   Tensor tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc = SourceLoc::current());
+  // Token ids that may be left out (then all 0), like BERT's token_type_ids.
+  Tensor optional_tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc = SourceLoc::current());
   Tensor param(const std::string &name, Shape shape, ParamOptions opt = {}, SourceLoc loc = SourceLoc::current());
   void output(const std::string &name, Tensor t, SourceLoc loc = SourceLoc::current());
   // Checkpoint conventions: files may omit `prefix` from parameter names (Hugging Face saves
