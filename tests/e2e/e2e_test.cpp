@@ -583,3 +583,21 @@ TEST(BertExample, LoadsHuggingFaceNamesAndDefaultsTokenTypes) {
   EXPECT_EQ(r.code, 1);
 }
 }  // namespace
+
+namespace {
+// ---------------------------------------------------------------- examples/transformer
+// Source and target lengths are separate sequence lengths: several pairs, including a target
+// longer than the source and length 1, against the plain reference of the same layout.
+TEST(TransformerExample, MatchesReferenceAtSeveralLengthPairs) {
+  std::string dir = kt::workDir("transformer");
+  std::string exe = std::string(KILN_BIN) + "/transformer";  // 2+2 layers, d 64, 4 heads, d_ff 128, vocab 300/310
+  for (auto [S, T] : {std::pair<int, int>{7, 5}, {1, 1}, {3, 20}, {64, 64}}) {
+    SCOPED_TRACE("S = " + std::to_string(S) + ", T = " + std::to_string(T));
+    auto src = kt::randomIds(S, 300, (unsigned)S), tgt = kt::randomIds(T, 310, (unsigned)(T + 100));
+    W w;
+    ref::T got = runModel(dir, exe, "--tokens src_tokens=" + kt::idList(src) + " --tokens tgt_tokens=" + kt::idList(tgt),
+                          "logits", w, 6);
+    EXPECT_TRUE(kt::allClose(ref::transformer(w, src, tgt, 2, 4), got));
+  }
+}
+}  // namespace

@@ -1,6 +1,8 @@
 // models.cpp - whole-model references (see models.h).
 #include "models.h"
 
+#include <cmath>
+
 namespace ref {
 
 T block(Weights &w, const std::string &p, T x, const BlockCfg &c) {
@@ -68,6 +70,48 @@ T bert_hf(Weights &w, const std::vector<int32_t> &ids, const std::vector<int32_t
     x = ln(add(x, dense(gelu_erf(dense(x, p + ".intermediate.dense")), p + ".output.dense")), p + ".output.LayerNorm");
   }
   return x;
+}
+
+T transformer(Weights &w, const std::vector<int32_t> &src, const std::vector<int32_t> &tgt, int64_t layers, int64_t heads) {
+  auto ln = [&](const T &x, const std::string &n) { return layer_norm(x, w[n + ".weight"], w[n + ".bias"], 1e-5f); };
+  auto dense = [&](const T &x, const std::string &n) { return linear(x, w[n + ".weight"], w[n + ".bias"], true); };
+  // Rows [r0, r0 + n) of a [3d, d] in_proj weight (or of its [3d] bias) as a weight of their own.
+  auto part = [&](const std::string &n, int64_t r0, int64_t rows) {
+    const T &full = w[n];
+    int64_t cols = full.shape.size() == 2 ? full.shape[1] : 1;
+    T p(full.shape.size() == 2 ? std::vector<int64_t>{rows, cols} : std::vector<int64_t>{rows});
+    for (int64_t i = 0; i < rows * cols; ++i) p.v[i] = full.v[r0 * cols + i];
+    return p;
+  };
+  auto mha = [&](const std::string &p, const T &x, const T &mem, bool causal) {
+    int64_t d = x.shape[1];
+    auto proj = [&](const T &in, int64_t k) {
+      return linear(in, part(p + ".in_proj_weight", k * d, d), part(p + ".in_proj_bias", k * d, d), true);
+    };
+    return dense(mha_core(proj(x, 0), proj(mem, 1), proj(mem, 2), heads, causal), p + ".out_proj");
+  };
+  auto ffn = [&](const T &x, const std::string &p) { return dense(relu(dense(x, p + ".linear1")), p + ".linear2"); };
+  auto embed = [&](const char *table, const std::vector<int32_t> &ids) {
+    T e = embedding(w[table], ids);
+    float s = std::sqrt((float)e.shape[1]);
+    for (float &f : e.v) f *= s;
+    return add(e, sinusoid((int64_t)ids.size(), e.shape[1]));
+  };
+  T x = embed("src_embed.weight", src);
+  for (int64_t i = 0; i < layers; ++i) {
+    std::string p = "encoder.layers." + std::to_string(i);
+    x = ln(add(x, mha(p + ".self_attn", x, x, false)), p + ".norm1");
+    x = ln(add(x, ffn(x, p)), p + ".norm2");
+  }
+  T memory = ln(x, "encoder.norm");
+  T y = embed("tgt_embed.weight", tgt);
+  for (int64_t i = 0; i < layers; ++i) {
+    std::string p = "decoder.layers." + std::to_string(i);
+    y = ln(add(y, mha(p + ".self_attn", y, y, true)), p + ".norm1");
+    y = ln(add(y, mha(p + ".multihead_attn", y, memory, false)), p + ".norm2");
+    y = ln(add(y, ffn(y, p)), p + ".norm3");
+  }
+  return dense(ln(y, "decoder.norm"), "generator");
 }
 
 }  // namespace ref

@@ -24,4 +24,6 @@ T gpt2_hf(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t h
 // examples/bert with Hugging Face names under `prefix` ("bert." or "").
 T bert_hf(Weights &w, const std::vector<int32_t> &ids, const std::vector<int32_t> &types, int64_t layers, int64_t heads,
           const std::string &prefix);
+// examples/transformer (torch.nn.Transformer layout, post-norm, ReLU, sinusoidal positions).
+T transformer(Weights &w, const std::vector<int32_t> &src, const std::vector<int32_t> &tgt, int64_t layers, int64_t heads);
 }  // namespace ref
