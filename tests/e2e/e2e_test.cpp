@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "harness.h"
 #include "models.h"
@@ -600,4 +601,38 @@ TEST(TransformerExample, MatchesReferenceAtSeveralLengthPairs) {
     EXPECT_TRUE(kt::allClose(ref::transformer(w, src, tgt, 2, 4), got));
   }
 }
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- PyTorch fixtures
+// tests/reference/make_fixtures.py wrote these with PyTorch (GPT-2 and BERT written out in
+// plain torch with Hugging Face names, the Transformer through torch.nn.Transformer), including
+// the non-weight tensors real checkpoints carry. Each example, compiled at the fixture's size,
+// must reproduce PyTorch's output from the same file.
+struct Fixture {
+  std::string model, flags, inputs, output;
+};
+class PyTorchFixtures : public ::testing::TestWithParam<Fixture> {};
+
+TEST_P(PyTorchFixtures, ExampleMatchesPyTorch) {
+  const Fixture &f = GetParam();
+  std::string dir = kt::workDir("fixture_" + f.model), fx = kSrc + "/tests/fixtures/" + f.model;
+  auto r = kt::run(std::string(KILN_BIN) + "/" + f.model + "-compile " + f.flags + " --quiet --cache-dir " + KILN_TEST_CACHE +
+                   " -o " + dir + "/" + f.model);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::string inputs;
+  std::stringstream ss(f.inputs);
+  for (std::string in; ss >> in;) inputs += " --input " + in + "=" + fx + "/" + in + ".npy";
+  r = kt::run(dir + "/" + f.model + " --weights " + fx + "/weights.safetensors" + inputs + " --output-dir " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(kt::allClose(kt::loadNpy(fx + "/" + f.output + ".npy"), kt::loadNpy(dir + "/out/" + f.output + ".npy")));
+}
+INSTANTIATE_TEST_SUITE_P(
+    Models, PyTorchFixtures,
+    ::testing::Values(Fixture{"gpt2", "--layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64", "tokens", "logits"},
+                      Fixture{"bert", "--layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64", "tokens token_type_ids", "hidden"},
+                      Fixture{"transformer",
+                              "--layers 2 --d-model 64 --heads 4 --d-ff 128 --src-vocab 200 --tgt-vocab 210 --ctx 64",
+                              "src_tokens tgt_tokens", "logits"}),
+    [](const auto &i) { return i.param.model; });
 }  // namespace
