@@ -6,6 +6,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <functional>
+
 using namespace mlir;
 
 namespace kiln {
@@ -19,6 +21,64 @@ static RankedTensorType typeOf(MLIRContext *ctx, const Node &n) {
   for (const Dim &d : n.shape) shape.push_back(d.dynamic() ? ShapedType::kDynamic : d.size);
   Type el = n.dtype == DType::F32 ? Type(Float32Type::get(ctx)) : Type(IntegerType::get(ctx, 32));
   return RankedTensorType::get(shape, el);
+}
+
+// One op for one node; `in(i)` is the value of the node's i-th input.
+static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::function<Value(int)> &in) {
+  Location loc = locOf(&ctx, n.loc);
+  RankedTensorType t = typeOf(&ctx, n);
+  Value r;
+  switch (n.kind) {
+    case OpKind::Input:
+    case OpKind::Count:
+      break;
+    case OpKind::Param: {
+      const char *init = n.init == Init::Ones ? "ones" : n.init == Init::Zeros ? "zeros" : "normal";
+      r = ParamOp::create(b, loc, t, b.getStringAttr(n.name), b.getStringAttr(init), b.getF32FloatAttr(n.init_scale));
+      break;
+    }
+    case OpKind::Embedding: r = EmbeddingOp::create(b, loc, t, in(0), in(1)); break;
+    case OpKind::PositionEmbedding: r = PositionEmbeddingOp::create(b, loc, t, in(0), in(1)); break;
+    case OpKind::Linear:
+      r = LinearOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value(),
+                           b.getStringAttr(n.layout == WeightLayout::OutIn ? "out_in" : "in_out"),
+                           b.getStringAttr("none"));
+      break;
+    case OpKind::MatMul: r = MatMulOp::create(b, loc, t, in(0), in(1), b.getBoolAttr(n.transpose_b)); break;
+    case OpKind::BatchMatMul: r = BatchMatMulOp::create(b, loc, t, in(0), in(1), b.getBoolAttr(n.transpose_b)); break;
+    case OpKind::Add: r = AddOp::create(b, loc, t, in(0), in(1)); break;
+    case OpKind::Mul: r = MulOp::create(b, loc, t, in(0), in(1)); break;
+    case OpKind::Scale: r = ScaleOp::create(b, loc, t, in(0), b.getF32FloatAttr(n.factor)); break;
+    case OpKind::Gelu:
+      r = GeluOp::create(b, loc, t, in(0), b.getStringAttr(n.approx == GeluApprox::Tanh ? "tanh" : "erf"));
+      break;
+    case OpKind::Relu: r = ReluOp::create(b, loc, t, in(0)); break;
+    case OpKind::Softmax: r = SoftmaxOp::create(b, loc, t, in(0)); break;
+    case OpKind::LayerNorm: r = LayerNormOp::create(b, loc, t, in(0), in(1), in(2), b.getF32FloatAttr(n.eps)); break;
+    case OpKind::Reshape: r = ReshapeOp::create(b, loc, t, in(0)); break;
+    case OpKind::Transpose: r = TransposeOp::create(b, loc, t, in(0), b.getDenseI64ArrayAttr(n.perm)); break;
+    case OpKind::Concat: {
+      SmallVector<Value> xs;
+      for (size_t i = 0; i < n.inputs.size(); ++i) xs.push_back(in((int)i));
+      r = ConcatOp::create(b, loc, t, xs, b.getI64IntegerAttr(n.axis));
+      break;
+    }
+    case OpKind::Slice:
+      r = SliceOp::create(b, loc, t, in(0), b.getI64IntegerAttr(n.axis), b.getI64IntegerAttr(n.offset));
+      break;
+    case OpKind::Attention:
+      r = AttentionOp::create(b, loc, t, in(0), in(1), in(2), n.inputs.size() > 3 ? in(3) : Value(),
+                              b.getStringAttr(n.mask.kind == Mask::Causal ? "causal" : "none"),
+                              b.getF32FloatAttr(n.factor));
+      break;
+    case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
+    case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0)); break;
+    case OpKind::State: r = StateOp::create(b, loc, t, b.getStringAttr(n.name)); break;
+    case OpKind::CacheWrite:
+      r = CacheWriteOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value());
+      break;
+  }
+  return r;
 }
 
 OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
@@ -42,101 +102,58 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
     (*module)->setAttr("kiln.ignored_weights", b.getArrayAttr(pats));
   }
 
-  // Only what the outputs need is emitted.
+  // One function per entry point; each emits only what its outputs need.
   const auto &nodes = m.nodes();
-  std::vector<bool> live(nodes.size());
-  std::vector<int> stack;
-  for (auto &o : m.outputs()) stack.push_back(o.second);
-  while (!stack.empty()) {
-    int id = stack.back();
-    stack.pop_back();
-    if (live[id]) continue;
-    live[id] = true;
-    for (int i : nodes[id].inputs) stack.push_back(i);
-  }
-  SmallVector<Type> argTypes, resTypes;
-  std::vector<int> inputs;
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i].kind == OpKind::Input) {
-      inputs.push_back((int)i);
-      argTypes.push_back(typeOf(&ctx, nodes[i]));
-    }
-  for (auto &o : m.outputs()) resTypes.push_back(typeOf(&ctx, nodes[o.second]));
   b.setInsertionPointToEnd(module->getBody());
-  auto f = func::FuncOp::create(b, mloc, "forward", b.getFunctionType(argTypes, resTypes));
-  Block *body = f.addEntryBlock();
-  std::vector<Value> val(nodes.size());
-  for (size_t a = 0; a < inputs.size(); ++a) {
-    const Node &n = nodes[inputs[a]];
-    val[inputs[a]] = body->getArgument(a);
-    f.setArgAttr(a, "kiln.name", b.getStringAttr(n.name));
-    SmallVector<int64_t> syms;
-    for (const Dim &d : n.shape) syms.push_back(d.sym);
-    f.setArgAttr(a, "kiln.syms", b.getDenseI64ArrayAttr(syms));
-    if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
-    if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
-  }
-  for (size_t r = 0; r < m.outputs().size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(m.outputs()[r].first));
-
-  b.setInsertionPointToStart(body);
-  for (size_t id = 0; id < nodes.size(); ++id) {
-    const Node &n = nodes[id];
-    if (!live[id] || n.kind == OpKind::Input) continue;
-    Location loc = locOf(&ctx, n.loc);
-    RankedTensorType t = typeOf(&ctx, n);
-    auto in = [&](int i) { return val[n.inputs[i]]; };
-    Value r;
-    switch (n.kind) {
-      case OpKind::Input:
-      case OpKind::Count:
-        break;
-      case OpKind::Param: {
-        const char *init = n.init == Init::Ones ? "ones" : n.init == Init::Zeros ? "zeros" : "normal";
-        r = ParamOp::create(b, loc, t, b.getStringAttr(n.name), b.getStringAttr(init), b.getF32FloatAttr(n.init_scale));
-        break;
-      }
-      case OpKind::Embedding: r = EmbeddingOp::create(b, loc, t, in(0), in(1)); break;
-      case OpKind::PositionEmbedding: r = PositionEmbeddingOp::create(b, loc, t, in(0), in(1)); break;
-      case OpKind::Linear:
-        r = LinearOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value(),
-                             b.getStringAttr(n.layout == WeightLayout::OutIn ? "out_in" : "in_out"),
-                             b.getStringAttr("none"));
-        break;
-      case OpKind::MatMul: r = MatMulOp::create(b, loc, t, in(0), in(1), b.getBoolAttr(n.transpose_b)); break;
-      case OpKind::BatchMatMul: r = BatchMatMulOp::create(b, loc, t, in(0), in(1), b.getBoolAttr(n.transpose_b)); break;
-      case OpKind::Add: r = AddOp::create(b, loc, t, in(0), in(1)); break;
-      case OpKind::Mul: r = MulOp::create(b, loc, t, in(0), in(1)); break;
-      case OpKind::Scale: r = ScaleOp::create(b, loc, t, in(0), b.getF32FloatAttr(n.factor)); break;
-      case OpKind::Gelu:
-        r = GeluOp::create(b, loc, t, in(0), b.getStringAttr(n.approx == GeluApprox::Tanh ? "tanh" : "erf"));
-        break;
-      case OpKind::Relu: r = ReluOp::create(b, loc, t, in(0)); break;
-      case OpKind::Softmax: r = SoftmaxOp::create(b, loc, t, in(0)); break;
-      case OpKind::LayerNorm: r = LayerNormOp::create(b, loc, t, in(0), in(1), in(2), b.getF32FloatAttr(n.eps)); break;
-      case OpKind::Reshape: r = ReshapeOp::create(b, loc, t, in(0)); break;
-      case OpKind::Transpose: r = TransposeOp::create(b, loc, t, in(0), b.getDenseI64ArrayAttr(n.perm)); break;
-      case OpKind::Concat: {
-        SmallVector<Value> xs;
-        for (size_t i = 0; i < n.inputs.size(); ++i) xs.push_back(in((int)i));
-        r = ConcatOp::create(b, loc, t, xs, b.getI64IntegerAttr(n.axis));
-        break;
-      }
-      case OpKind::Slice:
-        r = SliceOp::create(b, loc, t, in(0), b.getI64IntegerAttr(n.axis), b.getI64IntegerAttr(n.offset));
-        break;
-      case OpKind::Attention:
-        r = AttentionOp::create(b, loc, t, in(0), in(1), in(2),
-                                b.getStringAttr(n.mask.kind == Mask::Causal ? "causal" : "none"),
-                                b.getF32FloatAttr(n.factor));
-        break;
-      case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
-      case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0)); break;
+  for (int e = 0; e < (int)m.entries().size(); ++e) {
+    std::vector<bool> live(nodes.size());
+    std::vector<int> stack;
+    std::vector<std::pair<std::string, int>> outs;
+    for (auto &o : m.outputs())
+      if (nodes[o.second].entry == e) outs.push_back(o), stack.push_back(o.second);
+    if (outs.empty()) continue;
+    for (int id : m.kept())
+      if (nodes[id].entry == e) stack.push_back(id);
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      if (live[id]) continue;
+      live[id] = true;
+      for (int i : nodes[id].inputs) stack.push_back(i);
     }
-    val[id] = r;
+    SmallVector<Type> argTypes, resTypes;
+    std::vector<int> inputs;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].kind == OpKind::Input && nodes[i].entry == e) {
+        inputs.push_back((int)i);
+        argTypes.push_back(typeOf(&ctx, nodes[i]));
+      }
+    for (auto &o : outs) resTypes.push_back(typeOf(&ctx, nodes[o.second]));
+    auto f = func::FuncOp::create(b, mloc, m.entries()[e], b.getFunctionType(argTypes, resTypes));
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = f.addEntryBlock();
+    std::vector<Value> val(nodes.size());
+    for (size_t a = 0; a < inputs.size(); ++a) {
+      const Node &n = nodes[inputs[a]];
+      val[inputs[a]] = body->getArgument(a);
+      f.setArgAttr(a, "kiln.name", b.getStringAttr(n.name));
+      SmallVector<int64_t> syms;
+      for (const Dim &d : n.shape) syms.push_back(d.sym);
+      f.setArgAttr(a, "kiln.syms", b.getDenseI64ArrayAttr(syms));
+      if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
+      if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
+    }
+    for (size_t r = 0; r < outs.size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(outs[r].first));
+    b.setInsertionPointToStart(body);
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      const Node &n = nodes[id];
+      if (!live[id] || n.kind == OpKind::Input) continue;
+      val[id] = emitNode(b, ctx, n, [&](int i) { return val[n.inputs[i]]; });
+    }
+    SmallVector<Value> results;
+    for (auto &o : outs) results.push_back(val[o.second]);
+    func::ReturnOp::create(b, mloc, results);
   }
-  SmallVector<Value> results;
-  for (auto &o : m.outputs()) results.push_back(val[o.second]);
-  func::ReturnOp::create(b, mloc, results);
   return module;
 }
 

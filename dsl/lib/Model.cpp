@@ -28,8 +28,8 @@ std::string Model::shape_str(const Shape &s) const {
 void Model::check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc) {
   if (name.empty()) throw Error(what + ": the name must not be empty", loc);
   for (const Node &n : nodes_)
-    if ((n.kind == OpKind::Input || n.kind == OpKind::Param) && n.name == name)
-      throw Error(what + ": the name '" + name + "' is already used by another input or parameter", loc);
+    if ((n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::State) && n.name == name)
+      throw Error(what + ": the name '" + name + "' is already used by another input, parameter or state", loc);
   for (auto &o : outputs_)
     if (o.first == name) throw Error(what + ": the name '" + name + "' is already used by an output", loc);
 }
@@ -75,7 +75,45 @@ Tensor Model::tokens(const std::string &name, Dim length, int64_t vocab, SourceL
   return input(name, {length}, {.dtype = DType::I32, .vocab = vocab}, loc);
 }
 
+int Model::shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node &n = nodes_[i];
+    if (n.kind != kind || n.name != name) continue;
+    if (n.entry == current_entry())
+      throw Error(std::string(op_name(kind)) + ": the name '" + name + "' is already used in this entry", loc);
+    if (!(n.shape == shape))
+      throw Error(std::string(op_name(kind)) + " '" + name + "' is shared between entries but has shape " +
+                      shape_str(shape) + " here and " + shape_str(n.shape) + " in entry '" + entries_[n.entry] + "'",
+                  loc);
+    return (int)i;
+  }
+  return -1;
+}
+
+void Model::entry(const std::string &name, SourceLoc loc) {
+  for (auto &e : entries_)
+    if (e == name) throw Error("entry: an entry point named '" + name + "' already exists", loc);
+  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+    throw Error("entry: the name must be lower-case letters, digits and '_', got '" + name + "'", loc);
+  entries_.push_back(name);
+}
+
+Tensor Model::state(const std::string &name, Shape shape, SourceLoc loc) {
+  check_shape(*this, "state '" + name + "'", shape, loc);
+  for (auto &d : shape)
+    if (d.dynamic()) throw Error("state '" + name + "': states have static shapes (size them by the bound)", loc);
+  if (int prev = shared(OpKind::State, name, shape, loc); prev < 0) check_new_name("state", name, loc);
+  Node n{.kind = OpKind::State, .shape = shape, .name = name};
+  n.loc = loc;
+  return add(n);
+}
+
 Tensor Model::param(const std::string &name, Shape shape, ParamOptions opt, SourceLoc loc) {
+  if (int prev = shared(OpKind::Param, name, shape, loc); prev >= 0) {
+    Node n = nodes_[prev];  // the same parameter, used from another entry
+    n.loc = loc;
+    return add(n);
+  }
   check_new_name("param", name, loc);
   check_shape(*this, "param '" + name + "'", shape, loc);
   for (auto &d : shape)
@@ -89,11 +127,27 @@ Tensor Model::param(const std::string &name, Shape shape, ParamOptions opt, Sour
 
 void Model::output(const std::string &name, Tensor t, SourceLoc loc) {
   if (!t || t.model() != this) throw Error("output '" + name + "': the tensor does not belong to this model", loc);
+  if (t.node().entry != current_entry())
+    throw Error("output '" + name + "': the tensor belongs to entry '" + entries_[t.node().entry] + "', not '" +
+                    entries_[current_entry()] + "'",
+                loc);
   check_new_name("output", name, loc);
   outputs_.push_back({name, t.id()});
 }
 
+void Model::keep(Tensor t, SourceLoc loc) {
+  if (!t || t.model() != this || t.node().kind != OpKind::CacheWrite)
+    throw Error("keep: only a cache_write of this model can be kept without an output", loc);
+  kept_.push_back(t.id());
+}
+
 Tensor Model::add(Node n) {
+  n.entry = current_entry();
+  for (int in : n.inputs)
+    if (nodes_.at(in).entry != n.entry)
+      throw Error(std::string(op_name(n.kind)) + ": an operand belongs to entry '" + entries_[nodes_[in].entry] +
+                      "' but this op is in entry '" + entries_[n.entry] + "' (declare parameters and states again in each entry)",
+                  n.loc);
   nodes_.push_back(std::move(n));
   return Tensor(this, (int)nodes_.size() - 1);
 }

@@ -305,11 +305,38 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
   same_dim(m, "attention", "the key length", k.dim(1), "the value length", v.dim(1), loc);
   float sc = opt.scale ? *opt.scale : 1.0f / std::sqrt((float)q.dim(2).size);
   need(std::isfinite(sc), "attention", "the scale must be finite", loc);
-  Tensor r = make(m, OpKind::Attention, {q.id(), k.id(), v.id()}, {q.dim(0), q.dim(1), v.dim(2)}, loc);
+  std::vector<int> ins{q.id(), k.id(), v.id()};
+  if (opt.past) {
+    model_of({q, opt.past}, "attention", loc);
+    need(opt.past.dtype() == DType::I32 && opt.past.rank() == 1 && opt.past.dim(0) == Dim(1), "attention",
+         "past must be a [1] i32 tensor (the number of cached positions)", loc);
+    ins.push_back(opt.past.id());
+  }
+  Tensor r = make(m, OpKind::Attention, ins, {q.dim(0), q.dim(1), v.dim(2)}, loc);
   Node &n = const_cast<Node &>(r.node());
   n.mask = opt.mask;
   n.factor = sc;
   return r;
+}
+
+Tensor cache_write(Tensor cache, Tensor value, Tensor past, SourceLoc loc) {
+  Model &m = model_of({cache, value}, "cache_write", loc);
+  need(cache.node().kind == OpKind::State || cache.node().kind == OpKind::CacheWrite, "cache_write",
+       "the cache must be a state (Model::state) or another cache_write's result", loc);
+  need_rank(m, "cache_write", "cache", cache, 3, 3, loc);
+  need_rank(m, "cache_write", "value", value, 3, 3, loc);
+  same_dim(m, "cache_write", "the cache's heads", cache.dim(0), "the value's heads", value.dim(0), loc);
+  same_dim(m, "cache_write", "the cache's row width", cache.dim(2), "the value's row width", value.dim(2), loc);
+  need(value.dim(1).size <= cache.dim(1).size, "cache_write",
+       "the value has up to " + m.dim_str(value.dim(1)) + " rows but the cache holds " + std::to_string(cache.dim(1).size), loc);
+  std::vector<int> ins{cache.id(), value.id()};
+  if (past) {
+    model_of({cache, past}, "cache_write", loc);
+    need(past.dtype() == DType::I32 && past.rank() == 1 && past.dim(0) == Dim(1), "cache_write",
+         "past must be a [1] i32 tensor (the first row to write)", loc);
+    ins.push_back(past.id());
+  }
+  return make(m, OpKind::CacheWrite, ins, cache.shape(), loc);
 }
 
 Tensor mask_for(Tensor scores, Mask mask, SourceLoc loc) {

@@ -6,6 +6,10 @@
 // "transformer." prefix; the attention mask buffers GPT-2 checkpoints carry
 // (h.{i}.attn.bias, h.{i}.attn.masked_bias) are ignored and reported.
 //
+// Two entry points share the weights and a KV cache (one key and one value state per layer):
+// `forward` runs the prompt and fills the cache; `decode` runs one token at position `past`
+// and attends to the cache, so `./gpt2 --tokens ... --generate N` costs O(L) per new token.
+//
 //   build/bin/gpt2-compile --layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128 -o gpt2
 //   ./gpt2 --weights model.safetensors --tokens 464,3290,318
 #include "kiln/Pipelines/Driver.h"
@@ -32,21 +36,44 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
     return linear(x, m.param(p + ".weight", {in, out}), m.param(p + ".bias", {out}, {.init = Init::Zeros}),
                   {.layout = WeightLayout::InOut});
   };
+  const int64_t hd = d / c.heads;
+  // The decoder, shared by both entries: x [n, d] -> logits [n, vocab]. Each layer writes its
+  // keys and values into the KV cache at `past` (none: row 0) and, when decoding, attends to the
+  // cache; the prompt attends to its own keys and values.
+  auto decoder = [&](Tensor x, Tensor past, Tensor wte) {
+    for (int64_t i = 0; i < c.layers; ++i) {
+      std::string p = "transformer.h." + std::to_string(i);
+      std::vector<Tensor> qkv = split(conv1d(p + ".attn.c_attn", norm(p + ".ln_1", x), d, 3 * d), 1, {d, d, d});
+      Tensor q = split_heads(qkv[0], c.heads), k = split_heads(qkv[1], c.heads), v = split_heads(qkv[2], c.heads);
+      Tensor kc = cache_write(m.state("cache.k." + std::to_string(i), {c.heads, c.ctx, hd}), k, past);
+      Tensor vc = cache_write(m.state("cache.v." + std::to_string(i), {c.heads, c.ctx, hd}), v, past);
+      Tensor a;
+      if (past) {
+        a = attention(q, kc, vc, {.mask = Mask::causal(), .past = past});
+      } else {
+        m.keep(kc);
+        m.keep(vc);
+        a = attention(q, k, v, {.mask = Mask::causal()});
+      }
+      x = add(x, conv1d(p + ".attn.c_proj", merge_heads(a), d, d));
+      Tensor h = gelu(conv1d(p + ".mlp.c_fc", norm(p + ".ln_2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
+      x = add(x, conv1d(p + ".mlp.c_proj", h, 4 * d, d));
+    }
+    return linear(norm("transformer.ln_f", x), wte);  // tied head: x · wteᵀ
+  };
+  // forward (the prefill): the prompt, which also fills the caches.
   Dim L = m.seq("L", c.ctx);
   Tensor tokens = m.tokens("tokens", L, c.vocab);
   Tensor wte = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor wpe = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
-  Tensor x = add(embedding(wte, tokens), position_embedding(wpe, tokens));
-  for (int64_t i = 0; i < c.layers; ++i) {
-    std::string p = "transformer.h." + std::to_string(i);
-    std::vector<Tensor> qkv = split(conv1d(p + ".attn.c_attn", norm(p + ".ln_1", x), d, 3 * d), 1, {d, d, d});
-    Tensor a = attention(split_heads(qkv[0], c.heads), split_heads(qkv[1], c.heads), split_heads(qkv[2], c.heads),
-                         {.mask = Mask::causal()});
-    x = add(x, conv1d(p + ".attn.c_proj", merge_heads(a), d, d));
-    Tensor h = gelu(conv1d(p + ".mlp.c_fc", norm(p + ".ln_2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
-    x = add(x, conv1d(p + ".mlp.c_proj", h, 4 * d, d));
-  }
-  m.output("logits", linear(norm("transformer.ln_f", x), wte));  // tied head: x · wteᵀ
+  m.output("logits", decoder(add(embedding(wte, tokens), position_embedding(wpe, tokens)), Tensor(), wte));
+  // decode: one token at position `past`, attending to the cached positions.
+  m.entry("decode");
+  Tensor token = m.tokens("token", 1, c.vocab);
+  Tensor past = m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx});
+  Tensor wte1 = m.param("transformer.wte.weight", {c.vocab, d});
+  Tensor x1 = add(embedding(wte1, token), embedding(m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f}), past));
+  m.output("next_logits", decoder(x1, past, wte1));
 }
 
 int main(int argc, char **argv) {

@@ -104,6 +104,53 @@ void summarize(const char *name, const kilnrt_tensor &t) {
   printf("\n");
 }
 
+int32_t argmaxLastRow(const kilnrt_tensor &t) {
+  int64_t cols = t.shape[t.rank - 1], rows = kilnrt_tensor_numel(&t) / cols;
+  const float *last = (const float *)t.data + (rows - 1) * cols;
+  return (int32_t)(std::max_element(last, last + cols) - last);
+}
+
+// Greedy generation with the KV cache: the prompt runs through the first entry (which fills the
+// caches), then each new token through `decode` (inputs `token` [1] and `past` [1], output
+// `next_logits`), which attends to the cached positions only.
+int generateTokens(kilnrt_session *s, const kiln_entry_info *prefill, int n, const std::string &output_dir) {
+  const kiln_entry_info *decode = nullptr;
+  for (int i = 0; i < M.n_entries; ++i)
+    if (std::string(M.entries[i].name) == "decode") decode = &M.entries[i];
+  if (!decode || prefill == decode) die(1, "--generate needs a model with a prefill entry and a 'decode' entry");
+  int64_t L = 0;  // the cache length: the bound of the prompt's length
+  for (int k = 0; k < prefill->n_inputs; ++k)
+    if (M.io[prefill->inputs[k]].dtype == KILN_I32 && M.io[prefill->inputs[k]].dims[0].sym >= 0)
+      L = std::max<int64_t>(L, M.sym_max[M.io[prefill->inputs[k]].dims[0].sym]);
+  check(kilnrt_session_run(s, prefill->name));
+  const kilnrt_tensor *logits;
+  check(kilnrt_session_output(s, M.io[prefill->outputs[0]].name, &logits));
+  int64_t past = logits->shape[0];
+  if (past + n > L)
+    die(1, "--generate " + std::to_string(n) + " after a " + std::to_string(past) + "-token prompt exceeds the compiled bound " +
+               std::to_string(L));
+  std::vector<int32_t> out{argmaxLastRow(*logits)};
+  for (int k = 1; k < n; ++k, ++past) {
+    int32_t tok = out.back(), pos = (int32_t)past;
+    kilnrt_tensor t{KILN_I32, 1, {1}, &tok}, p{KILN_I32, 1, {1}, &pos};
+    check(kilnrt_session_set_input(s, "token", &t));
+    check(kilnrt_session_set_input(s, "past", &p));
+    check(kilnrt_session_run(s, decode->name));
+    const kilnrt_tensor *next;
+    check(kilnrt_session_output(s, M.io[decode->outputs[0]].name, &next));
+    out.push_back(argmaxLastRow(*next));
+  }
+  for (size_t i = 0; i < out.size(); ++i) printf("%s%d", i ? " " : "", out[i]);
+  printf("\n");
+  if (!output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(output_dir, ec);
+    kilnrt_tensor g{KILN_I32, 1, {(int64_t)out.size()}, out.data()};
+    check(kilnrt_npy_write((output_dir + "/generated.npy").c_str(), &g));
+  }
+  return 0;
+}
+
 int run(int argc, char **argv) {
   check(kilnrt_cpu_check(M.cpu_features));
   CLI::App app{std::string(M.name) + ": a model compiled by kiln " + M.kiln_version};
@@ -111,7 +158,7 @@ int run(int argc, char **argv) {
   std::string weights, save_weights, output_dir, entry = M.n_entries ? M.entries[0].name : "forward";
   bool random = false, version = false;
   uint64_t seed = 0;
-  int threads = 0, repeat = 1;
+  int threads = 0, repeat = 1, generate = 0;
   std::vector<std::string> inputs, tokens;
   app.add_option("--weights", weights, "safetensors file with the model's parameters (read with mmap)");
   app.add_flag("--random-weights", random, "use deterministic random weights instead of a file");
@@ -124,6 +171,9 @@ int run(int argc, char **argv) {
   app.add_option("--threads", threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
   app.add_option("--repeat", repeat, "run N times and print the median time")->check(CLI::Range(1, 1000000));
   app.add_flag("--version", version, "print the kiln version, model hash and target");
+  app.add_option("--generate", generate,
+                 "greedy-decode N tokens after the prompt with the KV cache (models with a 'decode' entry)")
+      ->check(CLI::Range(1, 1 << 20));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -190,6 +240,7 @@ int run(int argc, char **argv) {
     t.data = ids.data();
     check(kilnrt_session_set_input(s, name.c_str(), &t));
   }
+  if (generate) return generateTokens(s, en, generate, output_dir);
   std::vector<int64_t> times;
   for (int r = 0; r < repeat; ++r) {
     int64_t t0 = kilnrt_time_now_ns();

@@ -47,6 +47,7 @@ struct kilnrt_session {
   std::vector<Storage> param_store;  // owned parameter data (random weights)
   std::vector<void *> params;        // one pointer per parameter (into weights or param_store)
   std::vector<Storage> io_store;     // inputs and outputs, by io index
+  std::vector<Storage> state_store;  // states (KV caches), zero at creation, kept across runs
   std::vector<bool> io_set;
   std::vector<kilnrt_tensor> io_tensor;
   int64_t syms[KILN_MAX_SYMS] = {0, 0, 0, 0};
@@ -74,6 +75,11 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
   s->io_store.resize(model->n_io);
   s->io_set.assign(model->n_io, false);
   s->io_tensor.resize(model->n_io);
+  for (int i = 0; i < model->n_states; ++i) {
+    size_t bytes = (size_t)param_numel(model->states[i]) * 4;
+    s->state_store.push_back(alloc64(bytes));
+    memset(s->state_store.back().get(), 0, bytes);
+  }
   *out = s.release();
   return KILNRT_OK;
 }
@@ -351,9 +357,10 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
     s->arena_bytes = total;
   }
   std::vector<void *> bufs;
-  bufs.reserve(m->n_params + m->n_io + e->n_buffers);
+  bufs.reserve(m->n_params + m->n_io + m->n_states + e->n_buffers);
   for (void *p : s->params) bufs.push_back(p);
   for (int i = 0; i < m->n_io; ++i) bufs.push_back(s->io_store[i].get());
+  for (auto &st : s->state_store) bufs.push_back(st.get());
   for (int i = 0; i < e->n_buffers; ++i) bufs.push_back(s->arena.get() + offsets[i]);
   memcpy(s->syms, syms, sizeof(syms));
   // 4. Run.

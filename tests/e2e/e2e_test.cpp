@@ -3,6 +3,7 @@
 // plain-loop reference in tests/reference at two or more shapes and lengths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -635,4 +636,44 @@ INSTANTIATE_TEST_SUITE_P(
                               "--layers 2 --d-model 64 --heads 4 --d-ff 128 --src-vocab 200 --tgt-vocab 210 --ctx 64",
                               "src_tokens tgt_tokens", "logits"}),
     [](const auto &i) { return i.param.model; });
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- KV-cache generation
+// examples/gpt2 --generate: the prompt runs once (filling the caches), then one decode step per
+// token attends to the cache. The tokens must equal greedy decoding with the plain reference
+// rerunning the whole prefix each step (PyTorch fixture weights: clear top-1 margins).
+TEST(Gpt2Generate, KvCacheDecodingMatchesGreedyReference) {
+  std::string dir = kt::workDir("gpt2_generate"), fx = kSrc + "/tests/fixtures/gpt2";
+  auto r = kt::run(std::string(KILN_BIN) + "/gpt2-compile --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64 --quiet "
+                   "--cache-dir " + std::string(KILN_TEST_CACHE) + " -o " + dir + "/gpt2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  W w = kt::loadWeights(fx + "/weights.safetensors");
+  std::vector<int32_t> prompt{17, 4, 99, 3, 250};
+  const int n = 12;
+  r = kt::run(dir + "/gpt2 --weights " + fx + "/weights.safetensors --tokens " + kt::idList(prompt) + " --generate " +
+              std::to_string(n) + " --output-dir " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<int32_t> seq = prompt, want;
+  for (int k = 0; k < n; ++k) {
+    ref::T logits = ref::gpt2_hf(w, seq, 2, 4, "");
+    int64_t V = logits.shape[1];
+    const float *last = &logits.v[(logits.shape[0] - 1) * V];
+    int32_t best = (int32_t)(std::max_element(last, last + V) - last);
+    want.push_back(best);
+    seq.push_back(best);
+  }
+  std::string printed;
+  for (size_t i = 0; i < want.size(); ++i) printed += (i ? " " : "") + std::to_string(want[i]);
+  EXPECT_NE(r.output.find(printed), std::string::npos) << "kiln printed: " << r.output << "reference: " << printed;
+  kilnrt_tensor g;
+  ASSERT_EQ(kilnrt_npy_read((dir + "/out/generated.npy").c_str(), &g), KILNRT_OK);
+  std::vector<int32_t> got((int32_t *)g.data, (int32_t *)g.data + kilnrt_tensor_numel(&g));
+  kilnrt_tensor_free(&g);
+  EXPECT_EQ(got, want);
+  // Past the compiled bound: rejected with a message (after the prompt ran).
+  r = kt::run(dir + "/gpt2 --weights " + fx + "/weights.safetensors --tokens " + kt::idList(prompt) + " --generate 60");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("exceeds the compiled bound 64"), std::string::npos) << r.output;
+}
 }  // namespace

@@ -3,7 +3,7 @@
 // Parameters are buffers 0.., then inputs/outputs, then arena slots. The returned value is
 // computed in its output buffer (2); the intermediate gets arena slot 3, live over kernels
 // 0..1, sized 4*8 bytes per L. The reshape is a view of its input's buffer.
-// CHECK-LABEL: module attributes {kiln.io = ["x", "y"], kiln.params = ["w"]}
+// CHECK-LABEL: module attributes {kiln.io = ["x", "y"], kiln.params = ["w"], kiln.states = []}
 // CHECK: func.func @forward(%arg0: tensor<?x8xf32> {kiln.buffer = 1 : i64
 // CHECK-SAME: kiln.arena = [array<i64: 32, 1, 0, 0, 0, 0, 1>]
 // CHECK: kiln.param "w" {kiln.buffer = 0 : i64

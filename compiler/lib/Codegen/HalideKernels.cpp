@@ -289,23 +289,36 @@ Func buildAttention(Builder &B) {
   Var d("d"), e("e"), i("i"), j("j"), h("h");
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
   Expr off = Lk - Lq;  // causal: query i sees keys j <= i + (Lk - Lq) (aligned at the end)
+  // Over a cache, `past` positions precede the queries and only past + Lq rows hold keys. The
+  // key loops stay bounded by the cache length (an RDom's bounds cannot depend on a buffer's
+  // contents), with the valid length as a predicate.
+  Expr valid;
+  if (k.inputs.size() > 3) {
+    Expr past = B.in[3](0);
+    off = past;
+    valid = past + Lq;
+  }
+  auto limit = [&](RDom &r) {
+    if (causal) r.where(r <= i + off);
+    if (valid.defined()) r.where(r < valid);
+  };
   Func Kt("Kt"), S("S"), m("m"), E_("E"), l("l"), o("o"), out("out");
   Kt(j, d, h) = K(d, j, h);
   RDom rd(0, D, "rd");
   S(j, i, h) = 0.0f;
   S(j, i, h) += Q(rd, clamp(i, 0, Lq - 1), h) * Kt(j, rd, h);  // rows past Lq: a block's padding
   RDom rj(0, Lk, "rj");
-  if (causal) rj.where(rj <= i + off);
+  limit(rj);
   m(i, h) = -std::numeric_limits<float>::infinity();
   m(i, h) = max(m(i, h), S(rj, i, h) * scale);
   Expr ev = exp(S(j, i, h) * scale - m(i, h));
   E_(j, i, h) = causal ? select(j <= i + off, ev, 0.0f) : ev;
   RDom rj2(0, Lk, "rj2");
-  if (causal) rj2.where(rj2 <= i + off);
+  limit(rj2);
   l(i, h) = 0.0f;
   l(i, h) += E_(rj2, i, h);
   RDom rj3(0, Lk, "rj3");
-  if (causal) rj3.where(rj3 <= i + off);
+  limit(rj3);
   o(e, i, h) = 0.0f;
   o(e, i, h) += E_(rj3, i, h) * V(e, rj3, h);
   // A row with no visible key has l = 0: its output is zeros, never NaN.
@@ -443,6 +456,17 @@ Func buildMove(Builder &B) {
     Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / d));
     Expr angle = cast<float>(v[1]) * freq;
     out(v) = select(v[0] % 2 == 0, sin(angle), cos(angle));
+  } else if (k.kind == "cache_write") {
+    // In place: only rows [past, past + n) of the state are written (an undefined pure step,
+    // then an update over the new rows), so a decode step costs O(one row), not O(cache).
+    ImageParam V = B.in[1];
+    Expr past = k.inputs.size() > 2 ? B.in[2](0) : Expr(0);
+    RDom rn(0, V.dim(1).extent(), "rn");
+    out(v) = undef<float>();
+    out(v[0], past + rn, v[2]) = V(v[0], rn, v[2]);
+    out.update().vectorize(v[0], std::min(B.vec, (int)k.output.dims[2]), TailStrategy::GuardWithIf);
+    B.log << "out: no pure step (undef); update over the new rows only, vectorized over the row\n";
+    return out;
   } else if (k.kind == "mask") {  // causal: key c0 visible to query c1 when c0 <= c1 + Lk - Lq
     Expr Lk = B.in[0].dim(0).extent(), Lq = B.in[0].dim(1).extent();
     out(v) = select(v[0] <= v[1] + (Lk - Lq), 0.0f, -std::numeric_limits<float>::infinity());
@@ -507,7 +531,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     else if (kd == "layer_norm" || kd == "softmax") f = buildRowReduce(B);
     else if (kd == "add" || kd == "mul" || kd == "scale" || kd == "relu" || kd == "gelu") f = buildElementwise(B);
     else if (kd == "embedding" || kd == "position_embedding" || kd == "transpose" || kd == "slice" || kd == "concat" ||
-             kd == "mask" || kd == "sinusoidal_positions")
+             kd == "mask" || kd == "sinusoidal_positions" || kd == "cache_write")
       f = buildMove(B);
     else {
       *error = "no Halide kernel for op kind '" + kd + "'";

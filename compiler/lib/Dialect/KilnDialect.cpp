@@ -166,6 +166,9 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (getMask() != "none" && getMask() != "causal")
     return emitOpError("expected mask \"none\" or \"causal\", got \"") << getMask() << "\"";
+  if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
+                    !ty(getPast()).getElementType().isInteger(32)))
+    return emitOpError("expected past to be a tensor<1xi32>");
   return success();
 }
 

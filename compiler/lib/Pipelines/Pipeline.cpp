@@ -296,11 +296,21 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
   if (ignoredAttr)
     for (Attribute a : ignoredAttr) os << cstr(cast<StringAttr>(a).getValue()) << ", ";
   os << "0};\n";
+  llvm::StringMap<kiln::StateOp> stateOps;
+  module.walk([&](kiln::StateOp st) { stateOps.try_emplace(st.getName(), st); });
+  auto stateNames = module->getAttrOfType<ArrayAttr>("kiln.states");
+  os << "static const kiln_tensor_info states[] = {\n";
+  if (stateNames)
+    for (Attribute a : stateNames) {
+      kiln::StateOp st = stateOps[cast<StringAttr>(a).getValue()];
+      os << "  " << tensorInfo(st.getName(), cast<RankedTensorType>(st.getType()), {}, bnd, 0, "zeros", 0) << ",\n";
+    }
+  os << "  {0}};\n";
   os << "\nconst kiln_model_info " << symbol << " = {KILN_ABI_VERSION, " << cstr(modelName) << ", " << cstr(version)
      << ", " << cstr(hash) << ", " << cstr(target.name) << ", " << cstr(target.cpu_features) << ", " << bnd.size()
      << ", sym_names, sym_max, " << paramNames.size() << ", params, " << ioNames.size() << ", io, " << entries.size()
      << ", entries, " << cstr(prefixAttr ? prefixAttr.getValue() : "") << ", " << (ignoredAttr ? ignoredAttr.size() : 0)
-     << ", ignored};\n";
+     << ", ignored, " << (stateNames ? stateNames.size() : 0) << ", states};\n";
   return os.str();
 }
 
@@ -355,6 +365,8 @@ Cost opCost(Operation *op, ArrayRef<int64_t> sv) {
     c.flops = 8 * out;
   } else if (isa<kiln::AddOp, kiln::MulOp, kiln::ScaleOp, kiln::ReluOp>(op)) {
     c.flops = out;
+  } else if (auto cw = dyn_cast<kiln::CacheWriteOp>(op)) {
+    c.read = c.written = 4 * numel(cw.getValue(), sv);  // only the new rows move
   } else if (isa<kiln::EmbeddingOp, kiln::PositionEmbeddingOp>(op)) {
     c.read = 4 * out + (isa<kiln::EmbeddingOp>(op) ? 4 * numel(op->getOperand(1), sv) : 0);
   }

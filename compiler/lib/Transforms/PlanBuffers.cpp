@@ -5,9 +5,11 @@
 //      -1 for static dims); propagate through every op by its shape rule and write `kiln.syms`
 //      on each result, checking that exactly the dynamic dims got a length.
 //   2. Parameters are numbered module-wide by first appearance (`kiln.params`); inputs and
-//      outputs likewise by name (`kiln.io`). Buffer ids: parameters, then io, then arena slots.
-//   3. A reshape is a view: its result takes its input's buffer. A returned value is computed
-//      straight into its output buffer. Every other kernel result gets a new arena slot.
+//      outputs likewise by name (`kiln.io`), states too (`kiln.states`). Buffer ids: parameters,
+//      then io, then states, then arena slots.
+//   3. A reshape is a view and a cache write works in place: their results take their input's
+//      buffer. A returned value is computed straight into its output buffer. Every other kernel
+//      result gets a new arena slot.
 //   4. Each arena slot records [static bytes, the power of each length, first kernel, last
 //      kernel] in the function's `kiln.arena`; the runtime sizes and places them at start-up.
 #include "kiln/Transforms/Passes.h"
@@ -26,7 +28,7 @@ static Syms inferSyms(Operation *op, llvm::DenseMap<Value, Syms> &known) {
   auto in = [&](unsigned i) { return known.lookup(op->getOperand(i)); };
   auto rt = cast<RankedTensorType>(op->getResult(0).getType());
   Syms r(rt.getRank(), -1);
-  if (isa<kiln::ParamOp>(op)) return r;
+  if (isa<kiln::ParamOp, kiln::StateOp>(op)) return r;
   if (isa<kiln::EmbeddingOp, kiln::PositionEmbeddingOp>(op)) {
     r[0] = in(1)[0];
   } else if (isa<kiln::SinusoidalPositionsOp>(op)) {
@@ -63,10 +65,13 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
     MLIRContext *ctx = &getContext();
     Builder b(ctx);
     // 2. Module-wide numbering of parameters and io.
-    SmallVector<Attribute> paramNames, ioNames;
-    llvm::StringMap<int64_t> paramIdx, ioIdx;
+    SmallVector<Attribute> paramNames, ioNames, stateNames;
+    llvm::StringMap<int64_t> paramIdx, ioIdx, stateIdx;
     module.walk([&](kiln::ParamOp p) {
       if (paramIdx.try_emplace(p.getName(), paramIdx.size()).second) paramNames.push_back(p.getNameAttr());
+    });
+    module.walk([&](kiln::StateOp p) {
+      if (stateIdx.try_emplace(p.getName(), stateIdx.size()).second) stateNames.push_back(p.getNameAttr());
     });
     auto ioName = [&](StringAttr n) {
       if (ioIdx.try_emplace(n.getValue(), ioIdx.size()).second) ioNames.push_back(n);
@@ -78,9 +83,10 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       for (unsigned i = 0; i < f.getNumResults(); ++i)
         if (auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name")) ioName(n);
     }
-    int64_t nParams = paramIdx.size(), nIo = ioIdx.size();
+    int64_t nParams = paramIdx.size(), nIo = ioIdx.size(), nStates = stateIdx.size();
     module->setAttr("kiln.params", b.getArrayAttr(paramNames));
     module->setAttr("kiln.io", b.getArrayAttr(ioNames));
+    module->setAttr("kiln.states", b.getArrayAttr(stateNames));
 
     for (auto f : module.getOps<func::FuncOp>()) {
       llvm::DenseMap<Value, Syms> syms;
@@ -114,9 +120,12 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       if (bad) return signalPassFailure();
       // 3. Outputs first, so the kernel producing an output writes it in place.
       auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
-      auto root = [&](Value v) {
-        while (auto r = v.getDefiningOp<kiln::ReshapeOp>()) v = r.getInput();
-        return v;
+      auto root = [&](Value v) {  // views and in-place cache writes share their input's buffer
+        while (true) {
+          if (auto r = v.getDefiningOp<kiln::ReshapeOp>()) v = r.getInput();
+          else if (auto c = v.getDefiningOp<kiln::CacheWriteOp>()) v = c.getCache();
+          else return v;
+        }
       };
       for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
         auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name");
@@ -125,9 +134,9 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
           f.emitError("expected every result to carry kiln.name");
           return signalPassFailure();
         }
-        if (slot.count(r) || !r.getDefiningOp() || isa<kiln::ParamOp>(r.getDefiningOp())) {
-          f.emitError("output '") << n.getValue() << "' is an input, a parameter or another output; kiln needs "
-                                     "each output computed by its own kernel";
+        if (slot.count(r) || !r.getDefiningOp() || isa<kiln::ParamOp, kiln::StateOp>(r.getDefiningOp())) {
+          f.emitError("output '") << n.getValue() << "' is an input, a parameter, a state or another output; kiln "
+                                     "needs each output computed by its own kernel";
           return signalPassFailure();
         }
         slot[r] = nParams + ioIdx[n.getValue()];
@@ -147,14 +156,15 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       llvm::DenseMap<Value, int64_t> arenaOf;
       for (Operation *op : kernels) {
         Value v = op->getResult(0);
-        if (slot.count(v)) continue;
+        if (slot.count(v) || isa<kiln::CacheWriteOp>(op)) continue;
         arenaOf[v] = arena.size();
-        slot[v] = nParams + nIo + arena.size();
+        slot[v] = nParams + nIo + nStates + arena.size();
         arena.push_back({v, kidx[op], kidx[op]});
       }
       f.walk([&](Operation *op) {
         if (auto p = dyn_cast<kiln::ParamOp>(op)) slot[p.getResult()] = paramIdx[p.getName()];
-        if (auto r = dyn_cast<kiln::ReshapeOp>(op)) slot[r.getResult()] = slot.lookup(root(r.getInput()));
+        if (auto st = dyn_cast<kiln::StateOp>(op)) slot[st.getResult()] = nParams + nIo + stateIdx[st.getName()];
+        if (isa<kiln::ReshapeOp, kiln::CacheWriteOp>(op)) slot[op->getResult(0)] = slot.lookup(root(op->getResult(0)));
         if (op->getNumResults() == 1 && op->getDialect() && op->getDialect()->getNamespace() == "kiln")
           op->setAttr("kiln.buffer", b.getI64IntegerAttr(slot.lookup(op->getResult(0))));
         if (!kiln::isKernelOp(op)) return;

@@ -5,7 +5,8 @@
  * weights and inputs, plans the arena from the actual sequence lengths, and calls the entry.
  *
  * Buffer ids seen by an entry function: [0, n_params) are parameters, [n_params,
- * n_params + n_io) are the model's inputs and outputs, then the entry's arena buffers.
+ * n_params + n_io) are the model's inputs and outputs, then its states (persistent, zero at
+ * start), then the entry's arena buffers.
  */
 #ifndef KILNRT_MODEL_H
 #define KILNRT_MODEL_H
@@ -14,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 3
+#define KILN_ABI_VERSION 4
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
@@ -87,6 +88,9 @@ typedef struct kiln_model_info {
    * (mask buffers, heads of other tasks): skipped and reported, never an error. */
   int32_t n_ignored;
   const char *const *ignored;
+  /* State buffers (KV caches): static shapes, shared by the entries, zero when a session starts. */
+  int32_t n_states;
+  const kiln_tensor_info *states;
 } kiln_model_info;
 
 #ifdef __cplusplus

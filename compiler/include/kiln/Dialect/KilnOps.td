@@ -221,13 +221,15 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
   let summary = "softmax(q·kᵀ·scale + mask)·v per head";
   let description = [{
     q [H, Lq, d], k [H, Lk, d], v [H, Lk, dv] -> [H, Lq, dv]. `mask` is "none" or "causal"
-    (key j visible to query i when j <= i).
+    (key j visible to query i when j <= i + Lk - Lq). With `past` ([1] i32: attention over a
+    cache), only the first past + Lq keys are valid and causal query i sees keys j <= past + i.
 
     ```mlir
     %o = kiln.attention %q, %k, %v {mask = "causal", scale = 0.176776692 : f32} : (tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
+                   Optional<AnyRankedTensor>:$past,
                    DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
@@ -249,6 +251,32 @@ def Kiln_FfnOp : Kiln_Op<"ffn", [Pure]> {
                    StrAttr:$layout1, StrAttr:$layout2, StrAttr:$activation, I64Attr:$chunk);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
+}
+
+def Kiln_StateOp : Kiln_Op<"state", []> {
+  let summary = "a named state buffer, persistent across runs and entries (a KV cache)";
+  let description = [{
+    Zero when the executable starts; written by kiln.cache_write, which returns the updated
+    value (the same buffer).
+
+    ```mlir
+    %k = kiln.state "cache.k.0" : tensor<4x128x32xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Kiln_CacheWriteOp : Kiln_Op<"cache_write", []> {
+  let summary = "write rows [past, past + n) of a state in place; the result is the updated state";
+  let description = [{
+    ```mlir
+    %k1 = kiln.cache_write %k, %knew, %past : (tensor<4x128x32xf32>, tensor<4x?x32xf32>, tensor<1xi32>) -> tensor<4x128x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$cache, AnyRankedTensor:$value, Optional<AnyRankedTensor>:$past);
+  let results = (outs AnyRankedTensor:$result);
 }
 
 def Kiln_MaskOp : Kiln_Op<"mask", [Pure]> {

@@ -4,9 +4,9 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 namespace kiln {
-// Ops that become kernels: every kiln op except parameters and reshapes (views).
+// Ops that become kernels: every kiln op except parameters, states and reshapes (views).
 inline bool isKernelOp(mlir::Operation *op) {
-  return op->getDialect() && op->getDialect()->getNamespace() == "kiln" && !mlir::isa<ParamOp, ReshapeOp>(op);
+  return op->getDialect() && op->getDialect()->getNamespace() == "kiln" && !mlir::isa<ParamOp, StateOp, ReshapeOp>(op);
 }
 // The schedule dictionary of an op (empty if none).
 inline mlir::DictionaryAttr scheduleOf(mlir::Operation *op) {

@@ -80,6 +80,7 @@ struct Node {
   Init init = Init::Normal;
   float init_scale = 0.02f;
   bool optional = false;
+  int entry = 0;  // the entry point whose function the node belongs to
   SourceLoc loc;
 };
 
@@ -126,6 +127,19 @@ class Model {
   Tensor optional_tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc = SourceLoc::current());
   Tensor param(const std::string &name, Shape shape, ParamOptions opt = {}, SourceLoc loc = SourceLoc::current());
   void output(const std::string &name, Tensor t, SourceLoc loc = SourceLoc::current());
+  // Entry points: nodes made after entry("decode") belong to a second function of the model.
+  // Parameters and states are shared between entries by name (same shape); inputs and outputs
+  // belong to their entry, with names unique in the model.
+  void entry(const std::string &name, SourceLoc loc = SourceLoc::current());
+  const std::vector<std::string> &entries() const { return entries_; }
+  int current_entry() const { return (int)entries_.size() - 1; }
+  // A state buffer: persistent across runs and entries, zero when the executable starts (a KV
+  // cache). Written with cache_write, read by attention.
+  Tensor state(const std::string &name, Shape shape, SourceLoc loc = SourceLoc::current());
+  // Runs `t` (a cache_write) even though no output depends on it.
+  void keep(Tensor t, SourceLoc loc = SourceLoc::current());
+  const std::vector<int> &kept() const { return kept_; }
+
   // Checkpoint conventions: files may omit `prefix` from parameter names (Hugging Face saves
   // GPT-2 both with and without "transformer."), and may carry tensors matching the glob
   // `patterns` that are not parameters (mask buffers, other heads); those are skipped.
@@ -143,7 +157,7 @@ class Model {
   };
   const std::vector<Symbol> &symbols() const { return syms_; }
   const std::vector<Node> &nodes() const { return nodes_; }
-  const std::vector<std::pair<std::string, int>> &outputs() const { return outputs_; }
+  const std::vector<std::pair<std::string, int>> &outputs() const { return outputs_; }  // node's entry
   const Node &node(int id) const { return nodes_.at(id); }
 
   // Used by op constructors: append a node and return its handle.
@@ -158,6 +172,10 @@ class Model {
   std::vector<std::pair<std::string, int>> outputs_;
   std::string weights_prefix_;
   std::vector<std::string> ignored_;
+  std::vector<std::string> entries_{"forward"};
+  std::vector<int> kept_;
+  // A parameter or state already declared under this name (shared across entries), or -1.
+  int shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc);
   void check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc);
 };
 

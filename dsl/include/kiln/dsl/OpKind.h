@@ -26,13 +26,15 @@ enum class OpKind {
   Attention,
   Mask,
   SinusoidalPositions,
+  State,
+  CacheWrite,
   Count
 };
 
 inline constexpr const char *kOpNames[] = {
     "input",   "param", "embedding", "position_embedding", "linear",     "matmul",  "batch_matmul",
     "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
-    "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions",
+    "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions", "state", "cache_write",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
               "every OpKind needs a name in kOpNames");

@@ -61,9 +61,16 @@ std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes, So
 struct AttentionOptions {
   Mask mask;
   std::optional<float> scale;  // default 1/sqrt(head_dim)
+  // Attention over a cache: `past` ([1] i32) positions precede the Lq queries; only the first
+  // past + Lq keys are valid, and causal query i sees keys j <= past + i.
+  Tensor past;
 };
 // q [H, Lq, hd], k [H, Lk, hd], v [H, Lk, hv] -> [H, Lq, hv]: softmax(q·kᵀ·scale + mask)·v.
 Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt = {}, SourceLoc loc = SourceLoc::current());
+// Writes `value` [H, n, d] into rows [past, past + n) of the state `cache` [H, ctx, d] (past:
+// a [1] i32 tensor, or none for 0) and returns the updated cache for attention to read.
+Tensor cache_write(Tensor cache, Tensor value, Tensor past = Tensor(), SourceLoc loc = SourceLoc::current());
+
 // The additive mask of `mask` for attention scores [..., Lq, Lk]: 0 where query i may see key j,
 // -inf elsewhere. `add(scores, mask_for(scores, Mask::causal()))` before a softmax is what
 // kiln-fuse-attention recognizes.
