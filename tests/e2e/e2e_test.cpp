@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -671,6 +672,13 @@ TEST(Gpt2Generate, KvCacheDecodingMatchesGreedyReference) {
   std::vector<int32_t> got((int32_t *)g.data, (int32_t *)g.data + kilnrt_tensor_numel(&g));
   kilnrt_tensor_free(&g);
   EXPECT_EQ(got, want);
+  // ... and PyTorch's greedy tokens for the same prompt (make_fixtures.py checked their margins).
+  ASSERT_EQ(kilnrt_npy_read((fx + "/generated.npy").c_str(), &g), KILNRT_OK);
+  std::vector<int32_t> torch_tokens((int32_t *)g.data, (int32_t *)g.data + kilnrt_tensor_numel(&g));
+  kilnrt_tensor_free(&g);
+  EXPECT_EQ(got, torch_tokens);
+  std::set<int32_t> distinct(got.begin(), got.end());
+  EXPECT_GT(distinct.size(), 2u) << "a sequence of one repeated token would not test the cache";
   // Past the compiled bound: rejected with a message (after the prompt ran).
   r = kt::run(dir + "/gpt2 --weights " + fx + "/weights.safetensors --tokens " + kt::idList(prompt) + " --generate 60");
   EXPECT_EQ(r.code, 1);

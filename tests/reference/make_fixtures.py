@@ -61,7 +61,7 @@ def mha(x, mem, wq, bq, wk, bk, wv, bv, heads, causal):
 
 def gpt2(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
     r = lambda *s: torch.randn(*s, generator=g) * 0.1
-    w = {"transformer.wte.weight": r(vocab, d) * 5, "transformer.wpe.weight": r(ctx, d)}
+    w = {"transformer.wte.weight": r(vocab, d) * 2, "transformer.wpe.weight": r(ctx, d) * 3}
     for i in range(layers):
         p = f"transformer.h.{i}."
         for n in ("ln_1", "ln_2"):
@@ -72,18 +72,34 @@ def gpt2(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
         w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = r(4 * d, d), r(d)
     w["transformer.ln_f.weight"], w["transformer.ln_f.bias"] = 1 + r(d), r(d)
     tokens = torch.randint(0, vocab, (23,), generator=g)
-    x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][: len(tokens)]
-    for i in range(layers):
-        p = f"transformer.h.{i}."
-        h = F.layer_norm(x, (d,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], 1e-5)
-        W, B = w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"]
-        a = mha(h, h, W[:, :d], B[:d], W[:, d:2 * d], B[d:2 * d], W[:, 2 * d:], B[2 * d:], heads, True)
-        x = x + a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
-        h = F.layer_norm(x, (d,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], 1e-5)
-        h = F.gelu(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
-        x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
-    x = F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
-    logits = x @ w["transformer.wte.weight"].T
+
+    def forward(tokens):
+        x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][: len(tokens)]
+        for i in range(layers):
+            p = f"transformer.h.{i}."
+            h = F.layer_norm(x, (d,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], 1e-5)
+            W, B = w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"]
+            a = mha(h, h, W[:, :d], B[:d], W[:, d:2 * d], B[d:2 * d], W[:, 2 * d:], B[2 * d:], heads, True)
+            x = x + a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+            h = F.layer_norm(x, (d,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], 1e-5)
+            h = F.gelu(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
+            x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+        x = F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
+        return x @ w["transformer.wte.weight"].T
+
+    logits = forward(tokens)
+    # Greedy generation from a short prompt, every step's top-1 clearly ahead of the second, so
+    # kiln's tokens can be compared exactly.
+    prompt = torch.tensor([17, 4, 99, 3, 250])
+    seq, margins = prompt.clone(), []
+    for _ in range(12):
+        last = forward(seq)[-1]
+        top = torch.topk(last, 2).values
+        margins.append(float(top[0] - top[1]))
+        seq = torch.cat([seq, last.argmax().view(1)])
+    assert min(margins) > 1e-3, f"greedy margins too small for an exact comparison: {min(margins)}"
+    save("gpt2", "prompt", prompt.numpy().astype(np.int64))
+    save("gpt2", "generated", seq[len(prompt):].numpy().astype(np.int32))
     # As Hugging Face saves it: without the "transformer." prefix, with the mask buffers.
     out = {k[len("transformer."):]: v for k, v in w.items()}
     for i in range(layers):
