@@ -282,6 +282,19 @@ extern "C" kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char 
   return KILNRT_OK;
 }
 
+// The shape of `info` at the lengths `syms`; the index of a length no input set, or -1.
+static int shapeAt(const kiln_tensor_info &info, const int64_t *syms, kilnrt_tensor *t) {
+  *t = kilnrt_tensor{};
+  t->dtype = (kiln_dtype)info.dtype;
+  t->rank = info.rank;
+  for (int d = 0; d < info.rank; ++d) {
+    int sym = info.dims[d].sym;
+    if (sym >= 0 && syms[sym] == 0) return sym;
+    t->shape[d] = sym >= 0 ? syms[sym] : info.dims[d].size;
+  }
+  return -1;
+}
+
 extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry_name) {
   const kiln_model_info *m = s->m;
   const kiln_entry_info *e = nullptr;
@@ -313,18 +326,12 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
     int io = e->inputs[k];
     const kiln_tensor_info &info = m->io[io];
     if (s->io_set[io] || !info.optional) continue;
-    kilnrt_tensor t{};
-    t.dtype = (kiln_dtype)info.dtype;
-    t.rank = info.rank;
-    for (int d = 0; d < info.rank; ++d) {
-      int sym = info.dims[d].sym;
-      if (sym >= 0 && syms[sym] == 0)
-        return user_error("optional input '" + std::string(info.name) + "' was not given and no other input sets its length " +
-                          m->sym_names[sym]);
-      t.shape[d] = sym >= 0 ? syms[sym] : info.dims[d].size;
-    }
+    kilnrt_tensor t;
+    if (int sym = shapeAt(info, syms, &t); sym >= 0)
+      return user_error("optional input '" + std::string(info.name) + "' was not given and no other input sets its length " +
+                        m->sym_names[sym]);
     size_t bytes = (size_t)kilnrt_tensor_numel(&t) * 4;
-    s->io_store[io] = alloc64(bytes);
+    if (!s->io_store[io] || kilnrt_tensor_numel(&s->io_tensor[io]) != kilnrt_tensor_numel(&t)) s->io_store[io] = alloc64(bytes);
     memset(s->io_store[io].get(), 0, bytes);
     t.data = s->io_store[io].get();
     s->io_tensor[io] = t;
@@ -333,15 +340,9 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
   for (int k = 0; k < e->n_outputs; ++k) {
     int io = e->outputs[k];
     const kiln_tensor_info &info = m->io[io];
-    kilnrt_tensor t{};
-    t.dtype = (kiln_dtype)info.dtype;
-    t.rank = info.rank;
-    for (int d = 0; d < info.rank; ++d) {
-      int sym = info.dims[d].sym;
-      if (sym >= 0 && syms[sym] == 0)
-        return internal_error("output '" + std::string(info.name) + "' depends on a length no input sets");
-      t.shape[d] = sym >= 0 ? syms[sym] : info.dims[d].size;
-    }
+    kilnrt_tensor t;
+    if (shapeAt(info, syms, &t) >= 0)
+      return internal_error("output '" + std::string(info.name) + "' depends on a length no input sets");
     int64_t n = kilnrt_tensor_numel(&t);
     if (!s->io_store[io] || kilnrt_tensor_numel(&s->io_tensor[io]) != n) s->io_store[io] = alloc64((size_t)n * 4);
     t.data = s->io_store[io].get();

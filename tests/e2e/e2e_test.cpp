@@ -481,8 +481,6 @@ TEST(Gpt2Example, LoadsHuggingFaceNamesWithoutPrefixAndIgnoresMaskBuffers) {
   auto r = kt::run(exe + " --random-weights --seed 7 --save-weights " + dir + "/full.safetensors --tokens 1");
   ASSERT_EQ(r.code, 0) << r.output;
   W full = kt::loadWeights(dir + "/full.safetensors");
-  std::vector<std::string> names;
-  std::vector<kilnrt_tensor> ts;
   W stripped;
   for (auto &[name, t] : full) {
     ASSERT_EQ(name.rfind("transformer.", 0), 0u) << name;
@@ -491,15 +489,7 @@ TEST(Gpt2Example, LoadsHuggingFaceNamesWithoutPrefixAndIgnoresMaskBuffers) {
   ref::T mask({1, 1, 4, 4}), masked_bias({1});
   stripped["h.0.attn.bias"] = mask;
   stripped["h.1.attn.masked_bias"] = masked_bias;
-  for (auto &[name, t] : stripped) {
-    names.push_back(name);
-    kilnrt_tensor k{KILN_F32, (int32_t)t.shape.size(), {}, t.v.data()};
-    for (size_t d = 0; d < t.shape.size(); ++d) k.shape[d] = t.shape[d];
-    ts.push_back(k);
-  }
-  std::vector<const char *> cn;
-  for (auto &n : names) cn.push_back(n.c_str());
-  ASSERT_EQ(kilnrt_weights_save((dir + "/hf.safetensors").c_str(), (int32_t)cn.size(), cn.data(), ts.data()), KILNRT_OK);
+  kt::saveWeights(dir + "/hf.safetensors", stripped);
   auto ids = kt::randomIds(19, 256, 3);
   r = kt::run(exe + " --weights " + dir + "/hf.safetensors --tokens " + kt::idList(ids) + " --output-dir " + dir + "/out");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -560,17 +550,7 @@ TEST(BertExample, LoadsHuggingFaceNamesAndDefaultsTokenTypes) {
   extra["bert.pooler.dense.weight"] = kt::randomT({64, 64}, 1);
   extra["cls.predictions.bias"] = kt::randomT({512}, 2);
   extra["bert.embeddings.position_ids"] = ref::T({1, 128});
-  std::vector<std::string> names;
-  std::vector<kilnrt_tensor> ts;
-  for (auto &[name, t] : extra) {
-    names.push_back(name);
-    kilnrt_tensor k{KILN_F32, (int32_t)t.shape.size(), {}, t.v.data()};
-    for (size_t d = 0; d < t.shape.size(); ++d) k.shape[d] = t.shape[d];
-    ts.push_back(k);
-  }
-  std::vector<const char *> cn;
-  for (auto &n : names) cn.push_back(n.c_str());
-  ASSERT_EQ(kilnrt_weights_save((dir + "/hf.safetensors").c_str(), (int32_t)cn.size(), cn.data(), ts.data()), KILNRT_OK);
+  kt::saveWeights(dir + "/hf.safetensors", extra);
   auto ids = kt::randomIds(23, 512, 9);
   std::vector<int32_t> types(23, 0);
   for (int i = 12; i < 23; ++i) types[i] = 1;

@@ -48,6 +48,19 @@ std::map<std::string, ref::T> loadWeights(const std::string &path) {
   return out;
 }
 
+void saveWeights(const std::string &path, const std::map<std::string, ref::T> &weights) {
+  std::vector<const char *> names;
+  std::vector<kilnrt_tensor> ts;
+  for (auto &[name, t] : weights) {
+    names.push_back(name.c_str());
+    kilnrt_tensor k{KILN_F32, (int32_t)t.shape.size(), {}, const_cast<float *>(t.v.data())};
+    for (size_t d = 0; d < t.shape.size(); ++d) k.shape[d] = t.shape[d];
+    ts.push_back(k);
+  }
+  if (kilnrt_weights_save(path.c_str(), (int32_t)names.size(), names.data(), ts.data()) != KILNRT_OK)
+    ADD_FAILURE() << kilnrt_last_error();
+}
+
 ref::T loadNpy(const std::string &path) {
   kilnrt_tensor t;
   if (kilnrt_npy_read(path.c_str(), &t) != KILNRT_OK) {

@@ -25,6 +25,8 @@ struct RunResult {
 };
 RunResult run(const std::string &cmd);
 std::map<std::string, ref::T> loadWeights(const std::string &path);
+// Writes f32 tensors as safetensors (a gtest failure if it cannot).
+void saveWeights(const std::string &path, const std::map<std::string, ref::T> &weights);
 ref::T loadNpy(const std::string &path);
 void saveNpy(const std::string &path, const ref::T &t);
 void saveIds(const std::string &path, const std::vector<int32_t> &ids, bool as_int64 = false);
