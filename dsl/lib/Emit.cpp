@@ -69,10 +69,10 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     case OpKind::Attention:
       r = AttentionOp::create(b, loc, t, in(0), in(1), in(2), n.inputs.size() > 3 ? in(3) : Value(),
                               b.getStringAttr(n.mask.kind == Mask::Causal ? "causal" : "none"),
-                              b.getF32FloatAttr(n.factor));
+                              b.getF32FloatAttr(n.factor), n.key_count ? b.getUnitAttr() : UnitAttr());
       break;
     case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
-    case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0)); break;
+    case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value()); break;
     case OpKind::State: r = StateOp::create(b, loc, t, b.getStringAttr(n.name)); break;
     case OpKind::CacheWrite:
       r = CacheWriteOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value());

@@ -55,6 +55,15 @@ static void check_shape(const Model &m, const std::string &what, const Shape &s,
 }
 
 Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, SourceLoc loc) {
+  if (int prev = shared(OpKind::Input, name, shape, loc); prev >= 0) {  // the same input in another entry
+    Node n = nodes_[prev];
+    if (n.dtype != opt.dtype || n.vocab != opt.vocab || n.optional != opt.optional)
+      throw Error("input '" + name + "' is shared between entries but its options differ from entry '" +
+                      entries_[n.entry] + "'",
+                  loc);
+    n.loc = loc;
+    return add(n);
+  }
   check_new_name("input", name, loc);
   check_shape(*this, "input '" + name + "'", shape, loc);
   if (opt.vocab < 0) throw Error("input '" + name + "': vocab must be positive", loc);
@@ -76,11 +85,12 @@ Tensor Model::tokens(const std::string &name, Dim length, int64_t vocab, SourceL
 }
 
 int Model::shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc) {
+  for (const Node &n : nodes_)
+    if (n.kind == kind && n.name == name && n.entry == current_entry())
+      throw Error(std::string(op_name(kind)) + ": the name '" + name + "' is already used in this entry", loc);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node &n = nodes_[i];
     if (n.kind != kind || n.name != name) continue;
-    if (n.entry == current_entry())
-      throw Error(std::string(op_name(kind)) + ": the name '" + name + "' is already used in this entry", loc);
     if (!(n.shape == shape))
       throw Error(std::string(op_name(kind)) + " '" + name + "' is shared between entries but has shape " +
                       shape_str(shape) + " here and " + shape_str(n.shape) + " in entry '" + entries_[n.entry] + "'",

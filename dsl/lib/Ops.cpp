@@ -75,10 +75,17 @@ Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc) {
   return make(m, OpKind::PositionEmbedding, {table.id(), like.id()}, {L, table.dim(1)}, loc);
 }
 
-Tensor sinusoidal_positions(Tensor like, int64_t d, SourceLoc loc) {
+Tensor sinusoidal_positions(Tensor like, int64_t d, PositionOptions opt, SourceLoc loc) {
   Model &m = model_of({like}, "sinusoidal_positions", loc);
   need(d >= 2 && d % 2 == 0, "sinusoidal_positions", "the width must be a positive even number, got " + std::to_string(d), loc);
-  return make(m, OpKind::SinusoidalPositions, {like.id()}, {like.dim(0), d}, loc);
+  std::vector<int> ins{like.id()};
+  if (opt.start) {
+    model_of({like, opt.start}, "sinusoidal_positions", loc);
+    need(opt.start.dtype() == DType::I32 && opt.start.rank() == 1 && opt.start.dim(0) == Dim(1), "sinusoidal_positions",
+         "start must be a [1] i32 tensor (the first position)", loc);
+    ins.push_back(opt.start.id());
+  }
+  return make(m, OpKind::SinusoidalPositions, ins, {like.dim(0), d}, loc);
 }
 
 Tensor linear(Tensor x, Tensor w, LinearOptions opt, SourceLoc loc) { return linear(x, w, Tensor(), opt, loc); }
@@ -312,8 +319,16 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
          "past must be a [1] i32 tensor (the number of cached positions)", loc);
     ins.push_back(opt.past.id());
   }
+  if (opt.key_count) {
+    model_of({q, opt.key_count}, "attention", loc);
+    need(!opt.past, "attention", "give past or key_count, not both", loc);
+    need(opt.key_count.dtype() == DType::I32 && opt.key_count.rank() == 1 && opt.key_count.dim(0) == Dim(1),
+         "attention", "key_count must be a [1] i32 tensor (the number of valid keys)", loc);
+    ins.push_back(opt.key_count.id());
+  }
   Tensor r = make(m, OpKind::Attention, ins, {q.dim(0), q.dim(1), v.dim(2)}, loc);
   Node &n = const_cast<Node &>(r.node());
+  n.key_count = bool(opt.key_count);
   n.mask = opt.mask;
   n.factor = sc;
   return r;

@@ -110,31 +110,49 @@ int32_t argmaxLastRow(const kilnrt_tensor &t) {
   return (int32_t)(std::max_element(last, last + cols) - last);
 }
 
-// Greedy generation with the KV cache: the prompt runs through the first entry (which fills the
-// caches), then each new token through `decode` (inputs `token` [1] and `past` [1], output
-// `next_logits`), which attends to the cached positions only.
-int generateTokens(kilnrt_session *s, const kiln_entry_info *prefill, int n, const std::string &output_dir) {
-  const kiln_entry_info *decode = nullptr;
+const kiln_entry_info *findEntry(const char *name) {
   for (int i = 0; i < M.n_entries; ++i)
-    if (std::string(M.entries[i].name) == "decode") decode = &M.entries[i];
+    if (std::string(M.entries[i].name) == name) return &M.entries[i];
+  return nullptr;
+}
+
+// Greedy generation with the KV cache, through a `decode` entry (inputs `token` [1] and `past`
+// [1], output `next_logits`) that attends to the cached positions only.
+//  * Decoder-only models: the prompt runs through the prefill entry (which fills the caches and
+//    gives the first new token), then each new token through `decode`.
+//  * Encoder-decoder models (an `encode` entry): the source runs once through `encode` (which
+//    fills the cross-attention caches), then `decode` runs from `start_token`, with its input
+//    `memory_len` set to the source length (the rows of encode's first output).
+int generateTokens(kilnrt_session *s, const kiln_entry_info *prefill, int n, int32_t start_token,
+                   const std::string &output_dir) {
+  const kiln_entry_info *decode = findEntry("decode");
   if (!decode || prefill == decode) die(1, "--generate needs a model with a prefill entry and a 'decode' entry");
-  int64_t L = 0;  // the cache length: the bound of the prompt's length
-  for (int k = 0; k < prefill->n_inputs; ++k)
-    if (M.io[prefill->inputs[k]].dtype == KILN_I32 && M.io[prefill->inputs[k]].dims[0].sym >= 0)
-      L = std::max<int64_t>(L, M.sym_max[M.io[prefill->inputs[k]].dims[0].sym]);
+  const bool encdec = std::string(prefill->name) == "encode";
+  int64_t L = 0;  // the cache length: the bound of the prompt's length, or the decoder's positions
+  if (encdec) {
+    for (int k = 0; k < decode->n_inputs; ++k)
+      if (std::string(M.io[decode->inputs[k]].name) == "past") L = M.io[decode->inputs[k]].max_value;
+  } else {
+    for (int k = 0; k < prefill->n_inputs; ++k)
+      if (M.io[prefill->inputs[k]].dtype == KILN_I32 && M.io[prefill->inputs[k]].dims[0].sym >= 0)
+        L = std::max<int64_t>(L, M.sym_max[M.io[prefill->inputs[k]].dims[0].sym]);
+  }
   check(kilnrt_session_run(s, prefill->name));
-  const kilnrt_tensor *logits;
-  check(kilnrt_session_output(s, M.io[prefill->outputs[0]].name, &logits));
-  int64_t past = logits->shape[0];
+  const kilnrt_tensor *first;
+  check(kilnrt_session_output(s, M.io[prefill->outputs[0]].name, &first));
+  int64_t past = encdec ? 0 : first->shape[0];
   if (past + n > L)
-    die(1, "--generate " + std::to_string(n) + " after a " + std::to_string(past) + "-token prompt exceeds the compiled bound " +
-               std::to_string(L));
-  std::vector<int32_t> out{argmaxLastRow(*logits)};
-  for (int k = 1; k < n; ++k, ++past) {
-    int32_t tok = out.back(), pos = (int32_t)past;
-    kilnrt_tensor t{KILN_I32, 1, {1}, &tok}, p{KILN_I32, 1, {1}, &pos};
+    die(1, "--generate " + std::to_string(n) + (encdec ? "" : " after a " + std::to_string(past) + "-token prompt") +
+               " exceeds the compiled bound " + std::to_string(L));
+  int32_t memory_len = (int32_t)first->shape[0];
+  std::vector<int32_t> out;
+  if (!encdec) out.push_back(argmaxLastRow(*first));
+  for (int k = (int)out.size(); k < n; ++k, ++past) {
+    int32_t tok = out.empty() ? start_token : out.back(), pos = (int32_t)past;
+    kilnrt_tensor t{KILN_I32, 1, {1}, &tok}, p{KILN_I32, 1, {1}, &pos}, ml{KILN_I32, 1, {1}, &memory_len};
     check(kilnrt_session_set_input(s, "token", &t));
     check(kilnrt_session_set_input(s, "past", &p));
+    if (encdec) check(kilnrt_session_set_input(s, "memory_len", &ml));
     check(kilnrt_session_run(s, decode->name));
     const kilnrt_tensor *next;
     check(kilnrt_session_output(s, M.io[decode->outputs[0]].name, &next));
@@ -159,6 +177,7 @@ int run(int argc, char **argv) {
   bool random = false, version = false;
   uint64_t seed = 0;
   int threads = 0, repeat = 1, generate = 0;
+  int32_t start_token = 0;
   std::vector<std::string> inputs, tokens;
   app.add_option("--weights", weights, "safetensors file with the model's parameters (read with mmap)");
   app.add_flag("--random-weights", random, "use deterministic random weights instead of a file");
@@ -174,6 +193,10 @@ int run(int argc, char **argv) {
   app.add_option("--generate", generate,
                  "greedy-decode N tokens after the prompt with the KV cache (models with a 'decode' entry)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--start-token", start_token,
+                 "the first target token of --generate for encoder-decoder models (an 'encode' entry)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -203,10 +226,12 @@ int run(int argc, char **argv) {
   else if (M.n_params) die(1, "no weights: give --weights FILE.safetensors or --random-weights");
   if (!save_weights.empty()) check(kilnrt_session_save_weights(s, save_weights.c_str()));
 
-  const kiln_entry_info *en = nullptr;
-  for (int i = 0; i < M.n_entries; ++i)
-    if (entry == M.entries[i].name) en = &M.entries[i];
+  // --generate on an encoder-decoder model starts with its encoder.
+  if (generate && findEntry("encode") && !app.count("--entry")) entry = "encode";
+  const kiln_entry_info *en = findEntry(entry.c_str());
   if (!en) die(1, "no entry point '" + entry + "'");
+  if (app.count("--start-token") && !(generate && entry == "encode"))
+    die(1, "--start-token applies to --generate on a model with an 'encode' entry");
   // `--tokens 1,2,3` without a name goes to the one required token input.
   std::vector<std::string> token_inputs;
   for (int i = 0; i < en->n_inputs; ++i)
@@ -240,7 +265,7 @@ int run(int argc, char **argv) {
     t.data = ids.data();
     check(kilnrt_session_set_input(s, name.c_str(), &t));
   }
-  if (generate) return generateTokens(s, en, generate, output_dir);
+  if (generate) return generateTokens(s, en, generate, start_token, output_dir);
   std::vector<int64_t> times;
   for (int r = 0; r < repeat; ++r) {
     int64_t t0 = kilnrt_time_now_ns();

@@ -104,3 +104,11 @@ func.func @unknown_op(%a: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %y = kiln.flash %a : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %y : tensor<?x8xf32>
 }
+
+// -----
+
+func.func @key_count_without_operand(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
+  // expected-error @+1 {{expected a key count operand with key_count}}
+  %a = kiln.attention %q, %q, %q {key_count, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  return %a : tensor<4x?x16xf32>
+}

@@ -36,6 +36,12 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
   %vh = kiln.transpose %vr {permutation = array<i64: 1, 0, 2>} : (tensor<?x4x16xf32>) -> tensor<4x?x16xf32>
   // CHECK: kiln.attention {{.*}}mask = "causal"
   %a = kiln.attention %qh, %kh, %vh {mask = "causal", scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  // Cross-attention over a cache another entry filled: the operand is the number of valid keys.
+  // CHECK: kiln.attention {{.*}}key_count
+  %cnt = kiln.param "cnt" : tensor<1xi32>
+  %xa = kiln.attention %qh, %kh, %vh, %cnt {key_count, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<1xi32>) -> tensor<4x?x16xf32>
+  // CHECK: kiln.sinusoidal_positions {{.*}}%{{.*}} : (tensor<?xi32>, tensor<1xi32>)
+  %sp = kiln.sinusoidal_positions %tokens, %cnt : (tensor<?xi32>, tensor<1xi32>) -> tensor<?x64xf32>
   // CHECK: kiln.batch_matmul
   %sc = kiln.batch_matmul %qh, %kh {transpose_b = true} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x?xf32>
   // CHECK: kiln.softmax

@@ -184,6 +184,18 @@ def transformer(g, layers=2, d=64, heads=4, d_ff=128, src_vocab=200, tgt_vocab=2
     save("transformer", "src_tokens", src.numpy().astype(np.int64))
     save("transformer", "tgt_tokens", tgt.numpy().astype(np.int64))
     save("transformer", "logits", logits.numpy().astype(np.float32))
+    # Greedy generation for the source above from start token 0 (margins checked, as for GPT-2).
+    seq, margins = torch.tensor([0]), []
+    with torch.no_grad():
+        for _ in range(12):
+            mask = model.generate_square_subsequent_mask(len(seq))
+            y = model(emb(src_embed, src).unsqueeze(0), emb(tgt_embed, seq).unsqueeze(0), tgt_mask=mask)[0]
+            last = y[-1] @ gen_w.T + gen_b
+            top = torch.topk(last, 2).values
+            margins.append(float(top[0] - top[1]))
+            seq = torch.cat([seq, last.argmax().view(1)])
+    assert min(margins) > 1e-3, f"greedy margins too small for an exact comparison: {min(margins)}"
+    save("transformer", "generated", seq[1:].numpy().astype(np.int32))
 
 
 if __name__ == "__main__":

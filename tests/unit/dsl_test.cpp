@@ -154,3 +154,25 @@ TEST(DslOpNames, EveryKindHasAName) {
   for (int i = 0; i < (int)OpKind::Count; ++i) EXPECT_STRNE(op_name((OpKind)i), "");
   EXPECT_STREQ(op_name(OpKind::Attention), "attention");
 }
+
+// Entry points share inputs by name (the same shape and options), as they share parameters.
+TEST_F(DslTest, InputsSharedBetweenEntries) {
+  m.output("y", relu(x));
+  m.entry("other");
+  Tensor x2 = m.input("x", {L, 32});
+  EXPECT_EQ(x2.node().name, "x");
+  EXPECT_KILN_ERROR(m.input("x", {L, 32}), "the name 'x' is already used in this entry");
+  m.entry("third");
+  EXPECT_KILN_ERROR(m.input("x", {L, 16}), "is shared between entries but has shape");
+  EXPECT_KILN_ERROR(m.input("x", {L, 32}, {.dtype = DType::I32, .vocab = 5}), "its options differ from entry 'forward'");
+}
+TEST_F(DslTest, AttentionKeyCountAndStartPositions) {
+  Tensor q = m.input("q", {2, 1, 8}), k = m.input("k", {2, 8, 8});
+  Tensor n = m.input("n", {1}, {.dtype = DType::I32, .vocab = 9}), f = m.input("f", {1});
+  EXPECT_EQ(attention(q, k, k, {.key_count = n}).dim(1).size, 1);
+  EXPECT_KILN_ERROR(attention(q, k, k, {.past = n, .key_count = n}), "give past or key_count, not both");
+  EXPECT_KILN_ERROR(attention(q, k, k, {.key_count = f}), "key_count must be a [1] i32 tensor");
+  Tensor t = m.tokens("t", 1, 10);
+  EXPECT_EQ(sinusoidal_positions(t, 8, {.start = n}).dim(1).size, 8);
+  EXPECT_KILN_ERROR(sinusoidal_positions(t, 8, {.start = f}), "start must be a [1] i32 tensor");
+}

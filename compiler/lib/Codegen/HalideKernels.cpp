@@ -293,7 +293,11 @@ Func buildAttention(Builder &B) {
   // key loops stay bounded by the cache length (an RDom's bounds cannot depend on a buffer's
   // contents), with the valid length as a predicate.
   Expr valid;
-  if (k.inputs.size() > 3) {
+  if (k.inputs.size() > 3 && k.gets("valid") == "key_count") {  // the first n keys
+    Expr n = clamp(B.in[3](0), 0, Lk);
+    off = n - Lq;
+    valid = n;
+  } else if (k.inputs.size() > 3) {
     Expr past = B.in[3](0);
     off = past;
     valid = past + Lq;
@@ -454,7 +458,8 @@ Func buildMove(Builder &B) {
   } else if (k.kind == "sinusoidal_positions") {  // c0: feature, c1: position
     float d = (float)k.output.dims[1];
     Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / d));
-    Expr angle = cast<float>(v[1]) * freq;
+    Expr pos = k.inputs.size() > 1 ? v[1] + B.in[1](0) : Expr(v[1]);
+    Expr angle = cast<float>(pos) * freq;
     out(v) = select(v[0] % 2 == 0, sin(angle), cos(angle));
   } else if (k.kind == "cache_write") {
     // In place: only rows [past, past + n) of the state are written (an undefined pure step,

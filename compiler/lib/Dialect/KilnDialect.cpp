@@ -169,6 +169,7 @@ LogicalResult AttentionOp::verify() {
   if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
                     !ty(getPast()).getElementType().isInteger(32)))
     return emitOpError("expected past to be a tensor<1xi32>");
+  if (getKeyCount() && !getPast()) return emitOpError("expected a key count operand with key_count");
   return success();
 }
 
@@ -203,5 +204,8 @@ LogicalResult SinusoidalPositionsOp::verify() {
   auto r = ty(getResult());
   if (r.getRank() != 2 || ShapedType::isDynamic(r.getDimSize(1)) || r.getDimSize(1) % 2)
     return emitOpError("expected a [L, d] result with a static even d");
+  if (getStart() && (ty(getStart()).getRank() != 1 || ty(getStart()).getDimSize(0) != 1 ||
+                     !ty(getStart()).getElementType().isInteger(32)))
+    return emitOpError("expected start to be a tensor<1xi32>");
   return expectDim(*this, "result rows", r.getDimSize(0), "positions", ty(getLike()).getDimSize(0));
 }

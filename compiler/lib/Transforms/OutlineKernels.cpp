@@ -66,6 +66,7 @@ static void semanticAttrs(Operation *op, std::map<std::string, std::string> &a) 
   } else if (auto o = dyn_cast<kiln::AttentionOp>(op)) {
     a["mask"] = o.getMask().str();
     a["scale"] = f2s(o.getScale().convertToFloat());
+    if (o.getPast()) a["valid"] = o.getKeyCount() ? "key_count" : "past";
   }
 }
 

@@ -75,13 +75,14 @@ def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure]> {
   let summary = "the fixed sinusoidal position encoding for positions [0, L), L from `like`";
   let description = [{
     pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(p / 10000^(2i/d)); d is the result's
-    width (even). Computed in the kernel: no parameter.
+    width (even). Computed in the kernel: no parameter. With `start` ([1] i32) the positions are
+    [start, start + L) (a decode step at position `past`).
 
     ```mlir
     %p = kiln.sinusoidal_positions %tokens : (tensor<?xi32>) -> tensor<?x128xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$like);
+  let arguments = (ins AnyRankedTensor:$like, Optional<AnyRankedTensor>:$start);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
@@ -223,6 +224,8 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
     q [H, Lq, d], k [H, Lk, d], v [H, Lk, dv] -> [H, Lq, dv]. `mask` is "none" or "causal"
     (key j visible to query i when j <= i + Lk - Lq). With `past` ([1] i32: attention over a
     cache), only the first past + Lq keys are valid and causal query i sees keys j <= past + i.
+    With `key_count` set, the [1] i32 operand is instead the number of valid keys (attention over
+    a cache another entry filled, such as the encoder's keys during decoding).
 
     ```mlir
     %o = kiln.attention %q, %k, %v {mask = "causal", scale = 0.176776692 : f32} : (tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
@@ -230,7 +233,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
                    Optional<AnyRankedTensor>:$past,
-                   DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale);
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, UnitAttr:$key_count);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

@@ -80,6 +80,7 @@ struct Node {
   Init init = Init::Normal;
   float init_scale = 0.02f;
   bool optional = false;
+  bool key_count = false;  // attention: the extra operand counts valid keys (not past positions)
   int entry = 0;  // the entry point whose function the node belongs to
   SourceLoc loc;
 };

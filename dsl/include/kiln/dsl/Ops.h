@@ -15,7 +15,10 @@ namespace kiln {
 Tensor embedding(Tensor table, Tensor ids, SourceLoc loc = SourceLoc::current());
 // The fixed sinusoidal encoding of "Attention Is All You Need" for positions [0, L), L taken
 // from `like`'s first dim: pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(same). No weights.
-Tensor sinusoidal_positions(Tensor like, int64_t d, SourceLoc loc = SourceLoc::current());
+struct PositionOptions {
+  Tensor start;  // [1] i32: positions [start, start + L) (a decode step); none: from 0
+};
+Tensor sinusoidal_positions(Tensor like, int64_t d, PositionOptions opt = {}, SourceLoc loc = SourceLoc::current());
 // Rows [0, L) of `table` where L is the length of `like`'s first dimension (learned positions).
 Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc = SourceLoc::current());
 
@@ -64,6 +67,9 @@ struct AttentionOptions {
   // Attention over a cache: `past` ([1] i32) positions precede the Lq queries; only the first
   // past + Lq keys are valid, and causal query i sees keys j <= past + i.
   Tensor past;
+  // Attention over a cache another entry filled (cross-attention while decoding): only the first
+  // `key_count` ([1] i32) keys are valid. Give `past` or `key_count`, not both.
+  Tensor key_count;
 };
 // q [H, Lq, hd], k [H, Lk, hd], v [H, Lk, hv] -> [H, Lq, hv]: softmax(q·kᵀ·scale + mask)·v.
 Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt = {}, SourceLoc loc = SourceLoc::current());
