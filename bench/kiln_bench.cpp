@@ -5,6 +5,9 @@
 //                                 kiln_peak_bytes,baseline_peak_bytes,gflops,peak_fraction
 //   build/bin/kiln-bench --quick  every case once at small sizes (the ctest smoke test)
 //
+// Whole models (the examples at their default sizes: GPT-2 small, BERT-base) run against
+// `reference`, the plain-loop models of tests/reference with the same weights; their peak bytes
+// are what the reference allocates while it runs (counted through operator new).
 // Baselines: `naive` (plain loops; attention materializes the full score matrix), `unchunked`
 // (kiln's FFN without kiln-chunk-ffn), `openblas` and `onednn` (Debian's libraries). OpenBLAS
 // and libgomp read their environment before main, so a timing run re-executes itself with
@@ -30,14 +33,19 @@
 #include <thread>
 #include <vector>
 
+#include <malloc.h>
+
 #include "kilnrt/api.h"
 #include "libbench_attention_causal.h"
 #include "libbench_attention_dense.h"
+#include "libbench_bert_base.h"
+#include "libbench_gpt2_small.h"
 #include "libbench_ffn_chunked.h"
 #include "libbench_ffn_unchunked.h"
 #include "libbench_linear_3072x768.h"
 #include "libbench_linear_768x3072.h"
 #include "libbench_linear_768x768.h"
+#include "models.h"
 #ifdef KILN_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -51,6 +59,28 @@ typedef void (*kb_free_t)(void *, void *);
 kb_malloc_t halide_set_custom_malloc(kb_malloc_t);
 kb_free_t halide_set_custom_free(kb_free_t);
 }
+
+// ---------------------------------------------------------------- counted operator new
+// While g_count_new is set, the bytes live through operator new and their peak: the plain
+// references' own allocations (weights are loaded before counting starts).
+static std::atomic<bool> g_count_new{false};
+static std::atomic<long> g_new_cur{0}, g_new_peak{0};
+void *operator new(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) throw std::bad_alloc();
+  if (g_count_new) {
+    long c = g_new_cur += (long)malloc_usable_size(p);
+    long pk = g_new_peak;
+    while (c > pk && !g_new_peak.compare_exchange_weak(pk, c)) {
+    }
+  }
+  return p;
+}
+void operator delete(void *p) noexcept {
+  if (p && g_count_new) g_new_cur -= (long)malloc_usable_size(p);
+  free(p);
+}
+void operator delete(void *p, size_t) noexcept { operator delete(p); }
 
 namespace {
 
@@ -144,8 +174,12 @@ struct KilnRun {
     for (size_t i = 0; i < shape.size(); ++i) t.shape[i] = shape[i];
     if (kilnrt_session_set_input(s, name, &t)) die();
   }
-  void run() {
-    if (kilnrt_session_run(s, "forward")) die();
+  void ids(const char *name, const std::vector<int32_t> &v) {
+    kilnrt_tensor t{KILN_I32, 1, {(int64_t)v.size()}, const_cast<int32_t *>(v.data())};
+    if (kilnrt_session_set_input(s, name, &t)) die();
+  }
+  void run(const char *entry = "forward") {
+    if (kilnrt_session_run(s, entry)) die();
   }
   const float *output(const char *name) {
     const kilnrt_tensor *t;
@@ -153,11 +187,29 @@ struct KilnRun {
     return (const float *)t->data;
   }
   // Arena plus Halide scratch during one run.
-  double peakBytes() {
+  double peakBytes(const char *entry = "forward") {
     resetPeak();
     size_t before = g_cur;
-    run();
+    run(entry);
     return (double)kilnrt_session_arena_bytes(s) + (g_peak - before);
+  }
+  // Every parameter, for the plain reference (via save and load: the runtime's own copy).
+  ref::Weights weights() {
+    std::string p = "/tmp/kiln_bench_w_" + std::to_string(getpid()) + ".safetensors";
+    kilnrt_weights *w;
+    if (kilnrt_session_save_weights(s, p.c_str()) || kilnrt_weights_open(p.c_str(), &w)) die();
+    ref::Weights out;
+    for (int32_t i = 0; i < kilnrt_weights_count(w); ++i) {
+      const char *name;
+      kilnrt_tensor t;
+      if (kilnrt_weights_get(w, i, &name, &t)) die();
+      ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
+      std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
+      out[name] = std::move(r);
+    }
+    kilnrt_weights_close(w);
+    unlink(p.c_str());
+    return out;
   }
   std::vector<float> weight(const char *name) {  // via save/load: the runtime's own copy
     std::string p = "/tmp/kiln_bench_w_" + std::to_string(getpid()) + ".safetensors";
@@ -329,6 +381,91 @@ void ffnCase(long L, bool quick) {
         maxDiff(a.output("y"), b.output("y"), L * d)});
 }
 
+// ---------------------------------------------------------------- whole models
+// Times `f` once with operator new counted; returns ms and sets *peak to the bytes it allocated
+// at most at once.
+double countedOnce(const std::function<void()> &f, double *peak) {
+  g_new_cur = 0;
+  g_new_peak = 0;
+  g_count_new = true;
+  double t = timeMs(f, true);
+  g_count_new = false;
+  *peak = (double)g_new_peak;
+  return t;
+}
+
+std::vector<int32_t> randomIds(long n, int vocab, unsigned seed) {
+  std::mt19937 g(seed);
+  std::vector<int32_t> v(n);
+  for (int32_t &x : v) x = (int32_t)(g() % vocab);
+  return v;
+}
+
+const long kGpt2Layers = 12, kGpt2D = 768, kGpt2Vocab = 50257;
+
+// GPT-2 small forward over L tokens: kiln's examples/gpt2 at its defaults against the plain
+// reference model.
+void gpt2ForwardCase(long L, bool quick) {
+  KilnRun k(&bench_gpt2_small);
+  std::vector<int32_t> ids = randomIds(L, kGpt2Vocab, 7);
+  k.ids("tokens", ids);
+  double kt = timeMs([&] { k.run(); }, quick), kpeak = k.peakBytes();
+  ref::Weights w = k.weights();
+  ref::T want;
+  double rpeak, rt = countedOnce([&] { want = ref::gpt2_hf(w, ids, kGpt2Layers, 12, "transformer."); }, &rpeak);
+  double d = kGpt2D, flops = L * (2 * 12 * d * d * kGpt2Layers + 2 * d * kGpt2Vocab) + 2.0 * L * L * d * kGpt2Layers;
+  emit({"gpt2_small_forward", L, "", "", kt, "reference", rt, kpeak, rpeak, flops,
+        maxDiff(k.output("logits"), want.v.data(), want.v.size())});
+}
+
+// GPT-2 small decode: ms per token at position ctx - 1, the KV cache filled by a prefill of
+// ctx - 1 tokens. The reference decodes the same token with a copy of kiln's cache.
+void gpt2DecodeCase(long ctx, bool quick) {
+  KilnRun k(&bench_gpt2_small);
+  long past = ctx - 1;
+  k.ids("tokens", randomIds(past, kGpt2Vocab, 8));
+  k.run();
+  int32_t pos = (int32_t)past;
+  std::vector<int32_t> tok{1234};
+  kilnrt_tensor p{KILN_I32, 1, {1}, &pos};
+  if (kilnrt_session_set_input(k.s, "past", &p)) KilnRun::die();
+  k.ids("token", tok);
+  double kt = timeMs([&] { k.run("decode"); }, quick), kpeak = k.peakBytes("decode");
+  ref::Weights w = k.weights();
+  ref::KvCache cache;
+  const long H = 12, hd = kGpt2D / H;
+  for (long i = 0; i < kGpt2Layers; ++i)
+    for (const char *kv : {"k", "v"}) {
+      kilnrt_tensor st;  // [H, ctx, hd] -> rows [past, d]
+      if (kilnrt_session_state(k.s, ("cache." + std::string(kv) + "." + std::to_string(i)).c_str(), &st)) KilnRun::die();
+      ref::T r({past, kGpt2D});
+      const float *src = (const float *)st.data;
+      for (long h = 0; h < H; ++h)
+        for (long j = 0; j < past; ++j)
+          for (long c = 0; c < hd; ++c) r.at(j, h * hd + c) = src[(h * st.shape[1] + j) * hd + c];
+      (kv[0] == 'k' ? cache.k : cache.v).push_back(std::move(r));
+    }
+  ref::T want;
+  double rpeak, rt = countedOnce([&] { want = ref::gpt2_hf_cached(w, tok, cache, kGpt2Layers, H, "transformer."); }, &rpeak);
+  double d = kGpt2D, flops = 2 * 12 * d * d * kGpt2Layers + 2 * d * kGpt2Vocab + 4.0 * ctx * d * kGpt2Layers;
+  emit({"gpt2_small_decode", ctx, "", "", kt, "reference", rt, kpeak, rpeak, flops,
+        maxDiff(k.output("next_logits"), want.v.data(), want.v.size())});
+}
+
+// BERT-base forward over L tokens (token types 0).
+void bertForwardCase(long L, bool quick) {
+  KilnRun k(&bench_bert_base);
+  std::vector<int32_t> ids = randomIds(L, 30522, 9);
+  k.ids("tokens", ids);
+  double kt = timeMs([&] { k.run(); }, quick), kpeak = k.peakBytes();
+  ref::Weights w = k.weights();
+  ref::T want;
+  double rpeak, rt = countedOnce([&] { want = ref::bert_hf(w, ids, std::vector<int32_t>(L, 0), 12, 12, "bert."); }, &rpeak);
+  double d = 768, flops = L * 2 * 12 * d * d * 12 + 4.0 * L * L * d * 12;
+  emit({"bert_base_forward", L, "", "", kt, "reference", rt, kpeak, rpeak, flops,
+        maxDiff(k.output("hidden"), want.v.data(), want.v.size())});
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -339,7 +476,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: kiln-bench [--csv] [--quick] [--only linear|attention_dense|attention_causal|ffn]\n");
+      fprintf(stderr,
+              "usage: kiln-bench [--csv] [--quick] [--only linear|attention_dense|attention_causal|ffn|gpt2|bert]\n");
       return 1;
     }
   }
@@ -373,5 +511,9 @@ int main(int argc, char **argv) {
   if (want("attention_causal"))
     for (long L : Ls) attentionCase(&bench_attention_causal, true, L, quick);
   if (want("ffn")) ffnCase(4096, quick);
+  if (want("gpt2_small_forward")) gpt2ForwardCase(quick ? 4 : 512, quick);
+  if (want("gpt2_small_decode")) gpt2DecodeCase(quick ? 5 : 1024, quick);
+  if (want("bert_base_forward"))
+    for (long L : quick ? std::vector<long>{4} : std::vector<long>{128, 512}) bertForwardCase(L, quick);
   return 0;
 }

@@ -384,4 +384,22 @@ extern "C" kilnrt_status kilnrt_session_output(kilnrt_session *s, const char *na
   return KILNRT_OK;
 }
 
+extern "C" kilnrt_status kilnrt_session_state(kilnrt_session *s, const char *name, kilnrt_tensor *out) {
+  const kiln_model_info *m = s->m;
+  std::string names;
+  for (int i = 0; i < m->n_states; ++i) {
+    const kiln_tensor_info &st = m->states[i];
+    if (std::string(st.name) == name) {
+      *out = kilnrt_tensor{};
+      out->dtype = KILN_F32;
+      out->rank = st.rank;
+      for (int d = 0; d < st.rank; ++d) out->shape[d] = st.dims[d].size;
+      out->data = s->state_store[i].get();
+      return KILNRT_OK;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(st.name);
+  }
+  return user_error("the model has no state '" + std::string(name) + "' (states: " + (names.empty() ? "none" : names) + ")");
+}
+
 extern "C" int64_t kilnrt_session_arena_bytes(const kilnrt_session *s) { return s->arena_bytes; }

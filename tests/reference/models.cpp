@@ -33,11 +33,23 @@ T gpt2(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t head
 }
 
 T gpt2_hf(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t heads, const std::string &pre) {
+  KvCache none;
+  return gpt2_hf_cached(w, ids, none, layers, heads, pre);
+}
+
+T gpt2_hf_cached(Weights &w, const std::vector<int32_t> &ids, KvCache &cache, int64_t layers, int64_t heads,
+                 const std::string &pre) {
   auto ln = [&](const T &x, const std::string &n) { return layer_norm(x, w[n + ".weight"], w[n + ".bias"], 1e-5f); };
   auto conv = [&](const T &x, const std::string &n) { return linear(x, w[n + ".weight"], w[n + ".bias"], false); };
-  int64_t L = (int64_t)ids.size();
-  T x = add(embedding(w[pre + "wte.weight"], ids), rows(w[pre + "wpe.weight"], L));
+  int64_t L = (int64_t)ids.size(), past = cache.k.empty() ? 0 : cache.k[0].shape[0];
+  const T &wpe = w[pre + "wpe.weight"];
+  T pos({L, wpe.shape[1]});
+  for (int64_t r = 0; r < L; ++r)
+    for (int64_t c = 0; c < wpe.shape[1]; ++c) pos.at(r, c) = wpe.at(past + r, c);
+  T x = add(embedding(w[pre + "wte.weight"], ids), pos);
   int64_t d = x.shape[1];
+  cache.k.resize(layers, T({0, d}));
+  cache.v.resize(layers, T({0, d}));
   for (int64_t i = 0; i < layers; ++i) {
     std::string p = pre + "h." + std::to_string(i);
     T qkv = conv(ln(x, p + ".ln_1"), p + ".attn.c_attn");
@@ -48,7 +60,11 @@ T gpt2_hf(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t h
         k.at(r, c) = qkv.at(r, d + c);
         v.at(r, c) = qkv.at(r, 2 * d + c);
       }
-    x = add(x, conv(mha_core(q, k, v, heads, true), p + ".attn.c_proj"));
+    T &ck = cache.k[i], &cv = cache.v[i];  // the new rows follow the cached ones
+    ck.v.insert(ck.v.end(), k.v.begin(), k.v.end());
+    cv.v.insert(cv.v.end(), v.v.begin(), v.v.end());
+    ck.shape[0] = cv.shape[0] = past + L;
+    x = add(x, conv(mha_core(q, ck, cv, heads, true), p + ".attn.c_proj"));
     x = add(x, conv(gelu_tanh(conv(ln(x, p + ".ln_2"), p + ".mlp.c_fc")), p + ".mlp.c_proj"));
   }
   return linear(ln(x, pre + "ln_f"), w[pre + "wte.weight"], {}, true);

@@ -21,6 +21,14 @@ T gpt2(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t head
 // examples/gpt2 with Hugging Face names: "<prefix>wte.weight", "<prefix>h.<i>.attn.c_attn.*"
 // (packed q, k, v; [d, 3d] applied as x·W), ..., "<prefix>ln_f.*"; head tied to wte.
 T gpt2_hf(Weights &w, const std::vector<int32_t> &ids, int64_t layers, int64_t heads, const std::string &prefix);
+// Keys and values per layer, [positions, d] (heads side by side, as mha_core reads them).
+struct KvCache {
+  std::vector<T> k, v;
+};
+// gpt2_hf over `ids` at positions [past, past + n), past = the rows already in `cache` (empty:
+// 0), attending to the cached rows too; appends the new keys and values to `cache`.
+T gpt2_hf_cached(Weights &w, const std::vector<int32_t> &ids, KvCache &cache, int64_t layers, int64_t heads,
+                 const std::string &prefix);
 // examples/bert with Hugging Face names under `prefix` ("bert." or "").
 T bert_hf(Weights &w, const std::vector<int32_t> &ids, const std::vector<int32_t> &types, int64_t layers, int64_t heads,
           const std::string &prefix);

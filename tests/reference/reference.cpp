@@ -35,12 +35,18 @@ T linear(const T &x, const T &w, const T &bias, bool out_in) {
   int64_t L = x.shape[0], in = x.shape[1];
   int64_t out = out_in ? w.shape[0] : w.shape[1];
   T y({L, out});
-  for (int64_t i = 0; i < L; ++i)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = bias.v.empty() ? 0.0 : bias.v[o];
-      for (int64_t k = 0; k < in; ++k) s += (double)x.at(i, k) * (out_in ? w.at(o, k) : w.at(k, o));
-      y.at(i, o) = (float)s;
+  std::vector<double> acc(out);
+  for (int64_t i = 0; i < L; ++i) {
+    for (int64_t o = 0; o < out; ++o) acc[o] = bias.v.empty() ? 0.0 : bias.v[o];
+    if (out_in) {  // w [out, in]: a dot product along a row of w
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t k = 0; k < in; ++k) acc[o] += (double)x.at(i, k) * w.at(o, k);
+    } else {  // w [in, out]: x[i, k] times row k of w, accumulated along the output row
+      for (int64_t k = 0; k < in; ++k)
+        for (int64_t o = 0; o < out; ++o) acc[o] += (double)x.at(i, k) * w.at(k, o);
     }
+    for (int64_t o = 0; o < out; ++o) y.at(i, o) = (float)acc[o];
+  }
   return y;
 }
 

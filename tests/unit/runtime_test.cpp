@@ -36,6 +36,20 @@ const char *const kIgnored[] = {"*.mask"};
 const kiln_model_info kModelP = {KILN_ABI_VERSION, "toyp", "0", "h", "t", "", 1, kSyms, kMax, 1, kParamsP, 2, kIo, 1,
                                  kEntries, "model.", 1, kIgnored};
 
+// The same model with a state "acc" [4]: each run adds acc[0] to the output, then increments it.
+int32_t entryS(void **bufs, const int64_t *syms, int32_t *) {
+  const float *w = (const float *)bufs[0];
+  const int32_t *ids = (const int32_t *)bufs[1];
+  float *out = (float *)bufs[2], *acc = (float *)bufs[3];
+  for (int64_t i = 0; i < syms[0]; ++i) out[i] = ids[i] + w[0] + acc[0];
+  acc[0] += 1;
+  return 0;
+}
+const kiln_entry_info kEntriesS[] = {{"forward", entryS, 1, 1, kIn, kOut, 1, kBufs, 1, kKernels}};
+const kiln_tensor_info kStates[] = {{"acc", KILN_F32, 1, {{4, -1}}, 0, 0, 0}};
+const kiln_model_info kModelS = {KILN_ABI_VERSION, "toys", "0", "h", "t", "", 1, kSyms, kMax, 1, kParams, 2, kIo, 1,
+                                 kEntriesS, "", 0, nullptr, 1, kStates};
+
 kilnrt_tensor ids(std::vector<int32_t> &v) {
   kilnrt_tensor t{};
   t.dtype = KILN_I32;
@@ -204,6 +218,31 @@ TEST(Session, RunsAToyModelAndChecksInputs) {
   EXPECT_EQ(kilnrt_session_set_input(s, "nope", &t), KILNRT_USER_ERROR);
   EXPECT_THAT(kilnrt_last_error(), HasSubstr("no input 'nope' (inputs: tokens)"));
   EXPECT_EQ(kilnrt_session_run(s, "decode"), KILNRT_USER_ERROR);
+  kilnrt_session_destroy(s);
+}
+
+// States persist across runs; kilnrt_session_state reads them and writes through its view.
+TEST(Session, StatesAreReadableAndWritable) {
+  kilnrt_session *s;
+  ASSERT_EQ(kilnrt_session_create(&kModelS, &s), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_random_weights(s, 1), KILNRT_OK);
+  std::vector<int32_t> v{1, 2};
+  kilnrt_tensor t = ids(v), st;
+  ASSERT_EQ(kilnrt_session_set_input(s, "tokens", &t), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_state(s, "acc", &st), KILNRT_OK);
+  EXPECT_EQ(st.rank, 1);
+  EXPECT_EQ(st.shape[0], 4);
+  EXPECT_EQ(((float *)st.data)[0], 0.0f);  // zero at creation
+  ASSERT_EQ(kilnrt_session_run(s, "forward"), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_run(s, "forward"), KILNRT_OK);
+  EXPECT_EQ(((float *)st.data)[0], 2.0f);
+  ((float *)st.data)[0] = 10.0f;
+  ASSERT_EQ(kilnrt_session_run(s, "forward"), KILNRT_OK);
+  const kilnrt_tensor *out;
+  ASSERT_EQ(kilnrt_session_output(s, "out", &out), KILNRT_OK);
+  EXPECT_EQ(((float *)out->data)[1], 13.0f);  // ids[1] + w[0] + acc[0]
+  EXPECT_EQ(kilnrt_session_state(s, "cache", &st), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("no state 'cache' (states: acc)"));
   kilnrt_session_destroy(s);
 }
 
