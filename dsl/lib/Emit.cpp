@@ -66,11 +66,25 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     case OpKind::Slice:
       r = SliceOp::create(b, loc, t, in(0), b.getI64IntegerAttr(n.axis), b.getI64IntegerAttr(n.offset));
       break;
-    case OpKind::Attention:
-      r = AttentionOp::create(b, loc, t, in(0), in(1), in(2), n.inputs.size() > 3 ? in(3) : Value(),
-                              b.getStringAttr(n.mask.kind == Mask::Causal ? "causal" : "none"),
-                              b.getF32FloatAttr(n.factor), n.key_count ? b.getUnitAttr() : UnitAttr());
+    case OpKind::Attention: {
+      static const char *const kMasks[] = {"none", "causal", "window", "strided", "fixed", "layout"};
+      static const char *const kParts[] = {"union", "local", "global"};
+      const Mask &mk = n.mask;
+      auto op = AttentionOp::create(b, loc, t, in(0), in(1), in(2), n.inputs.size() > 3 ? in(3) : Value(),
+                                    b.getStringAttr(kMasks[mk.kind]), b.getF32FloatAttr(n.factor),
+                                    n.key_count ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr(), StringAttr(),
+                                    ArrayAttr(), UnitAttr());
+      if (mk.sparse()) op.setPatternSizeAttr(b.getI64IntegerAttr(mk.size));
+      if (mk.kind == Mask::Fixed) op.setSummaryAttr(b.getI64IntegerAttr(mk.summary));
+      if (mk.kind == Mask::Strided || mk.kind == Mask::Fixed) op.setPartAttr(b.getStringAttr(kParts[(int)mk.part]));
+      if (mk.kind == Mask::Layout) {
+        SmallVector<StringRef> rows(mk.layout.begin(), mk.layout.end());
+        op.setLayoutAttr(b.getStrArrayAttr(rows));
+        if (!mk.layout_causal) op.setNoncausal(true);
+      }
+      r = op;
       break;
+    }
     case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
     case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value()); break;
     case OpKind::State: r = StateOp::create(b, loc, t, b.getStringAttr(n.name)); break;

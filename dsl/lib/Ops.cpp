@@ -301,8 +301,63 @@ std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes, So
   return out;
 }
 
+// A pattern's parameters, checked against the attention's shapes.
+static void check_pattern(Model &m, const Mask &mk, Tensor q, Tensor k, const AttentionOptions &opt, const SourceLoc &loc) {
+  if (!mk.sparse()) return;
+  same_dim(m, "attention", "the query length", q.dim(1), "the key length (a sparse pattern is for self-attention)", k.dim(1), loc);
+  need(!opt.past && !opt.key_count, "attention", "sparse patterns do not combine with past or key_count (attention over a cache)", loc);
+  auto positive = [&](const char *what, int64_t v) {
+    need(v >= 1, "attention", std::string(what) + " must be at least 1, got " + std::to_string(v), loc);
+  };
+  switch (mk.kind) {
+    case Mask::Window: positive("the window", mk.size); break;
+    case Mask::Strided: positive("the stride", mk.size); break;
+    case Mask::Fixed:
+      positive("the fixed pattern's block", mk.size);
+      need(mk.summary >= 1 && mk.summary <= mk.size, "attention",
+           "the fixed pattern's summary positions per block must lie in [1, block = " + std::to_string(mk.size) + "], got " +
+               std::to_string(mk.summary),
+           loc);
+      break;
+    case Mask::Layout: {
+      positive("the layout's block", mk.size);
+      int64_t n = (int64_t)mk.layout.size();
+      need(n >= 1, "attention", "the block layout has no rows", loc);
+      for (int64_t r = 0; r < n; ++r)
+        need((int64_t)mk.layout[r].size() == n && mk.layout[r].find_first_not_of("#.") == std::string::npos, "attention",
+             "block layout row " + std::to_string(r) + " is '" + mk.layout[r] + "': every row must have " + std::to_string(n) +
+                 " characters, '#' (visited) or '.'",
+             loc);
+      need(n * mk.size >= q.dim(1).size, "attention",
+           "the block layout covers " + std::to_string(n) + " blocks x " + std::to_string(mk.size) + " = " +
+               std::to_string(n * mk.size) + " positions but the query length " + m.dim_str(q.dim(1)) + " can reach " +
+               std::to_string(q.dim(1).size),
+           loc);
+      break;
+    }
+    default: break;
+  }
+}
+
 Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc loc) {
   Model &m = model_of({q, k, v}, "attention", loc);
+  if (!opt.head_masks.empty()) {  // one attention per group of heads, concatenated
+    need(opt.mask.kind == Mask::None, "attention", "give mask or head_masks, not both", loc);
+    need_rank(m, "attention", "query", q, 3, 3, loc);
+    int64_t H = q.dim(0).size, n = (int64_t)opt.head_masks.size();
+    need(!q.dim(0).dynamic() && H % n == 0, "attention",
+         "head_masks has " + std::to_string(n) + " masks but the " + std::to_string(H) + " heads do not split into that many groups",
+         loc);
+    std::vector<Tensor> parts;
+    for (int64_t g = 0; g < n; ++g) {
+      AttentionOptions o = opt;
+      o.head_masks.clear();
+      o.mask = opt.head_masks[g];
+      auto heads = [&](Tensor t) { return slice(t, 0, g * H / n, H / n, loc); };
+      parts.push_back(attention(heads(q), heads(k), heads(v), o, loc));
+    }
+    return n == 1 ? parts[0] : concat(parts, 0, loc);
+  }
   need_rank(m, "attention", "query", q, 3, 3, loc);
   need_rank(m, "attention", "key", k, 3, 3, loc);
   need_rank(m, "attention", "value", v, 3, 3, loc);
@@ -310,6 +365,7 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
   same_dim(m, "attention", "the key heads", k.dim(0), "the value heads", v.dim(0), loc);
   same_dim(m, "attention", "the query head dim", q.dim(2), "the key head dim", k.dim(2), loc);
   same_dim(m, "attention", "the key length", k.dim(1), "the value length", v.dim(1), loc);
+  check_pattern(m, opt.mask, q, k, opt, loc);
   float sc = opt.scale ? *opt.scale : 1.0f / std::sqrt((float)q.dim(2).size);
   need(std::isfinite(sc), "attention", "the scale must be finite", loc);
   std::vector<int> ins{q.id(), k.id(), v.id()};
@@ -357,7 +413,7 @@ Tensor cache_write(Tensor cache, Tensor value, Tensor past, SourceLoc loc) {
 Tensor mask_for(Tensor scores, Mask mask, SourceLoc loc) {
   Model &m = model_of({scores}, "mask_for", loc);
   need_rank(m, "mask_for", "scores", scores, 2, 3, loc);
-  need(mask.kind != Mask::None, "mask_for", "the mask must not be Mask::none()", loc);
+  need(mask.kind == Mask::Causal, "mask_for", "only Mask::causal() has an additive form (give patterns to attention)", loc);
   Tensor r = make(m, OpKind::Mask, {scores.id()}, scores.shape(), loc);
   const_cast<Node &>(r.node()).mask = mask;
   return r;

@@ -44,7 +44,7 @@ func.func @attention_head_dim(%q: tensor<4x?x16xf32>, %k: tensor<4x?x8xf32>) -> 
 // -----
 
 func.func @attention_mask(%q: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
-  // expected-error @+1 {{expected mask "none" or "causal", got "diagonal"}}
+  // expected-error @+1 {{expected mask "none", "causal", "window", "strided", "fixed" or "layout", got "diagonal"}}
   %o = kiln.attention %q, %q, %q {mask = "diagonal", scale = 1.0 : f32} : (tensor<4x?x8xf32>, tensor<4x?x8xf32>, tensor<4x?x8xf32>) -> tensor<4x?x8xf32>
   return %o : tensor<4x?x8xf32>
 }
@@ -111,4 +111,44 @@ func.func @key_count_without_operand(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf3
   // expected-error @+1 {{expected a key count operand with key_count}}
   %a = kiln.attention %q, %q, %q {key_count, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
   return %a : tensor<4x?x16xf32>
+}
+
+// -----
+
+func.func @pattern_without_size(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
+  // expected-error @+1 {{expected a positive pattern_size with mask "strided"}}
+  %a = kiln.attention %q, %q, %q {mask = "strided", part = "union", scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  return %a : tensor<4x?x16xf32>
+}
+
+// -----
+
+func.func @unknown_pattern(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
+  // expected-error @+1 {{expected mask "none", "causal", "window", "strided", "fixed" or "layout", got "dilated"}}
+  %a = kiln.attention %q, %q, %q {mask = "dilated", scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  return %a : tensor<4x?x16xf32>
+}
+
+// -----
+
+func.func @bad_summary(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
+  // expected-error @+1 {{expected summary in [1, pattern_size] with mask "fixed"}}
+  %a = kiln.attention %q, %q, %q {mask = "fixed", pattern_size = 8 : i64, summary = 9 : i64, part = "union", scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  return %a : tensor<4x?x16xf32>
+}
+
+// -----
+
+func.func @ragged_layout(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
+  // expected-error @+1 {{expected every layout row to have 2 characters '#' or '.', got "#x"}}
+  %a = kiln.attention %q, %q, %q {mask = "layout", pattern_size = 8 : i64, layout = ["#.", "#x"], scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  return %a : tensor<4x?x16xf32>
+}
+
+// -----
+
+func.func @pattern_cross_lengths(%q: tensor<4x8x16xf32>, %k: tensor<4x9x16xf32>) -> tensor<4x8x16xf32> {
+  // expected-error @+1 {{query length}}
+  %a = kiln.attention %q, %k, %k {mask = "window", pattern_size = 4 : i64, scale = 0.25 : f32} : (tensor<4x8x16xf32>, tensor<4x9x16xf32>, tensor<4x9x16xf32>) -> tensor<4x8x16xf32>
+  return %a : tensor<4x8x16xf32>
 }

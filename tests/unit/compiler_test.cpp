@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "kiln/Codegen/HalideKernels.h"
 #include "kiln/Codegen/KernelSpec.h"
+#include "kiln/Codegen/SparsePattern.h"
 #include "kiln/Pipelines/Driver.h"
 #include "kiln/Pipelines/Pipeline.h"
 #include "kiln/dsl/Blocks.h"
@@ -127,11 +128,11 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
     sched += n.ends_with(".schedule.txt");
     stmt += n.ends_with(".stmt");
   }
-  EXPECT_EQ(mlir, 9);  // input, 7 passes up to the buffer plan, the LLVM lowering
+  EXPECT_EQ(mlir, 10);  // input, 8 passes up to the buffer plan, the LLVM lowering
   EXPECT_GT(sched, 5);
   EXPECT_EQ(sched, stmt);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/08-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/09-kiln-lower-to-llvm.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
   // The executable depends on system libraries only.
   r = kt::run("ldd " + dir + "/m");
@@ -179,7 +180,7 @@ TEST(Driver, PrintIrAfterAllShowsEveryPass) {
   auto r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --emit=cost "
                                    "--print-ir-after-all -o /dev/null");
   EXPECT_EQ(r.code, 0);
-  for (const char *p : {"input", "kiln-fuse-attention", "kiln-fuse-epilogue", "kiln-chunk-ffn", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
+  for (const char *p : {"input", "kiln-fuse-attention", "kiln-fuse-epilogue", "kiln-chunk-ffn", "kiln-tile-sparse-pattern", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
                         "kiln-plan-buffers"})
     EXPECT_THAT(r.output, HasSubstr(std::string("IR Dump After ") + p));
 }
@@ -207,4 +208,42 @@ TEST(Driver, MemoryLimitNamesTheLargestBuffers) {
   r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 4096 --quiet --max-memory 1G "
                               "--emit=cost -o /dev/null");
   EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// The block schedules compute work proportional to the pairs each pattern allows (up to block
+// rounding), not to the blocks the pattern touches in sequence order; the allowed counts are
+// checked against brute force. (The strided global part fills whole blocks once each residue
+// class has at least a block of positions, L >= stride x block: 4096 here.)
+TEST(SparsePattern, WorkFollowsTheAllowedPairs) {
+  using kiln::sparse::Pattern;
+  auto brute = [](const Pattern &p, int64_t L) {
+    double n = 0;
+    int64_t s = p.size, t = p.summary;
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j <= i; ++j) {
+        bool local = p.kind == "strided" ? i - j < s : j / s == i / s;
+        bool global = p.kind == "strided" ? (i - j) % s == 0 : j % s >= s - t;
+        n += p.part == "local" ? local : p.part == "global" ? global : (local || global);
+      }
+    return n;
+  };
+  for (std::string part : {"local", "global", "union"}) {
+    Pattern st{.kind = "strided", .part = part, .size = 64, .block = 64};
+    Pattern fx{.kind = "fixed", .part = part, .size = 64, .summary = 8, .block = 64};
+    for (int64_t L : {4096, 6000}) {
+      SCOPED_TRACE(part + " L = " + std::to_string(L));
+      kiln::sparse::Work ws = kiln::sparse::countWork(st, L), wf = kiln::sparse::countWork(fx, L);
+      EXPECT_EQ(ws.allowed, brute(st, L));
+      EXPECT_EQ(wf.allowed, brute(fx, L));
+      // Within a small factor of the allowed pairs: the diagonal blocks are half empty, and a
+      // residue class whose positions straddle a block boundary costs an extra block.
+      EXPECT_LE(ws.visited, 4.0 * ws.allowed + 2.0 * 64 * 64);
+      EXPECT_LE(wf.visited, 3.0 * wf.allowed + 2.0 * 64 * 64);
+      EXPECT_GE(ws.visited, ws.allowed);
+    }
+  }
+  // In sequence order the strided global part touches every lower-triangular block; the
+  // stride transpose visits about L/s of them per residue class.
+  Pattern g{.kind = "strided", .part = "global", .size = 64, .block = 64};
+  EXPECT_LT(kiln::sparse::countWork(g, 4096).visited, 0.05 * 4096.0 * 4096.0 / 2);
 }

@@ -176,3 +176,20 @@ TEST_F(DslTest, AttentionKeyCountAndStartPositions) {
   EXPECT_EQ(sinusoidal_positions(t, 8, {.start = n}).dim(1).size, 8);
   EXPECT_KILN_ERROR(sinusoidal_positions(t, 8, {.start = f}), "start must be a [1] i32 tensor");
 }
+
+TEST_F(DslTest, SparsePatternErrors) {
+  Tensor q = m.input("q", {2, L, 8}), k = m.input("k", {2, S, 8});
+  EXPECT_KILN_ERROR(attention(q, k, k, {.mask = Mask::window(4)}), "the query length is L(<=16) but the key length");
+  EXPECT_KILN_ERROR(attention(q, q, q, {.mask = Mask::strided({.stride = 0})}), "the stride must be at least 1, got 0");
+  EXPECT_KILN_ERROR(attention(q, q, q, {.mask = Mask::fixed({.block = 4, .summary = 5})}),
+                    "summary positions per block must lie in [1, block = 4], got 5");
+  EXPECT_KILN_ERROR(attention(q, q, q, {.mask = Mask::block_layout({.block = 4, .rows = {"#.", "##"}})}),
+                    "the block layout covers 2 blocks x 4 = 8 positions but the query length L(<=16) can reach 16");
+  EXPECT_KILN_ERROR(attention(q, q, q, {.mask = Mask::block_layout({.block = 8, .rows = {"#.", "#"}})}),
+                    "block layout row 1 is '#': every row must have 2 characters");
+  EXPECT_KILN_ERROR(attention(q, q, q, {.head_masks = {Mask::window(2), Mask::window(3), Mask::window(4)}}),
+                    "head_masks has 3 masks but the 2 heads do not split into that many groups");
+  EXPECT_KILN_ERROR(attention(q, q, q, {.mask = Mask::causal(), .head_masks = {Mask::window(2)}}), "give mask or head_masks");
+  Tensor y = attention(q, q, q, {.head_masks = {Mask::window(2), Mask::strided({.stride = 4})}});
+  EXPECT_EQ(y.dim(0).size, 2);
+}

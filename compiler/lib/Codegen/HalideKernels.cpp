@@ -7,6 +7,7 @@
 //
 // Kernel ABI: int32_t name(halide_buffer_t *in0, ..., halide_buffer_t *out).
 #include "kiln/Codegen/HalideKernels.h"
+#include "kiln/Codegen/SparsePattern.h"
 
 #include <Halide.h>
 #include <unistd.h>
@@ -367,6 +368,176 @@ Func buildAttention(Builder &B) {
   return out;
 }
 
+// ---- sparse attention: a block schedule per part (kiln/Codegen/SparsePattern.h), online softmax
+// over the visited key blocks, parts merged by log-sum-exp.
+struct ExprOps {
+  using I = Expr;
+  using B = Expr;
+  Func table;  // the user layout: 1 where (query block, key block) is visited
+  int n = 0;   // layout rows
+  Expr lit(int64_t v) const { return Expr((int)v); }
+  Expr truth(bool b) const { return b ? Internal::const_true() : Internal::const_false(); }
+  Expr sel(Expr c, Expr a, Expr b) const { return select(c, a, b); }
+  Expr min(Expr a, Expr b) const { return Halide::min(a, b); }
+  Expr max(Expr a, Expr b) const { return Halide::max(a, b); }
+  Expr layout(Expr r, Expr c) const {
+    return r >= 0 && c >= 0 && r < n && c < n && table(clamp(c, 0, n - 1), clamp(r, 0, n - 1)) != 0;
+  }
+};
+
+sparse::Pattern patternOf(const KernelSpec &k) {
+  sparse::Pattern p;
+  p.kind = k.gets("mask");
+  p.part = k.gets("part", "union");
+  p.size = k.geti("pattern_size", 1);
+  p.summary = k.geti("summary", 0);
+  p.block = k.geti("s.block", 64);
+  p.causal = k.gets("noncausal") != "1";
+  std::stringstream ss(k.gets("layout"));
+  for (std::string row; std::getline(ss, row, '/');) p.layout.push_back(row);
+  return p;
+}
+
+int largestDivisor(int n, int upTo) {  // the largest power of two <= upTo dividing n
+  int w = 1;
+  while (w * 2 <= upTo && n % (w * 2) == 0) w *= 2;
+  return w;
+}
+
+Func buildSparseAttention(Builder &Bd) {
+  const KernelSpec &k = Bd.k;
+  const sparse::Pattern p = patternOf(k);
+  ImageParam Q = Bd.in[0], K = Bd.in[1], V = Bd.in[2];
+  const int D = (int)k.inputs[0].dims[2], E = (int)k.inputs[2].dims[2], Bq = (int)p.block;
+  const float scale = (float)k.getf("scale", 1.0), kNeg = -1e30f;
+  Expr L = Q.dim(1).extent();
+  ExprOps ops;
+  std::vector<std::vector<int64_t>> tables;  // a layout's key blocks per query block
+  if (p.kind == "layout") {
+    ops.n = (int)p.layout.size();
+    Buffer<uint8_t> t(ops.n, ops.n, "layout");
+    for (int r = 0; r < ops.n; ++r)
+      for (int c = 0; c < ops.n; ++c) t(c, r) = p.layoutAt(r, c);
+    ops.table(Var("c0"), Var("c1")) = t(Var("c0"), Var("c1"));
+    for (int r = 0; r < ops.n; ++r) tables.push_back(sparse::tableBlocks(p, r));
+  }
+  sparse::Math<ExprOps> m{p, ops, L};
+  const int w = Bd.vec, we = largestDivisor(E, w), wq = largestDivisor(Bq, w);
+  const int tq = std::min(32, Bq), tk = largestDivisor(Bq, 8), pvq = largestDivisor(Bq, 4);
+  Var e("e"), d("d"), qi("qi"), ki("ki"), qo("qo"), h("h"), j("j"), x("x"), i("i"), xo("xo"), xi("xi");
+  std::vector<sparse::Part> parts = p.parts();
+  std::vector<Func> P;  // per part: Tuple(o, lse)(e, x, h), x in the part's query order
+  Func out("out");
+  for (size_t n = 0; n < parts.size(); ++n) {
+    const sparse::Part &pt = parts[n];
+    std::string sfx = std::to_string(n);
+    Expr nkb = m.blocks(pt.k);
+    // Slot j of query block qo -> key block kb, and the slots that are visited.
+    Expr kb, slots, slotLimit;
+    if (pt.rule == sparse::Rule::Table) {
+      size_t maxSlots = 1;
+      for (auto &t : tables) maxSlots = std::max(maxSlots, t.size());
+      Buffer<int32_t> idx((int)maxSlots, ops.n, "idx" + sfx), cnt(ops.n, "cnt" + sfx);
+      for (int r = 0; r < ops.n; ++r) {
+        cnt(r) = (int32_t)tables[r].size();
+        for (size_t s = 0; s < maxSlots; ++s) idx((int)s, r) = s < tables[r].size() ? (int32_t)tables[r][s] : 0;
+      }
+      kb = idx(clamp(j, 0, (int)maxSlots - 1), clamp(qo, 0, ops.n - 1));
+      slots = Expr((int)maxSlots);
+      slotLimit = cnt(clamp(qo, 0, ops.n - 1));  // rj < slotLimit
+    } else {
+      kb = m.lo(pt, qo) + j;
+      slots = nkb;
+      slotLimit = m.hi(pt, qo) - m.lo(pt, qo) + 1;
+    }
+    Expr kbc = clamp(kb, 0, nkb - 1), kx = kbc * Bq + ki, qx = qo * Bq + qi;
+    Expr kp = clamp(m.pos(pt.k, kx), 0, L - 1);
+    Expr ok = kb >= 0 && kb < nkb && m.valid(pt.q, qx) && m.valid(pt.k, kx) &&
+              m.allowedPart(pt, m.pos(pt.q, qx), m.pos(pt.k, kx));
+    Func Qt("Qt" + sfx), Sacc("Sacc" + sfx), S("S" + sfx), bm("bm" + sfx), Ex("E" + sfx), bs("bs" + sfx),
+        bpv("bpv" + sfx), st("st" + sfx), Pn("P" + sfx);
+    Qt(qi, d, qo, h) = Q(d, clamp(m.pos(pt.q, qx), 0, L - 1), h) * scale;
+    RDom r(0, D, "r" + sfx);
+    Sacc(qi, ki, j, qo, h) = 0.0f;
+    Sacc(qi, ki, j, qo, h) += Qt(qi, r, qo, h) * K(r, kp, h);
+    S(qi, ki, j, qo, h) = Sacc(qi, ki, j, qo, h) + select(ok, 0.0f, kNeg);
+    RDom rk(0, Bq, "rk" + sfx), rk2(0, Bq, "rk2" + sfx), rk3(0, Bq, "rk3" + sfx);
+    bm(qi, j, qo, h) = kNeg;
+    bm(qi, j, qo, h) = max(bm(qi, j, qo, h), S(qi, rk, j, qo, h));
+    Ex(qi, ki, j, qo, h) = select(ok, exp(S(qi, ki, j, qo, h) - bm(qi, j, qo, h)), 0.0f);
+    bs(qi, j, qo, h) = 0.0f;
+    bs(qi, j, qo, h) += Ex(qi, rk2, j, qo, h);
+    Expr kp3 = clamp(m.pos(pt.k, clamp(kb, 0, nkb - 1) * Bq + rk3), 0, L - 1);
+    bpv(e, qi, j, qo, h) = 0.0f;
+    bpv(e, qi, j, qo, h) += Ex(qi, rk3, j, qo, h) * V(e, kp3, h);
+    // The running state (acc, M, l) per row, over the visited key blocks (FlashAttention's
+    // online softmax; M and l are replicated over e, Tuple elements share dimensions).
+    RDom rj(0, slots, "rj" + sfx);
+    rj.where(rj < slotLimit);
+    st(e, qi, qo, h) = Tuple(0.0f, kNeg, 0.0f);
+    Expr Mo = st(e, qi, qo, h)[1], bmv = bm(qi, rj, qo, h), Mn = max(Mo, bmv);
+    Expr a = exp(Mo - Mn), b = exp(bmv - Mn);
+    st(e, qi, qo, h) = Tuple(st(e, qi, qo, h)[0] * a + bpv(e, qi, rj, qo, h) * b, Mn, st(e, qi, qo, h)[2] * a + bs(qi, rj, qo, h) * b);
+    // A row with no allowed key: o = 0 and lse = kNeg, so it adds nothing to a merge.
+    Expr l = st(e, x % Bq, x / Bq, h)[2], M = st(e, x % Bq, x / Bq, h)[1];
+    Pn(e, x, h) = Tuple(select(l > 0.0f, st(e, x % Bq, x / Bq, h)[0] / l, 0.0f), select(l > 0.0f, M + log(l), kNeg));
+
+    // Schedule: P per head, query blocks in parallel; per block the state over the slots.
+    Var qio("qio"), qii("qii"), kio("kio"), kii("kii");
+    Pn.compute_at(out, h).split(x, xo, xi, Bq, TailStrategy::RoundUp).parallel(xo);
+    if (we > 1) Pn.vectorize(e, we);
+    Qt.compute_at(Pn, xo);
+    if (wq > 1) Qt.vectorize(qi, wq);
+    st.compute_at(Pn, xo);
+    if (we > 1) st.vectorize(e, we);
+    st.update().split(qi, qio, qii, pvq).reorder(e, qii, qio, rj);
+    if (we > 1) st.update().vectorize(e, we).unroll(e);
+    st.update().unroll(qii);
+    S.compute_at(st, rj);
+    S.tile(qi, ki, qio, kio, qii, kii, tq, tk, TailStrategy::RoundUp).unroll(kii);
+    if (wq > 1) S.vectorize(qii, wq).unroll(qii);
+    Sacc.compute_at(S, qio).unroll(ki);
+    Sacc.update().reorder(qi, ki, r).unroll(ki);
+    if (wq > 1) Sacc.vectorize(qi, wq).unroll(qi), Sacc.update().vectorize(qi, wq).unroll(qi);
+    bm.compute_at(st, rj);
+    bm.update().reorder(qi, rk);
+    Ex.compute_at(st, rj);
+    bs.compute_at(st, rj);
+    bs.update().reorder(qi, rk2);
+    if (wq > 1) {
+      bm.vectorize(qi, wq), bm.update().vectorize(qi, wq).unroll(qi);
+      Ex.vectorize(qi, wq).unroll(qi);
+      bs.vectorize(qi, wq), bs.update().vectorize(qi, wq).unroll(qi);
+    }
+    bpv.compute_at(st, qio).unroll(qi);
+    bpv.update().reorder(e, qi, rk3).unroll(qi);
+    if (we > 1) bpv.vectorize(e, we).unroll(e), bpv.update().vectorize(e, we).unroll(e);
+    P.push_back(Pn);
+  }
+  auto rowOf = [&](size_t n) { return clamp(m.inv(parts[n].q, i), 0, m.blocks(parts[n].q) * Bq - 1); };
+  if (P.size() == 1) {
+    out(e, i, h) = P[0](e, rowOf(0), h)[0];
+  } else {  // log-sum-exp merge of the two parts' normalized outputs
+    Expr o1 = P[0](e, rowOf(0), h)[0], s1 = P[0](e, rowOf(0), h)[1];
+    Expr o2 = P[1](e, rowOf(1), h)[0], s2 = P[1](e, rowOf(1), h)[1];
+    Expr mx = max(s1, s2), w1 = exp(s1 - mx), w2 = exp(s2 - mx);
+    out(e, i, h) = (o1 * w1 + o2 * w2) / (w1 + w2);
+  }
+  out.parallel(h);
+  if (we > 1) out.vectorize(e, we);
+  Bd.log << "sparse attention, " << parts.size() << " part" << (parts.size() > 1 ? "s" : "") << ", blocks of " << Bq
+         << " queries x " << Bq << " keys, online softmax over the visited key blocks\n"
+         << "P<n>(e, x, h) = (o, lse) per part in its query order: compute_at(out, h), split(x, xo, xi, " << Bq
+         << ").parallel(xo)\n"
+         << "st<n> = (acc, max, sum) over the visited slots rj (where rj < visited(qo)): compute_at(P, xo)\n"
+         << "S<n> = q.k^T per (query block, key block): tiles " << tq << " x " << tk << ", vectorized over queries by " << wq
+         << "; E<n> = exp(S - block max) under the element mask; bpv<n> = E.v, vectorized over e by " << we << "\n"
+         << (parts.size() > 1 ? "out = log-sum-exp merge of the two parts, read through each part's inverse order\n"
+                              : "out = P0 read through the inverse query order\n")
+         << sparse::picture(p, 16 * p.block);
+  return out;
+}
+
 Func buildRowReduce(Builder &B) {
   const KernelSpec &k = B.k;
   int r = B.rank();
@@ -532,6 +703,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     const std::string &kd = spec.kind;
     if (kd == "linear" || kd == "matmul" || kd == "batch_matmul") f = buildMatmul(B);
     else if (kd == "ffn") f = buildFfn(B);
+    else if (kd == "attention" && spec.attrs.count("pattern_size")) f = buildSparseAttention(B);
     else if (kd == "attention") f = buildAttention(B);
     else if (kd == "layer_norm" || kd == "softmax") f = buildRowReduce(B);
     else if (kd == "add" || kd == "mul" || kd == "scale" || kd == "relu" || kd == "gelu") f = buildElementwise(B);

@@ -164,8 +164,30 @@ LogicalResult AttentionOp::verify() {
       failed(expectDim(*this, "query head dim", q.getDimSize(2), "key head dim", k.getDimSize(2))) ||
       failed(expectDim(*this, "key length", k.getDimSize(1), "value length", v.getDimSize(1))))
     return failure();
-  if (getMask() != "none" && getMask() != "causal")
-    return emitOpError("expected mask \"none\" or \"causal\", got \"") << getMask() << "\"";
+  StringRef mk = getMask();
+  if (!llvm::is_contained({"none", "causal", "window", "strided", "fixed", "layout"}, mk))
+    return emitOpError("expected mask \"none\", \"causal\", \"window\", \"strided\", \"fixed\" or \"layout\", got \"")
+           << mk << "\"";
+  bool pattern = mk != "none" && mk != "causal";
+  if (pattern) {
+    if (!getPatternSize() || *getPatternSize() < 1) return emitOpError("expected a positive pattern_size with mask \"") << mk << "\"";
+    if (failed(expectDim(*this, "query length", q.getDimSize(1), "key length", k.getDimSize(1)))) return failure();
+    if (getPast()) return emitOpError("expected no past or key count with a sparse pattern");
+  }
+  if ((mk == "strided" || mk == "fixed") && (!getPart() || !llvm::is_contained({"union", "local", "global"}, *getPart())))
+    return emitOpError("expected part \"union\", \"local\" or \"global\" with mask \"") << mk << "\"";
+  if (mk == "fixed" && (!getSummary() || *getSummary() < 1 || *getSummary() > *getPatternSize()))
+    return emitOpError("expected summary in [1, pattern_size] with mask \"fixed\"");
+  if (mk == "layout") {
+    auto rows = getLayout();
+    if (!rows || rows->empty()) return emitOpError("expected a layout (one string per query block) with mask \"layout\"");
+    for (Attribute r : *rows) {
+      StringRef s = cast<StringAttr>(r).getValue();
+      if ((int64_t)s.size() != (int64_t)rows->size() || s.find_first_not_of("#.") != StringRef::npos)
+        return emitOpError("expected every layout row to have ") << rows->size() << " characters '#' or '.', got \"" << s << "\"";
+    }
+  }
+  if (getNoncausal() && mk != "layout") return emitOpError("expected noncausal only with mask \"layout\"");
   if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
                     !ty(getPast()).getElementType().isInteger(32)))
     return emitOpError("expected past to be a tensor<1xi32>");

@@ -99,6 +99,7 @@ static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const PipelineOption
       break;
     case Phase::Tiled:
       if (opt.ffn_chunk >= 0) v.push_back(createChunkFfn(ChunkFfnOptions{opt.ffn_chunk}));
+      v.push_back(createTileSparsePattern());
       v.push_back(createTileOps(TileOpsOptions{t.vector_width}));
       break;
     case Phase::Scheduled: v.push_back(createAssignSchedule(AssignScheduleOptions{t.vector_width})); break;
@@ -356,6 +357,9 @@ Cost opCost(Operation *op, ArrayRef<int64_t> sv) {
     double lqh = numel(a.getQuery(), sv) / q.getDimSize(2);  // H * Lq
     double d = q.getDimSize(2), dv = cast<RankedTensorType>(a.getValue().getType()).getDimSize(2);
     double pairs = lqh * lk * (a.getMask() == "causal" ? 0.5 : 1.0);
+    sparse::Pattern p = patternOf(a);
+    if (!p.kind.empty())  // what the block schedule computes, padding and block rounding included
+      pairs = q.getDimSize(0) * sparse::countWork(p, (int64_t)lk).visited;
     c.flops = pairs * (2 * d + 2 * dv + 4);
   } else if (isa<kiln::GeluOp>(op)) {
     c.flops = 10 * out;

@@ -106,7 +106,8 @@ struct FuseAttentionPass : kiln::impl::FuseAttentionBase<FuseAttentionPass> {
       auto vt = cast<RankedTensorType>(v3.getType());
       auto rt = RankedTensorType::get({qt.getDimSize(0), qt.getDimSize(1), vt.getDimSize(2)}, qt.getElementType());
       Value att = kiln::AttentionOp::create(b, loc, rt, q3, k3, v3, Value(), b.getStringAttr(mask),
-                                            b.getF32FloatAttr((float)scale));
+                                            b.getF32FloatAttr((float)scale), UnitAttr(), IntegerAttr(), IntegerAttr(),
+                                            StringAttr(), ArrayAttr(), UnitAttr());
       Value result = att;
       if (user->getResult(0).getType() != rt)
         result = kiln::ReshapeOp::create(b, loc, user->getResult(0).getType(), att);

@@ -67,6 +67,15 @@ static void semanticAttrs(Operation *op, std::map<std::string, std::string> &a) 
     a["mask"] = o.getMask().str();
     a["scale"] = f2s(o.getScale().convertToFloat());
     if (o.getPast()) a["valid"] = o.getKeyCount() ? "key_count" : "past";
+    if (auto v = o.getPatternSize()) a["pattern_size"] = std::to_string(*v);
+    if (auto v = o.getSummary()) a["summary"] = std::to_string(*v);
+    if (auto v = o.getPart()) a["part"] = v->str();
+    if (auto rows = o.getLayout()) {
+      std::string s;
+      for (Attribute r : *rows) s += (s.empty() ? "" : "/") + cast<StringAttr>(r).getValue().str();
+      a["layout"] = s;
+    }
+    if (o.getNoncausal()) a["noncausal"] = "1";
   }
 }
 

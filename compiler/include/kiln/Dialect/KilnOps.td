@@ -227,13 +227,26 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
     With `key_count` set, the [1] i32 operand is instead the number of valid keys (attention over
     a cache another entry filled, such as the encoder's keys during decoding).
 
+    Sparse patterns (self-attention, Lq = Lk, all causal but a `noncausal` layout):
+    "window" (pattern_size w: i - w < j <= i), "strided" (pattern_size s; part "local":
+    i - s < j, "global": (i - j) % s == 0, "union": either), "fixed" (pattern_size c, summary t;
+    part "local": j / c == i / c, "global": j % c >= c - t, "union": either) and "layout"
+    (pattern_size: the block; `layout`: one string per query block, '#' where a key block is
+    visited). kiln-tile-sparse-pattern turns them into block schedules.
+
+    ```mlir
+    %s = kiln.attention %q, %k, %v {mask = "strided", pattern_size = 64 : i64, part = "union", scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
+    ```
+
     ```mlir
     %o = kiln.attention %q, %k, %v {mask = "causal", scale = 0.176776692 : f32} : (tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
                    Optional<AnyRankedTensor>:$past,
-                   DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, UnitAttr:$key_count);
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, UnitAttr:$key_count,
+                   OptionalAttr<I64Attr>:$pattern_size, OptionalAttr<I64Attr>:$summary, OptionalAttr<StrAttr>:$part,
+                   OptionalAttr<StrArrayAttr>:$layout, UnitAttr:$noncausal);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

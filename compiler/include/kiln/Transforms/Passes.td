@@ -51,6 +51,29 @@ def ChunkFfn : Pass<"kiln-chunk-ffn", "mlir::ModuleOp"> {
   ];
 }
 
+def TileSparsePattern : Pass<"kiln-tile-sparse-pattern", "mlir::ModuleOp"> {
+  let summary = "Turn an attention's sparse pattern into a block schedule";
+  let description = [{
+    For kiln.attention with a pattern (window, strided, fixed, layout), chooses the block size
+    (`kiln.schedule` entry `block`) and writes `kiln.sparse`: per part, the query and key orders
+    and the rule for the key blocks each query block visits, so that the kernel's work follows
+    the allowed entries, not the blocks the pattern touches in sequence order:
+      * window, strided local, fixed local: sequence order, the key blocks from the window's
+        (or own block's) first block to the diagonal;
+      * strided global (j = i mod s): queries and keys in stride-transpose order (the sequence
+        as [ceil(L/s), s], transposed): each residue class is contiguous and causal within;
+      * fixed global (the summary positions): keys gathered into a compact list;
+      * layout: the user's table of key blocks per query block.
+    A union (one merged head) has two parts, merged by log-sum-exp; keys both allow are masked
+    out of the second. The schedule dump draws each part's block matrix.
+
+      %o = kiln.attention %q, %k, %v {mask = "strided", part = "union", pattern_size = 64}
+    becomes
+      %o = kiln.attention ... {kiln.schedule = {block = 64}, kiln.sparse = {part0 = "...", part1 = "..."}}
+  }];
+  let options = [Option<"block", "block", "int64_t", "0", "block size (0: from the pattern, 16 to 64)">];
+}
+
 def TileOps : Pass<"kiln-tile-ops", "mlir::ModuleOp"> {
   let summary = "Choose tile sizes for matmul-class ops, attention and row-wise ops";
   let description = [{

@@ -54,10 +54,48 @@ enum class WeightLayout { OutIn, InOut };  // x·Wᵀ with W [out, in] (nn.Linea
 enum class GeluApprox { Erf, Tanh };
 enum class Init { Normal, Ones, Zeros };
 
+// Which of a factorized pattern's two halves a head attends to (the Sparse Transformer's A(1)
+// and A(2)), or their union (one merged head).
+enum class Part { Union, Local, Global };
+
+// The Sparse Transformer's strided pattern: Local, the previous `stride` positions
+// (i - stride < j <= i); Global, every stride-th position before (j <= i, (i - j) % stride == 0).
+struct StridedPattern {
+  int64_t stride = 0;
+  Part part = Part::Union;
+};
+// The fixed pattern: Local, the query's own block of `block` positions (j / block == i / block,
+// j <= i); Global, the last `summary` positions of every block (j % block >= block - summary,
+// j <= i).
+struct FixedPattern {
+  int64_t block = 0;
+  int64_t summary = 1;
+  Part part = Part::Union;
+};
+// A user's block layout: rows[r][c] == '#' lets query block r see key block c (blocks of
+// `block` positions; '.' elsewhere); causal adds j <= i. Covers rows.size() * block positions.
+struct BlockLayout {
+  int64_t block = 0;
+  std::vector<std::string> rows;
+  bool causal = true;
+};
+
+// Which keys each query may see. Every pattern but a non-causal layout is causal (j <= i).
 struct Mask {
-  enum Kind { None, Causal } kind = None;
+  enum Kind { None, Causal, Window, Strided, Fixed, Layout } kind = None;
+  int64_t size = 0;     // window: w; strided: the stride; fixed and layout: the block
+  int64_t summary = 0;  // fixed: summary positions per block
+  Part part = Part::Union;
+  std::vector<std::string> layout;
+  bool layout_causal = true;
   static Mask none() { return {}; }
   static Mask causal() { return {Causal}; }
+  // i - w < j <= i (a local window of w positions, the query's own included).
+  static Mask window(int64_t w) { return {Window, w}; }
+  static Mask strided(StridedPattern p) { return {Strided, p.stride, 0, p.part}; }
+  static Mask fixed(FixedPattern p) { return {Fixed, p.block, p.summary, p.part}; }
+  static Mask block_layout(BlockLayout l) { return {Layout, l.block, 0, Part::Union, l.rows, l.causal}; }
+  bool sparse() const { return kind > Causal; }  // a pattern for kiln-tile-sparse-pattern
 };
 
 class Model;

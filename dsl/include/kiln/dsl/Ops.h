@@ -70,6 +70,9 @@ struct AttentionOptions {
   // Attention over a cache another entry filled (cross-attention while decoding): only the first
   // `key_count` ([1] i32) keys are valid. Give `past` or `key_count`, not both.
   Tensor key_count;
+  // Different patterns for different heads: head h of H uses head_masks[h * n / H] (n masks,
+  // H a multiple of n; contiguous groups of heads). `mask` must then be none.
+  std::vector<Mask> head_masks;
 };
 // q [H, Lq, hd], k [H, Lk, hd], v [H, Lk, hv] -> [H, Lq, hv]: softmax(q·kᵀ·scale + mask)·v.
 Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt = {}, SourceLoc loc = SourceLoc::current());

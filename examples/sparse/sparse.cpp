@@ -1,0 +1,86 @@
+// examples/sparse: a Sparse Transformer decoder (Child et al., 2019) in the kiln DSL.
+//
+// Pre-norm blocks with factorized causal attention, GELU FFN, learned positions and an output
+// head. The two factorized patterns are the paper's:
+//   strided (--stride s): local, the previous s positions; global, every s-th position before;
+//   fixed (--stride c --summary t): local, the query's own block of c; global, the last t
+//   positions of every block.
+// --combine picks one of the paper's three ways to use the two halves:
+//   alternate  layer i attends with the local half when i is even, the global half when odd;
+//   merged     every head attends to the union (one merged head; kiln merges the two block
+//              schedules by log-sum-exp inside one kernel);
+//   heads      half of the heads attend with each half.
+// kiln-tile-sparse-pattern turns each into block schedules whose work follows the allowed
+// entries (the schedule files draw the block matrices).
+//
+// Parameter names: tok_embed.weight [vocab, d], pos_embed.weight [ctx, d],
+//   layers.{i}.ln1.*, layers.{i}.attn.qkv.{weight [3d, d], bias}, layers.{i}.attn.proj.*,
+//   layers.{i}.ln2.*, layers.{i}.mlp.fc1.*, layers.{i}.mlp.fc2.*, ln_f.*, head.weight [vocab, d]
+//
+//   build/bin/sparse-compile --combine merged -o sparse     # 4 layers, d 256, 8 heads, ctx 8192
+//   ./sparse --random-weights --tokens 1,2,3
+#include "kiln/Pipelines/Driver.h"
+#include "kiln/dsl/Ops.h"
+
+struct SparseConfig {
+  int64_t layers = 4, d_model = 256, heads = 8, vocab = 256, ctx = 8192, stride = 128, summary = 8;
+  std::string pattern = "strided", combine = "merged";
+};
+
+static void build_sparse(kiln::Model &m, const SparseConfig &c) {
+  using namespace kiln;
+  const int64_t d = c.d_model;
+  if (c.layers < 1 || d <= 0 || c.heads <= 0 || d % c.heads)
+    throw Error("sparse: --d-model (" + std::to_string(d) + ") must be a positive multiple of --heads (" +
+                    std::to_string(c.heads) + ") and --layers at least 1",
+                SourceLoc::current());
+  if (c.combine == "heads" && c.heads % 2)
+    throw Error("sparse: --combine heads splits the heads in two halves; --heads " + std::to_string(c.heads) + " is odd",
+                SourceLoc::current());
+  auto half = [&](Part part) {
+    return c.pattern == "strided" ? Mask::strided({.stride = c.stride, .part = part})
+                                  : Mask::fixed({.block = c.stride, .summary = c.summary, .part = part});
+  };
+  auto vec = [&](const std::string &n, Init init) { return m.param(n, {d}, {.init = init}); };
+  auto norm = [&](const std::string &p, Tensor x) {
+    return layer_norm(x, vec(p + ".weight", Init::Ones), vec(p + ".bias", Init::Zeros), {.eps = 1e-5f});
+  };
+  auto dense = [&](const std::string &p, Tensor x, int64_t in, int64_t out) {
+    return linear(x, m.param(p + ".weight", {out, in}), m.param(p + ".bias", {out}, {.init = Init::Zeros}));
+  };
+  Dim L = m.seq("L", c.ctx);
+  Tensor tokens = m.tokens("tokens", L, c.vocab);
+  Tensor x = add(embedding(m.param("tok_embed.weight", {c.vocab, d}), tokens),
+                 position_embedding(m.param("pos_embed.weight", {c.ctx, d}, {.scale = 0.01f}), tokens));
+  for (int64_t i = 0; i < c.layers; ++i) {
+    std::string p = "layers." + std::to_string(i);
+    std::vector<Tensor> qkv = split(dense(p + ".attn.qkv", norm(p + ".ln1", x), d, 3 * d), 1, {d, d, d});
+    AttentionOptions ao;
+    if (c.combine == "alternate") ao.mask = half(i % 2 == 0 ? Part::Local : Part::Global);
+    else if (c.combine == "merged") ao.mask = half(Part::Union);
+    else ao.head_masks = {half(Part::Local), half(Part::Global)};
+    Tensor a = attention(split_heads(qkv[0], c.heads), split_heads(qkv[1], c.heads), split_heads(qkv[2], c.heads), ao);
+    x = add(x, dense(p + ".attn.proj", merge_heads(a), d, d));
+    Tensor h = gelu(dense(p + ".mlp.fc1", norm(p + ".ln2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
+    x = add(x, dense(p + ".mlp.fc2", h, 4 * d, d));
+  }
+  m.output("logits", linear(norm("ln_f", x), m.param("head.weight", {c.vocab, d})));
+}
+
+int main(int argc, char **argv) {
+  kiln::Driver driver("sparse", "sparse-compile: compile a Sparse Transformer decoder with kiln");
+  SparseConfig c;
+  CLI::App &app = driver.app();
+  app.add_option("--layers", c.layers, "decoder layers")->capture_default_str();
+  app.add_option("--d-model", c.d_model, "model width")->capture_default_str();
+  app.add_option("--heads", c.heads, "attention heads")->capture_default_str();
+  app.add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
+  app.add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
+  app.add_option("--pattern", c.pattern, "factorized pattern")->check(CLI::IsMember({"strided", "fixed"}))->capture_default_str();
+  app.add_option("--combine", c.combine, "how the two halves combine")
+      ->check(CLI::IsMember({"alternate", "merged", "heads"}))
+      ->capture_default_str();
+  app.add_option("--stride", c.stride, "strided: the stride; fixed: the block")->capture_default_str();
+  app.add_option("--summary", c.summary, "fixed: summary positions per block")->capture_default_str();
+  return driver.run(argc, argv, [&](kiln::Model &m) { build_sparse(m, c); });
+}

@@ -1,0 +1,226 @@
+// Sparse attention patterns (kiln-tile-sparse-pattern and the block-sparse kernel) against a
+// plain masked attention, at lengths that are and are not multiples of the block and stride.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+
+#include "harness.h"
+#include "kiln/dsl/Ops.h"
+
+using namespace kiln;
+
+namespace {
+
+using Allowed = std::function<bool(int64_t i, int64_t j)>;
+
+// softmax(q·kᵀ·scale over the allowed keys)·v per head; a row with no allowed key is zeros.
+ref::T maskedAttention(const ref::T &q, const ref::T &k, const ref::T &v, const Allowed &allowed) {
+  int64_t H = q.shape[0], L = q.shape[1], D = q.shape[2];
+  double scale = 1.0 / std::sqrt((double)D);
+  ref::T o({H, L, D});
+  std::vector<double> s(L);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i) {
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < L; ++j) {
+        s[j] = -INFINITY;
+        if (!allowed(i, j)) continue;
+        double dot = 0;
+        for (int64_t c = 0; c < D; ++c) dot += (double)q.v[(h * L + i) * D + c] * k.v[(h * L + j) * D + c];
+        s[j] = dot * scale;
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < L; ++j) sum += (s[j] = std::isinf(s[j]) ? 0.0 : std::exp(s[j] - mx));
+      for (int64_t c = 0; c < D; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < L; ++j) acc += s[j] * v.v[(h * L + j) * D + c];
+        o.v[(h * L + i) * D + c] = (float)(sum > 0 ? acc / sum : 0.0);
+      }
+    }
+  return o;
+}
+
+// The patterns as the Sparse Transformer paper defines them, written out plainly.
+Allowed window(int64_t w) { return [=](int64_t i, int64_t j) { return j <= i && i - j < w; }; }
+Allowed stridedGlobal(int64_t s) { return [=](int64_t i, int64_t j) { return j <= i && (i - j) % s == 0; }; }
+Allowed fixedLocal(int64_t c) { return [=](int64_t i, int64_t j) { return j <= i && j / c == i / c; }; }
+Allowed fixedGlobal(int64_t c, int64_t t) { return [=](int64_t i, int64_t j) { return j <= i && j % c >= c - t; }; }
+Allowed either(Allowed a, Allowed b) { return [=](int64_t i, int64_t j) { return a(i, j) || b(i, j); }; }
+
+struct SparseCase {
+  std::string name;
+  Mask mask;
+  Allowed allowed;
+  int64_t heads = 2, hd = 16, bound = 200;
+  std::vector<int64_t> lengths = {1, 7, 64, 100, 200};
+  std::vector<Mask> head_masks = {};
+  std::vector<Allowed> head_allowed = {};
+};
+
+void PrintTo(const SparseCase &c, std::ostream *os) { *os << c.name; }
+
+class SparsePatterns : public ::testing::TestWithParam<SparseCase> {};
+
+TEST_P(SparsePatterns, MatchPlainMaskedAttention) {
+  const SparseCase &c = GetParam();
+  std::string dir = kt::workDir("sparse_" + c.name);
+  std::string exe = kt::compile(dir, "sp", [&](Model &m) {
+    Dim L = m.seq("L", c.bound);
+    Tensor q = m.input("q", {c.heads, L, c.hd}), k = m.input("k", {c.heads, L, c.hd}), v = m.input("v", {c.heads, L, c.hd});
+    m.output("o", attention(q, k, v, {.mask = c.mask, .head_masks = c.head_masks}));
+  }, {"--dump-dir", dir + "/dump"});
+  ASSERT_FALSE(exe.empty());
+  for (int64_t L : c.lengths) {
+    SCOPED_TRACE("L = " + std::to_string(L));
+    ref::T q = kt::randomT({c.heads, L, c.hd}, 1 + (unsigned)L), k = kt::randomT({c.heads, L, c.hd}, 2 + (unsigned)L),
+           v = kt::randomT({c.heads, L, c.hd}, 3 + (unsigned)L);
+    kt::saveNpy(dir + "/q.npy", q);
+    kt::saveNpy(dir + "/k.npy", k);
+    kt::saveNpy(dir + "/v.npy", v);
+    auto r = kt::run(exe + " --input q=" + dir + "/q.npy --input k=" + dir + "/k.npy --input v=" + dir +
+                     "/v.npy --output-dir " + dir + "/out");
+    ASSERT_EQ(r.code, 0) << r.output;
+    ref::T want;
+    if (c.head_masks.empty()) {
+      want = maskedAttention(q, k, v, c.allowed);
+    } else {  // head h uses head_allowed[h * n / H]
+      want = ref::T({c.heads, L, c.hd});
+      int64_t n = (int64_t)c.head_allowed.size(), per = c.heads / n;
+      for (int64_t g = 0; g < n; ++g) {
+        auto heads = [&](const ref::T &t) {
+          ref::T s({per, L, c.hd});
+          std::copy(t.v.begin() + g * per * L * c.hd, t.v.begin() + (g + 1) * per * L * c.hd, s.v.begin());
+          return s;
+        };
+        ref::T o = maskedAttention(heads(q), heads(k), heads(v), c.head_allowed[g]);
+        std::copy(o.v.begin(), o.v.end(), want.v.begin() + g * per * L * c.hd);
+      }
+    }
+    EXPECT_TRUE(kt::allClose(want, kt::loadNpy(dir + "/out/o.npy")));
+  }
+}
+
+std::vector<SparseCase> cases() {
+  std::vector<std::string> lay = {"#............", "##...........", "#.#..........", ".#.#.........", "#...#........",
+                                  "..#..#.......", "#.....#......", "...#...#.....", "#.......#....", "....#....#...",
+                                  "#.........#..", ".....#.....#.", "#...........#"};
+  std::vector<std::string> full(13, std::string(13, '#'));
+  full[2][5] = full[7][1] = '.';
+  return {
+      {"window7", Mask::window(7), window(7)},
+      {"strided8_local", Mask::strided({.stride = 8, .part = Part::Local}), window(8)},
+      {"strided8_global", Mask::strided({.stride = 8, .part = Part::Global}), stridedGlobal(8)},
+      {"strided8_union", Mask::strided({.stride = 8}), either(window(8), stridedGlobal(8))},
+      {"strided13_union", Mask::strided({.stride = 13}), either(window(13), stridedGlobal(13))},
+      {"strided64_union", Mask::strided({.stride = 64}), either(window(64), stridedGlobal(64))},
+      {"fixed16_local", Mask::fixed({.block = 16, .summary = 2, .part = Part::Local}), fixedLocal(16)},
+      {"fixed16_global", Mask::fixed({.block = 16, .summary = 2, .part = Part::Global}), fixedGlobal(16, 2)},
+      {"fixed16_union", Mask::fixed({.block = 16, .summary = 2}), either(fixedLocal(16), fixedGlobal(16, 2))},
+      {"fixed10_union", Mask::fixed({.block = 10, .summary = 3}), either(fixedLocal(10), fixedGlobal(10, 3))},
+      {"layout16_causal", Mask::block_layout({.block = 16, .rows = lay}),
+       [lay](int64_t i, int64_t j) { return j <= i && lay[i / 16][j / 16] == '#'; }},
+      {"layout16_full", Mask::block_layout({.block = 16, .rows = full, .causal = false}),
+       [full](int64_t i, int64_t j) { return full[i / 16][j / 16] == '#'; }},
+      {"heads_strided", Mask::none(), nullptr, 4, 16, 200, {1, 37, 200},
+       {Mask::strided({.stride = 8, .part = Part::Local}), Mask::strided({.stride = 8, .part = Part::Global})},
+       {window(8), stridedGlobal(8)}},
+      // Real block sizes (64) over many blocks.
+      {"strided64_union_long", Mask::strided({.stride = 64}), either(window(64), stridedGlobal(64)), 2, 32, 4096,
+       {1000, 4096}},
+      {"fixed64_union_long", Mask::fixed({.block = 64, .summary = 8}), either(fixedLocal(64), fixedGlobal(64, 8)), 2, 32,
+       4096, {1000, 4096}},
+  };
+}
+INSTANTIATE_TEST_SUITE_P(Patterns, SparsePatterns, ::testing::ValuesIn(cases()), [](const auto &i) { return i.param.name; });
+
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- examples/sparse
+struct SparseModelCase {
+  std::string pattern, combine;
+};
+void PrintTo(const SparseModelCase &c, std::ostream *os) { *os << c.pattern << "_" << c.combine; }
+class SparseExample : public ::testing::TestWithParam<SparseModelCase> {};
+
+// [L, H*hd] <-> [H, L, hd]
+ref::T toHeads(const ref::T &x, int64_t H) {
+  int64_t L = x.shape[0], hd = x.shape[1] / H;
+  ref::T o({H, L, hd});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < hd; ++c) o.v[(h * L + i) * hd + c] = x.at(i, h * hd + c);
+  return o;
+}
+ref::T fromHeads(const ref::T &o) {
+  int64_t H = o.shape[0], L = o.shape[1], hd = o.shape[2];
+  ref::T x({L, H * hd});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < hd; ++c) x.at(i, h * hd + c) = o.v[(h * L + i) * hd + c];
+  return x;
+}
+
+// The example's network written with the plain reference ops.
+ref::T sparseReference(std::map<std::string, ref::T> &w, const std::vector<int32_t> &ids, const SparseModelCase &c,
+                       int64_t layers, int64_t H, int64_t s, int64_t t) {
+  Allowed local = c.pattern == "strided" ? window(s) : fixedLocal(s);
+  Allowed global = c.pattern == "strided" ? stridedGlobal(s) : fixedGlobal(s, t);
+  auto ln = [&](const ref::T &x, const std::string &n) { return ref::layer_norm(x, w[n + ".weight"], w[n + ".bias"], 1e-5f); };
+  auto dense = [&](const ref::T &x, const std::string &n) { return ref::linear(x, w[n + ".weight"], w[n + ".bias"], true); };
+  int64_t L = (int64_t)ids.size();
+  ref::T x = ref::add(ref::embedding(w["tok_embed.weight"], ids), ref::rows(w["pos_embed.weight"], L));
+  int64_t d = x.shape[1], hd = d / H;
+  for (int64_t i = 0; i < layers; ++i) {
+    std::string p = "layers." + std::to_string(i);
+    ref::T qkv = dense(ln(x, p + ".ln1"), p + ".attn.qkv");
+    ref::T q({L, d}), k({L, d}), v({L, d});
+    for (int64_t r = 0; r < L; ++r)
+      for (int64_t col = 0; col < d; ++col)
+        q.at(r, col) = qkv.at(r, col), k.at(r, col) = qkv.at(r, d + col), v.at(r, col) = qkv.at(r, 2 * d + col);
+    ref::T qh = toHeads(q, H), kh = toHeads(k, H), vh = toHeads(v, H), o({H, L, hd});
+    for (int64_t h = 0; h < H; ++h) {
+      Allowed a = c.combine == "alternate" ? (i % 2 == 0 ? local : global)
+                  : c.combine == "merged"  ? either(local, global)
+                                           : (h < H / 2 ? local : global);
+      auto one = [&](const ref::T &tt) {
+        ref::T r({1, L, hd});
+        std::copy(tt.v.begin() + h * L * hd, tt.v.begin() + (h + 1) * L * hd, r.v.begin());
+        return r;
+      };
+      ref::T oh = maskedAttention(one(qh), one(kh), one(vh), a);
+      std::copy(oh.v.begin(), oh.v.end(), o.v.begin() + h * L * hd);
+    }
+    x = ref::add(x, dense(fromHeads(o), p + ".attn.proj"));
+    x = ref::add(x, dense(ref::gelu_tanh(dense(ln(x, p + ".ln2"), p + ".mlp.fc1")), p + ".mlp.fc2"));
+  }
+  return ref::linear(ln(x, "ln_f"), w["head.weight"], {}, true);
+}
+
+TEST_P(SparseExample, MatchesReference) {
+  const SparseModelCase &c = GetParam();
+  std::string dir = kt::workDir("sparse_example_" + c.pattern + "_" + c.combine), exe = dir + "/sparse";
+  auto r = kt::run(std::string(KILN_BIN) + "/sparse-compile --layers 2 --d-model 64 --heads 4 --vocab 97 --ctx 300 --stride 16 "
+                   "--summary 3 --pattern " + c.pattern + " --combine " + c.combine + " --quiet --cache-dir " +
+                   KILN_TEST_CACHE + " -o " + exe);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int L : {1, 45, 300}) {
+    SCOPED_TRACE("L = " + std::to_string(L));
+    std::vector<int32_t> ids = kt::randomIds(L, 97, (unsigned)L);
+    kt::saveIds(dir + "/ids.npy", ids);
+    r = kt::run(exe + " --random-weights --seed 5 --save-weights " + dir + "/w.safetensors --input tokens=" + dir +
+                "/ids.npy --output-dir " + dir + "/out");
+    ASSERT_EQ(r.code, 0) << r.output;
+    std::map<std::string, ref::T> w = kt::loadWeights(dir + "/w.safetensors");
+    EXPECT_TRUE(kt::allClose(sparseReference(w, ids, c, 2, 4, 16, 3), kt::loadNpy(dir + "/out/logits.npy")));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Modes, SparseExample,
+                         ::testing::Values(SparseModelCase{"strided", "merged"}, SparseModelCase{"strided", "alternate"},
+                                           SparseModelCase{"strided", "heads"}, SparseModelCase{"fixed", "merged"},
+                                           SparseModelCase{"fixed", "alternate"}),
+                         [](const auto &i) { return i.param.pattern + "_" + i.param.combine; });
+}  // namespace
