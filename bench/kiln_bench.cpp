@@ -38,6 +38,10 @@
 #include "kilnrt/api.h"
 #include "libbench_attention_causal.h"
 #include "libbench_attention_dense.h"
+#include "libbench_attention_fixed128.h"
+#include "libbench_attention_fixed64.h"
+#include "libbench_attention_strided128.h"
+#include "libbench_attention_strided64.h"
 #include "libbench_bert_base.h"
 #include "libbench_gpt2_small.h"
 #include "libbench_ffn_chunked.h"
@@ -45,6 +49,7 @@
 #include "libbench_linear_3072x768.h"
 #include "libbench_linear_768x3072.h"
 #include "libbench_linear_768x768.h"
+#include "kiln/Codegen/SparsePattern.h"
 #include "models.h"
 #ifdef KILN_HAVE_OPENBLAS
 #include <cblas.h>
@@ -142,7 +147,11 @@ __attribute__((target("avx512f,fma"))) double fmaLoop(long n) {
   }
   __m512 s = a[0];
   for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
-  return _mm512_reduce_add_ps(s);
+  float lanes[16];  // (_mm512_reduce_add_ps trips a false GCC 12 -Wuninitialized in its header)
+  _mm512_storeu_ps(lanes, s);
+  double total = 0;
+  for (float x : lanes) total += x;
+  return total;
 }
 // FMA peak of all cores together (GFLOP/s), measured with one 16-chain loop per core.
 double measurePeak(bool quick) {
@@ -368,6 +377,73 @@ void attentionCase(const kiln_model_info *model, bool causal, long L, bool quick
         maxDiff(o, out.data(), out.size())});
 }
 
+// Sparse attention (both halves of the pattern, one merged head; the stride or block s is a
+// multiple of the 64-row block near sqrt(L)): kiln's block-sparse kernel against `naive`, plain
+// code that materializes each head's [L, L] score matrix with the masked entries at -inf
+// (scores are dot products only where allowed, so it stays affordable at L = 16384), and
+// against `dense_fused`, kiln's own fused causal kernel at the same length.
+void sparseAttentionCase(const char *name, bool fixed, long L, bool quick) {
+  const long H = 12, D = 64, s = quick ? 64 : std::max(64L, 64 * std::lround(std::sqrt((double)L) / 64)), t = 8;
+  const kiln_model_info *model = fixed ? (s == 64 ? &bench_attention_fixed64 : &bench_attention_fixed128)
+                                       : (s == 64 ? &bench_attention_strided64 : &bench_attention_strided128);
+  if (s != 64 && s != 128) return;
+  auto allowed = [&](long i, long j) {
+    return j <= i && (fixed ? (j / s == i / s || j % s >= s - t) : (i - j < s || (i - j) % s == 0));
+  };
+  KilnRun k(model), c(&bench_attention_causal);
+  std::vector<float> q = randomVec(H * L * D, 1), kk = randomVec(H * L * D, 2), v = randomVec(H * L * D, 3);
+  for (KilnRun *r : {&k, &c}) {
+    r->input("q", {H, L, D}, q);
+    r->input("k", {H, L, D}, kk);
+    r->input("v", {H, L, D}, v);
+  }
+  double kt = timeMs([&] { k.run(); }, quick), kpeak = k.peakBytes();
+  double ct = timeMs([&] { c.run(); }, quick), cpeak = c.peakBytes();
+  const float *o = k.output("o");
+  std::vector<float> out(H * L * D);
+  double pairs = 0;
+  const float scale = 1.0f / std::sqrt((float)D);
+  double nt = timeMs([&] {
+    std::vector<float> S(L * L);
+    pairs = 0;
+    for (long h = 0; h < H; ++h) {
+      for (long i = 0; i < L; ++i)
+        for (long j = 0; j < L; ++j) {
+          float dot = -INFINITY;
+          if (allowed(i, j)) {
+            dot = 0;
+            for (long e = 0; e < D; ++e) dot += q[(h * L + i) * D + e] * kk[(h * L + j) * D + e];
+            dot *= scale;
+            pairs += 1;
+          }
+          S[i * L + j] = dot;
+        }
+      for (long i = 0; i < L; ++i) {
+        float *row = &S[i * L], m = *std::max_element(row, row + L);
+        double sum = 0;
+        for (long j = 0; j < L; ++j) sum += (row[j] = std::isinf(row[j]) ? 0.0f : std::exp(row[j] - m));
+        std::vector<double> a(D, 0.0);
+        for (long j = 0; j < L; ++j)
+          if (row[j] != 0.0f)
+            for (long e = 0; e < D; ++e) a[e] += row[j] * v[(h * L + j) * D + e];
+        for (long e = 0; e < D; ++e) out[(h * L + i) * D + e] = (float)(a[e] / sum);
+      }
+    }
+  }, true);
+  pairs /= H;
+  kiln::sparse::Pattern p{.kind = fixed ? "fixed" : "strided", .size = s, .summary = fixed ? t : 0, .block = 64};
+  double visited = kiln::sparse::countWork(p, L).visited;
+  char ds[32], cs[32];
+  snprintf(ds, sizeof ds, "%.4f", pairs / ((double)L * L));
+  snprintf(cs, sizeof cs, "%.4f", visited / ((double)L * L));
+  double flops = 4.0 * H * D * pairs;
+  emit({name, L, ds, cs, kt, "naive", nt, kpeak, 4.0 * L * L, flops, maxDiff(o, out.data(), out.size())});
+  emit({name, L, ds, cs, kt, "dense_fused", ct, kpeak, cpeak, flops, maxDiff(o, out.data(), out.size())});
+  if (!g_csv)
+    printf("%-22s %6ld   s = %ld%s; dense_fused x computed/0.5 = %.3f ms (kiln / that = %.2f)\n", "", L, s,
+           fixed ? ", t = 8" : "", ct * (visited / ((double)L * L)) / 0.5, kt / (ct * (visited / ((double)L * L)) / 0.5));
+}
+
 void ffnCase(long L, bool quick) {
   const long d = 768, dff = 3072;
   if (quick) L = 40;
@@ -477,7 +553,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
       fprintf(stderr,
-              "usage: kiln-bench [--csv] [--quick] [--only linear|attention_dense|attention_causal|ffn|gpt2|bert]\n");
+              "usage: kiln-bench [--csv] [--quick] [--only linear|attention_dense|attention_causal|attention_strided|attention_fixed|ffn|gpt2|bert]\n");
       return 1;
     }
   }
@@ -510,6 +586,11 @@ int main(int argc, char **argv) {
     for (long L : Ls) attentionCase(&bench_attention_dense, false, L, quick);
   if (want("attention_causal"))
     for (long L : Ls) attentionCase(&bench_attention_causal, true, L, quick);
+  std::vector<long> sparseLs = quick ? std::vector<long>{37} : std::vector<long>{1024, 2048, 4096, 8192, 16384};
+  if (want("attention_strided"))
+    for (long L : sparseLs) sparseAttentionCase("attention_strided", false, L, quick);
+  if (want("attention_fixed"))
+    for (long L : sparseLs) sparseAttentionCase("attention_fixed", true, L, quick);
   if (want("ffn")) ffnCase(4096, quick);
   if (want("gpt2_small_forward")) gpt2ForwardCase(quick ? 4 : 512, quick);
   if (want("gpt2_small_decode")) gpt2DecodeCase(quick ? 5 : 1024, quick);

@@ -2,6 +2,7 @@
 //
 //   kiln-bench-models --case linear --n 768 --k 3072 --ctx 512 --emit=lib --lib-symbol S -o libS.a
 //   kiln-bench-models --case attention --causal --heads 12 --dim 64 --ctx 8192 ...
+//   kiln-bench-models --case attention --pattern strided --stride 128 ...   (merged head: the union)
 //   kiln-bench-models --case ffn --d 768 --dff 3072 --ctx 4096 [--ffn-chunk off] ...
 #include "kiln/Pipelines/Driver.h"
 #include "kiln/dsl/Ops.h"
@@ -11,6 +12,8 @@ int main(int argc, char **argv) {
   std::string kind = "linear";
   int64_t n = 768, k = 768, ctx = 512, heads = 12, dim = 64, d = 768, dff = 3072;
   bool causal = false;
+  std::string pattern = "none";
+  int64_t stride = 128, summary = 8;
   CLI::App &app = driver.app();
   app.add_option("--case", kind, "linear, attention or ffn")->check(CLI::IsMember({"linear", "attention", "ffn"}));
   app.add_option("--n", n, "linear: output features");
@@ -19,6 +22,10 @@ int main(int argc, char **argv) {
   app.add_option("--heads", heads, "attention heads");
   app.add_option("--dim", dim, "attention head dim");
   app.add_flag("--causal", causal, "attention: causal mask");
+  app.add_option("--pattern", pattern, "attention: sparse pattern (both halves, merged)")
+      ->check(CLI::IsMember({"none", "strided", "fixed"}));
+  app.add_option("--stride", stride, "strided: the stride; fixed: the block");
+  app.add_option("--summary", summary, "fixed: summary positions per block");
   app.add_option("--d", d, "ffn: model width");
   app.add_option("--dff", dff, "ffn: inner width");
   return driver.run(argc, argv, [&](kiln::Model &m) {
@@ -28,7 +35,10 @@ int main(int argc, char **argv) {
       m.output("y", linear(m.input("x", {L, k}), m.param("w", {n, k})));
     } else if (kind == "attention") {
       Tensor q = m.input("q", {heads, L, dim}), kk = m.input("k", {heads, L, dim}), v = m.input("v", {heads, L, dim});
-      m.output("o", attention(q, kk, v, {.mask = causal ? Mask::causal() : Mask::none()}));
+      Mask mask = causal ? Mask::causal() : Mask::none();
+      if (pattern == "strided") mask = Mask::strided({.stride = stride});
+      if (pattern == "fixed") mask = Mask::fixed({.block = stride, .summary = summary});
+      m.output("o", attention(q, kk, v, {.mask = mask}));
     } else {
       Tensor x = m.input("x", {L, d});
       Tensor h = gelu(linear(x, m.param("w1", {dff, d}), m.param("b1", {dff})), {.approx = GeluApprox::Tanh});

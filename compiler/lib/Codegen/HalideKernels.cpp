@@ -211,20 +211,8 @@ Func buildFfn(Builder &B) {
   int dff = (int)(oi1 ? k.inputs[1].dims[0] : k.inputs[1].dims[1]);
   int dout = (int)k.output.dims[1];
   Expr M = X.dim(1).extent();
-  Var j("j"), i("i"), f("f"), kk("kk");
+  Var j("j"), i("i"), f("f"), kk("kk"), pi("pi"), po("po");
   RDom r1(0, d, "r1"), r2(0, dff, "r2");
-  Func P1("P1"), P2("P2"), acc1("acc1"), h("h"), acc2("acc2"), out("out");
-  P1(f, kk) = oi1 ? W1(kk, f) : W1(f, kk);
-  P2(j, kk) = oi2 ? W2(kk, j) : W2(j, kk);
-  acc1(f, i) = 0.0f;
-  acc1(f, i) += X(r1, clamp(i, 0, M - 1)) * P1(f, r1);
-  h(f, i) = activation(k.gets("act", "none"), acc1(f, i) + B1(f));
-  acc2(j, i) = 0.0f;
-  acc2(j, i) += h(r2, i) * P2(j, r2);
-  Expr v = acc2(j, i) + B2(j);
-  if (k.inputs.size() > 5) v = v + B.in[5](j, i);
-  out(j, i) = v;
-
   int vec = B.vec, tm = (int)k.geti("s.tile_m", 4), chunk = (int)k.geti("chunk", 32);
   auto tileFor = [&](int n) {
     int w = vec;
@@ -234,6 +222,21 @@ Func buildFfn(Builder &B) {
   };
   auto [w2, tn2] = tileFor(dout);
   auto [w1, tn1] = tileFor(dff);
+  // Each weight is packed once per call into panels: P(pi, kk, po) is column po * tn + pi of
+  // row kk, so the panel a column tile reads (K x tn) is contiguous, as for a linear.
+  Func P1("P1"), P2("P2"), acc1("acc1"), h("h"), acc2("acc2"), out("out");
+  Expr c1 = min(po * tn1 + pi, dff - 1), c2 = min(po * tn2 + pi, dout - 1);
+  P1(pi, kk, po) = oi1 ? W1(kk, c1) : W1(c1, kk);
+  P2(pi, kk, po) = oi2 ? W2(kk, c2) : W2(c2, kk);
+  acc1(f, i) = 0.0f;
+  acc1(f, i) += X(r1, clamp(i, 0, M - 1)) * P1(f % tn1, r1, f / tn1);
+  h(f, i) = activation(k.gets("act", "none"), acc1(f, i) + B1(f));
+  acc2(j, i) = 0.0f;
+  acc2(j, i) += h(r2, i) * P2(j % tn2, r2, j / tn2);
+  Expr v = acc2(j, i) + B2(j);
+  if (k.inputs.size() > 5) v = v + B.in[5](j, i);
+  out(j, i) = v;
+
   Var io("io"), ii("ii"), jo("jo"), ji("ji"), yi("yi"), yii("yii");
   // As for linears, inputs shorter than a chunk get chunks of 1, 2, 4... register blocks:
   // GuardWithIf would otherwise compute a whole chunk of h for one row.
@@ -263,20 +266,19 @@ Func buildFfn(Builder &B) {
   if (w1 > 1) acc1.vectorize(f, w1), acc1.update().vectorize(f, w1);
   acc1.unroll(i);
   acc1.update().unroll(f).unroll(i).unroll(r1, 2, TailStrategy::GuardWithIf);
-  // A weight stored [out, in] is transposed once per call (not once per chunk, which would
-  // repeat the whole transpose L/chunk times).
-  for (auto [P, v, w] : {std::tuple<Func, Var, int>{P1, f, w1}, {P2, j, w2}}) {
-    if (!(P.name() == P1.name() ? oi1 : oi2)) continue;
-    Var po("po");
-    P.compute_root().split(kk, po, kk, 16, TailStrategy::GuardWithIf).parallel(po);
-    if (w > 1) P.vectorize(v, w, TailStrategy::GuardWithIf);
+  // The panels are packed once per call (not once per chunk, which would repeat the packing
+  // L/chunk times).
+  for (auto [P, w] : {std::pair<Func, int>{P1, w1}, {P2, w2}}) {
+    P.compute_root().parallel(po);
+    if (w > 1) P.vectorize(pi, w, TailStrategy::GuardWithIf);
   }
   B.log << "out: chunks of " << chunk << " rows in parallel; per chunk h [" << chunk << " x " << dff
         << "] = act(x.W1 + b1) is computed once (h.compute_at(out, io)), then out = h.W2 + b2"
         << (k.inputs.size() > 5 ? " + residual" : "") << "\n"
         << "h: column tiles of " << tn1 << ", register blocks " << tm << " x " << tn1 << " (acc1.compute_at(h, hy))\n"
         << "out: column tiles of " << tn2 << ", register blocks " << tm << " x " << tn2 << " (acc2.compute_at(out, yi))\n"
-        << (oi1 ? "W1 transposed once per call\n" : "") << (oi2 ? "W2 transposed once per call\n" : "");
+        << "W1, W2 packed once per call into contiguous [K x tile] panels" << (oi1 || oi2 ? " (transposing [out, in])" : "")
+        << "\n";
   return out;
 }
 
