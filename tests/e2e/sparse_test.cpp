@@ -58,6 +58,7 @@ struct SparseCase {
   std::vector<int64_t> lengths = {1, 7, 64, 100, 200};
   std::vector<Mask> head_masks = {};
   std::vector<Allowed> head_allowed = {};
+  float input_scale = 1.0f;  // 100: logits of about ±1e4
 };
 
 void PrintTo(const SparseCase &c, std::ostream *os) { *os << c.name; }
@@ -75,8 +76,8 @@ TEST_P(SparsePatterns, MatchPlainMaskedAttention) {
   ASSERT_FALSE(exe.empty());
   for (int64_t L : c.lengths) {
     SCOPED_TRACE("L = " + std::to_string(L));
-    ref::T q = kt::randomT({c.heads, L, c.hd}, 1 + (unsigned)L), k = kt::randomT({c.heads, L, c.hd}, 2 + (unsigned)L),
-           v = kt::randomT({c.heads, L, c.hd}, 3 + (unsigned)L);
+    ref::T q = kt::randomT({c.heads, L, c.hd}, 1 + (unsigned)L, c.input_scale),
+           k = kt::randomT({c.heads, L, c.hd}, 2 + (unsigned)L, c.input_scale), v = kt::randomT({c.heads, L, c.hd}, 3 + (unsigned)L);
     kt::saveNpy(dir + "/q.npy", q);
     kt::saveNpy(dir + "/k.npy", k);
     kt::saveNpy(dir + "/v.npy", v);
@@ -105,12 +106,13 @@ TEST_P(SparsePatterns, MatchPlainMaskedAttention) {
 
 std::vector<SparseCase> cases() {
   std::vector<std::string> lay = {"#............", "##...........", "#.#..........", ".#.#.........", "#...#........",
-                                  "..#..#.......", "#.....#......", "...#...#.....", "#.......#....", "....#....#...",
+                                  "..#..#.......", ".............", "...#...#.....", "#.......#....", "....#....#...",
                                   "#.........#..", ".....#.....#.", "#...........#"};
   std::vector<std::string> full(13, std::string(13, '#'));
   full[2][5] = full[7][1] = '.';
   return {
       {"window7", Mask::window(7), window(7)},
+      {"window300_longer_than_L", Mask::window(300), window(300)},
       {"strided8_local", Mask::strided({.stride = 8, .part = Part::Local}), window(8)},
       {"strided8_global", Mask::strided({.stride = 8, .part = Part::Global}), stridedGlobal(8)},
       {"strided8_union", Mask::strided({.stride = 8}), either(window(8), stridedGlobal(8))},
@@ -120,6 +122,9 @@ std::vector<SparseCase> cases() {
       {"fixed16_global", Mask::fixed({.block = 16, .summary = 2, .part = Part::Global}), fixedGlobal(16, 2)},
       {"fixed16_union", Mask::fixed({.block = 16, .summary = 2}), either(fixedLocal(16), fixedGlobal(16, 2))},
       {"fixed10_union", Mask::fixed({.block = 10, .summary = 3}), either(fixedLocal(10), fixedGlobal(10, 3))},
+      // Logits of about ±1e4: the online softmax subtracts running maxima, nothing overflows.
+      {"strided8_union_logits_1e4", Mask::strided({.stride = 8}), either(window(8), stridedGlobal(8)), 2, 16, 200,
+       {7, 200}, {}, {}, 100.0f},
       {"layout16_causal", Mask::block_layout({.block = 16, .rows = lay}),
        [lay](int64_t i, int64_t j) { return j <= i && lay[i / 16][j / 16] == '#'; }},
       {"layout16_full", Mask::block_layout({.block = 16, .rows = full, .causal = false}),
