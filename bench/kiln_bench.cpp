@@ -40,6 +40,8 @@
 #include "libbench_attention_dense.h"
 #include "libbench_attention_fixed128.h"
 #include "libbench_attention_fixed64.h"
+#include "libbench_attention_dense4.h"
+#include "libbench_attention_lsh.h"
 #include "libbench_attention_strided128.h"
 #include "libbench_attention_strided64.h"
 #include "libbench_bert_base.h"
@@ -444,6 +446,29 @@ void sparseAttentionCase(const char *name, bool fixed, long L, bool quick) {
            fixed ? ", t = 8" : "", ct * (visited / ((double)L * L)) / 0.5, kt / (ct * (visited / ((double)L * L)) / 0.5));
 }
 
+// LSH attention (examples/reformer's: 4 heads, head dim 64, 64 buckets, 2 rounds, chunks of
+// 64) against kiln's dense fused attention (non-causal, the same heads) up to L = 16384, where
+// the dense kernel's L^2 work already costs seconds; time and peak bytes.
+void lshAttentionCase(long L, bool quick) {
+  const long H = 4, D = 64;
+  KilnRun k(&bench_attention_lsh);
+  std::vector<float> q = randomVec(H * L * D, 1), v = randomVec(H * L * D, 3);
+  k.input("qk", {H, L, D}, q);
+  k.input("v", {H, L, D}, v);
+  double kt = timeMs([&] { k.run(); }, quick), kpeak = k.peakBytes();
+  double flops = (double)H * 2 * L * 2 * 64 * (2.0 * D + 2.0 * D) + 2.0 * H * 2 * L * D * 32;  // 2 rounds
+  if (L > 16384) {
+    emit({"attention_lsh", L, "", "", kt, "dense_fused", 0, kpeak, -1, flops, -1});
+    return;
+  }
+  KilnRun dn(&bench_attention_dense4);
+  dn.input("q", {H, L, D}, q);
+  dn.input("k", {H, L, D}, q);
+  dn.input("v", {H, L, D}, v);
+  double dt = timeMs([&] { dn.run(); }, quick), dpeak = dn.peakBytes();
+  emit({"attention_lsh", L, "", "", kt, "dense_fused", dt, kpeak, dpeak, flops, -1});
+}
+
 void ffnCase(long L, bool quick) {
   const long d = 768, dff = 3072;
   if (quick) L = 40;
@@ -591,6 +616,8 @@ int main(int argc, char **argv) {
     for (long L : sparseLs) sparseAttentionCase("attention_strided", false, L, quick);
   if (want("attention_fixed"))
     for (long L : sparseLs) sparseAttentionCase("attention_fixed", true, L, quick);
+  if (want("attention_lsh"))
+    for (long L : quick ? std::vector<long>{37} : std::vector<long>{512, 1024, 2048, 4096, 16384, 65536}) lshAttentionCase(L, quick);
   if (want("ffn")) ffnCase(4096, quick);
   if (want("gpt2_small_forward")) gpt2ForwardCase(quick ? 4 : 512, quick);
   if (want("gpt2_small_decode")) gpt2DecodeCase(quick ? 5 : 1024, quick);

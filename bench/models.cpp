@@ -3,6 +3,7 @@
 //   kiln-bench-models --case linear --n 768 --k 3072 --ctx 512 --emit=lib --lib-symbol S -o libS.a
 //   kiln-bench-models --case attention --causal --heads 12 --dim 64 --ctx 8192 ...
 //   kiln-bench-models --case attention --pattern strided --stride 128 ...   (merged head: the union)
+//   kiln-bench-models --case lsh --heads 4 --dim 64 --buckets 64 --hashes 2 --chunk 64 --ctx 65536 ...
 //   kiln-bench-models --case ffn --d 768 --dff 3072 --ctx 4096 [--ffn-chunk off] ...
 #include "kiln/Pipelines/Driver.h"
 #include "kiln/dsl/Ops.h"
@@ -15,7 +16,11 @@ int main(int argc, char **argv) {
   std::string pattern = "none";
   int64_t stride = 128, summary = 8;
   CLI::App &app = driver.app();
-  app.add_option("--case", kind, "linear, attention or ffn")->check(CLI::IsMember({"linear", "attention", "ffn"}));
+  app.add_option("--case", kind, "linear, attention, lsh or ffn")->check(CLI::IsMember({"linear", "attention", "lsh", "ffn"}));
+  int64_t buckets = 64, hashes = 2, chunk = 64;
+  app.add_option("--buckets", buckets, "lsh: buckets");
+  app.add_option("--hashes", hashes, "lsh: hash rounds");
+  app.add_option("--chunk", chunk, "lsh: chunk");
   app.add_option("--n", n, "linear: output features");
   app.add_option("--k", k, "linear: input features");
   app.add_option("--ctx", ctx, "bound of the sequence length (M for linears)");
@@ -39,6 +44,10 @@ int main(int argc, char **argv) {
       if (pattern == "strided") mask = Mask::strided({.stride = stride});
       if (pattern == "fixed") mask = Mask::fixed({.block = stride, .summary = summary});
       m.output("o", attention(q, kk, v, {.mask = mask}));
+    } else if (kind == "lsh") {
+      Tensor qk = m.input("qk", {heads, L, dim}), v = m.input("v", {heads, L, dim});
+      Tensor rot = m.param("rot", {hashes, dim, buckets / 2}, {.scale = 1.0f});
+      m.output("o", lsh_attention(qk, v, rot, {.buckets = buckets, .hashes = hashes, .chunk = chunk}));
     } else {
       Tensor x = m.input("x", {L, d});
       Tensor h = gelu(linear(x, m.param("w1", {dff, d}), m.param("b1", {dff})), {.approx = GeluApprox::Tanh});

@@ -52,4 +52,34 @@ Tensor transformer_block(Model &m, const std::string &p, Tensor x, BlockOptions 
   return norm(m, p + ".ln_2", add(x, ffn(m, p + ".mlp", x, fo, loc), loc), o.d_model, o.eps, loc);
 }
 
+// The halves of x [L, 2c], checked.
+static std::pair<Tensor, Tensor> halves(Tensor x, const char *op, SourceLoc loc) {
+  if (x.rank() != 2 || x.dim(1).dynamic() || x.dim(1).size % 2)
+    throw Error(std::string(op) + ": the input must be [L, 2c] with an even, static column count", loc);
+  int64_t c = x.dim(1).size / 2;
+  return {slice(x, 1, 0, c, loc), slice(x, 1, c, c, loc)};
+}
+
+static Tensor checked(const SubLayer &f, Tensor in, const char *op, const char *which, SourceLoc loc) {
+  Tensor out = f(in);
+  if (!out || out.rank() != 2 || out.dim(0) != in.dim(0) || out.dim(1) != in.dim(1))
+    throw Error(std::string(op) + ": " + which + " must map [L, c] to [L, c] (c = " + std::to_string(in.dim(1).size) + ")",
+                loc);
+  return out;
+}
+
+Tensor reversible(Tensor x, const SubLayer &F, const SubLayer &G, SourceLoc loc) {
+  auto [x1, x2] = halves(x, "reversible", loc);
+  Tensor y1 = add(x1, checked(F, x2, "reversible", "F", loc), loc);
+  Tensor y2 = add(x2, checked(G, y1, "reversible", "G", loc), loc);
+  return concat({y1, y2}, 1, loc);
+}
+
+Tensor reversible_inverse(Tensor y, const SubLayer &F, const SubLayer &G, SourceLoc loc) {
+  auto [y1, y2] = halves(y, "reversible_inverse", loc);
+  Tensor x2 = add(y2, scale(checked(G, y1, "reversible_inverse", "G", loc), -1.0f, loc), loc);
+  Tensor x1 = add(y1, scale(checked(F, x2, "reversible_inverse", "F", loc), -1.0f, loc), loc);
+  return concat({x1, x2}, 1, loc);
+}
+
 }  // namespace kiln

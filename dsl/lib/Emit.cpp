@@ -88,6 +88,11 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
     case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value()); break;
     case OpKind::State: r = StateOp::create(b, loc, t, b.getStringAttr(n.name)); break;
+    case OpKind::LshAttention:
+      r = LshAttentionOp::create(b, loc, t, in(0), in(1), in(2), b.getI64IntegerAttr(n.buckets),
+                                 b.getI64IntegerAttr(n.hashes), b.getI64IntegerAttr(n.chunk),
+                                 n.mask.kind == Mask::Causal ? b.getUnitAttr() : UnitAttr(), b.getF32FloatAttr(n.factor));
+      break;
     case OpKind::CacheWrite:
       r = CacheWriteOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value());
       break;

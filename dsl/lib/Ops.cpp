@@ -390,6 +390,32 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
   return r;
 }
 
+Tensor lsh_attention(Tensor qk, Tensor v, Tensor rot, LshOptions opt, SourceLoc loc) {
+  Model &m = model_of({qk, v, rot}, "lsh_attention", loc);
+  need_rank(m, "lsh_attention", "qk", qk, 3, 3, loc);
+  need_rank(m, "lsh_attention", "value", v, 3, 3, loc);
+  need_rank(m, "lsh_attention", "rotations", rot, 3, 3, loc);
+  same_dim(m, "lsh_attention", "the qk heads", qk.dim(0), "the value heads", v.dim(0), loc);
+  same_dim(m, "lsh_attention", "the qk length", qk.dim(1), "the value length", v.dim(1), loc);
+  need(opt.buckets >= 2 && opt.buckets % 2 == 0, "lsh_attention",
+       "buckets must be an even number, at least 2, got " + std::to_string(opt.buckets), loc);
+  need(opt.hashes >= 1, "lsh_attention", "hashes must be at least 1, got " + std::to_string(opt.hashes), loc);
+  need(opt.chunk >= 1, "lsh_attention", "chunk must be at least 1, got " + std::to_string(opt.chunk), loc);
+  same_dim(m, "lsh_attention", "the rotations' rounds (dim 0)", rot.dim(0), "hashes", Dim(opt.hashes), loc);
+  same_dim(m, "lsh_attention", "the rotations' rows (dim 1)", rot.dim(1), "the qk head dim", qk.dim(2), loc);
+  same_dim(m, "lsh_attention", "the rotations' columns (dim 2)", rot.dim(2), "buckets / 2", Dim(opt.buckets / 2), loc);
+  float sc = opt.scale ? *opt.scale : 1.0f / std::sqrt((float)qk.dim(2).size);
+  need(std::isfinite(sc), "lsh_attention", "the scale must be finite", loc);
+  Tensor r = make(m, OpKind::LshAttention, {qk.id(), v.id(), rot.id()}, {qk.dim(0), qk.dim(1), v.dim(2)}, loc);
+  Node &n = const_cast<Node &>(r.node());
+  n.buckets = opt.buckets;
+  n.hashes = opt.hashes;
+  n.chunk = opt.chunk;
+  n.mask = opt.causal ? Mask::causal() : Mask::none();
+  n.factor = sc;
+  return r;
+}
+
 Tensor cache_write(Tensor cache, Tensor value, Tensor past, SourceLoc loc) {
   Model &m = model_of({cache, value}, "cache_write", loc);
   need(cache.node().kind == OpKind::State || cache.node().kind == OpKind::CacheWrite, "cache_write",

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -406,12 +407,111 @@ int largestDivisor(int n, int upTo) {  // the largest power of two <= upTo divid
   return w;
 }
 
+// Online-softmax attention over blocks of `block` queries and keys, the engine of the sparse
+// and LSH kernels. Queries and keys are read through index maps (a permutation, a gather); for
+// query block qo, slot j (< slotLimit(qo)) names key block keyBlock(qo, j). ok(qx, kx) is the
+// element mask on query and key indices, bias an extra score (undefined: none). All Funcs have
+// a last var g (a head, or a head and a round). Returns P(e, x, g) = (o, lse) in query order; a
+// row with no allowed key has o = 0 and lse = -1e30.
+struct BlockAttention {
+  int block = 64;
+  Expr nkb, slots;                             // key blocks; slots per query block (an upper bound)
+  std::function<Expr(Expr qo)> slotLimit;      // visited slots of query block qo
+  std::function<Expr(Expr qo, Expr j)> keyBlock;
+  std::function<Expr(Expr qx, Expr g)> qrow;   // Q row of query index qx (clamped here)
+  std::function<Expr(Expr kx, Expr g)> krow;   // K/V row of key index kx
+  std::function<Expr(Expr g)> head;            // Q/K/V head of g
+  std::function<Expr(Expr qx, Expr kx, Expr g)> ok, bias;
+  std::function<Expr(Expr krow, Expr g)> keyScale;  // a factor on each key (undefined: 1)
+};
+
+Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V, const BlockAttention &ba,
+                          const std::string &sfx, Func out, Var outVar) {
+  const KernelSpec &k = Bd.k;
+  const int D = (int)k.inputs[0].dims[2], E = (int)k.inputs[k.kind == "lsh_chunk_attention" ? 1 : 2].dims[2];
+  const int Bq = ba.block;
+  const float scale = (float)k.getf("scale", 1.0), kNeg = -1e30f;
+  Expr L = Q.dim(1).extent();
+  const int w = Bd.vec, we = largestDivisor(E, w), wq = largestDivisor(Bq, w);
+  const int tq = std::min(32, Bq), tk = largestDivisor(Bq, 8), pvq = largestDivisor(Bq, 4);
+  Var e("e"), d("d"), qi("qi"), ki("ki"), qo("qo"), g("g"), j("j"), x("x"), xo("xo"), xi("xi");
+  Expr kb = ba.keyBlock(qo, j), kbc = clamp(kb, 0, ba.nkb - 1), kx = kbc * Bq + ki, qx = qo * Bq + qi;
+  Expr hq = ba.head(g);
+  Expr kp = clamp(ba.krow(kx, g), 0, L - 1), qp = clamp(ba.qrow(qx, g), 0, L - 1);
+  Expr ok = kb >= 0 && kb < ba.nkb && ba.ok(qx, kx, g);
+  Func Qt("Qt" + sfx), Sacc("Sacc" + sfx), S("S" + sfx), bm("bm" + sfx), Ex("E" + sfx), bs("bs" + sfx),
+      bpv("bpv" + sfx), st("st" + sfx), P("P" + sfx);
+  Qt(qi, d, qo, g) = Q(d, qp, hq) * scale;
+  RDom r(0, D, "r" + sfx);
+  Sacc(qi, ki, j, qo, g) = 0.0f;
+  Sacc(qi, ki, j, qo, g) += Qt(qi, r, qo, g) * K(r, kp, hq);
+  Expr score = Sacc(qi, ki, j, qo, g);
+  if (ba.keyScale) score = score * ba.keyScale(kp, g);
+  if (ba.bias) score = score + ba.bias(qx, kx, g);
+  S(qi, ki, j, qo, g) = score + select(ok, 0.0f, kNeg);
+  RDom rk(0, Bq, "rk" + sfx), rk2(0, Bq, "rk2" + sfx), rk3(0, Bq, "rk3" + sfx);
+  bm(qi, j, qo, g) = kNeg;
+  bm(qi, j, qo, g) = max(bm(qi, j, qo, g), S(qi, rk, j, qo, g));
+  Ex(qi, ki, j, qo, g) = select(ok, exp(S(qi, ki, j, qo, g) - bm(qi, j, qo, g)), 0.0f);
+  bs(qi, j, qo, g) = 0.0f;
+  bs(qi, j, qo, g) += Ex(qi, rk2, j, qo, g);
+  Expr kp3 = clamp(ba.krow(kbc * Bq + rk3, g), 0, L - 1);
+  bpv(e, qi, j, qo, g) = 0.0f;
+  bpv(e, qi, j, qo, g) += Ex(qi, rk3, j, qo, g) * V(e, kp3, hq);
+  // The running state (acc, M, l) per row over the visited key blocks (FlashAttention's online
+  // softmax; M and l are replicated over e: Tuple elements share dimensions).
+  RDom rj(0, ba.slots, "rj" + sfx);
+  rj.where(rj < ba.slotLimit(qo));
+  st(e, qi, qo, g) = Tuple(0.0f, kNeg, 0.0f);
+  Expr Mo = st(e, qi, qo, g)[1], bmv = bm(qi, rj, qo, g), Mn = max(Mo, bmv);
+  Expr a = exp(Mo - Mn), b = exp(bmv - Mn);
+  st(e, qi, qo, g) = Tuple(st(e, qi, qo, g)[0] * a + bpv(e, qi, rj, qo, g) * b, Mn, st(e, qi, qo, g)[2] * a + bs(qi, rj, qo, g) * b);
+  Expr l = st(e, x % Bq, x / Bq, g)[2], M = st(e, x % Bq, x / Bq, g)[1];
+  P(e, x, g) = Tuple(select(l > 0.0f, st(e, x % Bq, x / Bq, g)[0] / l, 0.0f), select(l > 0.0f, M + log(l), kNeg));
+
+  // Schedule: P for all query blocks of g, in parallel; per block the state over the slots.
+  Var qio("qio"), qii("qii"), kio("kio"), kii("kii");
+  P.compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp).parallel(xo);
+  if (we > 1) P.vectorize(e, we);
+  Qt.compute_at(P, xo);
+  if (wq > 1) Qt.vectorize(qi, wq);
+  st.compute_at(P, xo);
+  if (we > 1) st.vectorize(e, we);
+  st.update().split(qi, qio, qii, pvq).reorder(e, qii, qio, rj);
+  if (we > 1) st.update().vectorize(e, we).unroll(e);
+  st.update().unroll(qii);
+  S.compute_at(st, rj);
+  S.tile(qi, ki, qio, kio, qii, kii, tq, tk, TailStrategy::RoundUp).unroll(kii);
+  if (wq > 1) S.vectorize(qii, wq).unroll(qii);
+  Sacc.compute_at(S, qio).unroll(ki);
+  Sacc.update().reorder(qi, ki, r).unroll(ki);
+  if (wq > 1) Sacc.vectorize(qi, wq).unroll(qi), Sacc.update().vectorize(qi, wq).unroll(qi);
+  bm.compute_at(st, rj);
+  bm.update().reorder(qi, rk);
+  Ex.compute_at(st, rj);
+  bs.compute_at(st, rj);
+  bs.update().reorder(qi, rk2);
+  if (wq > 1) {
+    bm.vectorize(qi, wq), bm.update().vectorize(qi, wq).unroll(qi);
+    Ex.vectorize(qi, wq).unroll(qi);
+    bs.vectorize(qi, wq), bs.update().vectorize(qi, wq).unroll(qi);
+  }
+  bpv.compute_at(st, qio).unroll(qi);
+  bpv.update().reorder(e, qi, rk3).unroll(qi);
+  if (we > 1) bpv.vectorize(e, we).unroll(e), bpv.update().vectorize(e, we).unroll(e);
+  Bd.log << "P" << sfx << "(e, x, g) = (o, lse) in query order: compute_at(out, " << outVar.name() << "), split(x, xo, xi, "
+         << Bq << ").parallel(xo)\n"
+         << "st" << sfx << " = (acc, max, sum) over the visited key blocks rj (where rj < visited(qo)): compute_at(P, xo)\n"
+         << "S" << sfx << " = q.k^T per (query block, key block): tiles " << tq << " x " << tk << ", vectorized over queries by "
+         << wq << "; E = exp(S - block max) under the element mask; bpv = E.v, vectorized over e by " << we << "\n";
+  return P;
+}
+
 Func buildSparseAttention(Builder &Bd) {
   const KernelSpec &k = Bd.k;
   const sparse::Pattern p = patternOf(k);
-  ImageParam Q = Bd.in[0], K = Bd.in[1], V = Bd.in[2];
-  const int D = (int)k.inputs[0].dims[2], E = (int)k.inputs[2].dims[2], Bq = (int)p.block;
-  const float scale = (float)k.getf("scale", 1.0), kNeg = -1e30f;
+  ImageParam Q = Bd.in[0];
+  const int Bq = (int)p.block, E = (int)k.inputs[2].dims[2];
   Expr L = Q.dim(1).extent();
   ExprOps ops;
   std::vector<std::vector<int64_t>> tables;  // a layout's key blocks per query block
@@ -424,97 +524,41 @@ Func buildSparseAttention(Builder &Bd) {
     for (int r = 0; r < ops.n; ++r) tables.push_back(sparse::tableBlocks(p, r));
   }
   sparse::Math<ExprOps> m{p, ops, L};
-  const int w = Bd.vec, we = largestDivisor(E, w), wq = largestDivisor(Bq, w);
-  const int tq = std::min(32, Bq), tk = largestDivisor(Bq, 8), pvq = largestDivisor(Bq, 4);
-  Var e("e"), d("d"), qi("qi"), ki("ki"), qo("qo"), h("h"), j("j"), x("x"), i("i"), xo("xo"), xi("xi");
+  Var e("e"), i("i"), h("h");
   std::vector<sparse::Part> parts = p.parts();
   std::vector<Func> P;  // per part: Tuple(o, lse)(e, x, h), x in the part's query order
   Func out("out");
+  Bd.log << "sparse attention, " << parts.size() << " part" << (parts.size() > 1 ? "s" : "") << ", blocks of " << Bq
+         << " queries x " << Bq << " keys, online softmax over the visited key blocks\n";
   for (size_t n = 0; n < parts.size(); ++n) {
     const sparse::Part &pt = parts[n];
-    std::string sfx = std::to_string(n);
-    Expr nkb = m.blocks(pt.k);
-    // Slot j of query block qo -> key block kb, and the slots that are visited.
-    Expr kb, slots, slotLimit;
+    BlockAttention ba;
+    ba.block = Bq;
+    ba.nkb = m.blocks(pt.k);
     if (pt.rule == sparse::Rule::Table) {
       size_t maxSlots = 1;
       for (auto &t : tables) maxSlots = std::max(maxSlots, t.size());
-      Buffer<int32_t> idx((int)maxSlots, ops.n, "idx" + sfx), cnt(ops.n, "cnt" + sfx);
+      Buffer<int32_t> idx((int)maxSlots, ops.n, "idx" + std::to_string(n)), cnt(ops.n, "cnt" + std::to_string(n));
       for (int r = 0; r < ops.n; ++r) {
         cnt(r) = (int32_t)tables[r].size();
         for (size_t s = 0; s < maxSlots; ++s) idx((int)s, r) = s < tables[r].size() ? (int32_t)tables[r][s] : 0;
       }
-      kb = idx(clamp(j, 0, (int)maxSlots - 1), clamp(qo, 0, ops.n - 1));
-      slots = Expr((int)maxSlots);
-      slotLimit = cnt(clamp(qo, 0, ops.n - 1));  // rj < slotLimit
+      int rows = ops.n, ms = (int)maxSlots;
+      ba.keyBlock = [=](Expr qo, Expr j) { return idx(clamp(j, 0, ms - 1), clamp(qo, 0, rows - 1)); };
+      ba.slots = Expr(ms);
+      ba.slotLimit = [=](Expr qo) { return cnt(clamp(qo, 0, rows - 1)); };
     } else {
-      kb = m.lo(pt, qo) + j;
-      slots = nkb;
-      slotLimit = m.hi(pt, qo) - m.lo(pt, qo) + 1;
+      ba.keyBlock = [=](Expr qo, Expr j) { return m.lo(pt, qo) + j; };
+      ba.slots = ba.nkb;
+      ba.slotLimit = [=](Expr qo) { return m.hi(pt, qo) - m.lo(pt, qo) + 1; };
     }
-    Expr kbc = clamp(kb, 0, nkb - 1), kx = kbc * Bq + ki, qx = qo * Bq + qi;
-    Expr kp = clamp(m.pos(pt.k, kx), 0, L - 1);
-    Expr ok = kb >= 0 && kb < nkb && m.valid(pt.q, qx) && m.valid(pt.k, kx) &&
-              m.allowedPart(pt, m.pos(pt.q, qx), m.pos(pt.k, kx));
-    Func Qt("Qt" + sfx), Sacc("Sacc" + sfx), S("S" + sfx), bm("bm" + sfx), Ex("E" + sfx), bs("bs" + sfx),
-        bpv("bpv" + sfx), st("st" + sfx), Pn("P" + sfx);
-    Qt(qi, d, qo, h) = Q(d, clamp(m.pos(pt.q, qx), 0, L - 1), h) * scale;
-    RDom r(0, D, "r" + sfx);
-    Sacc(qi, ki, j, qo, h) = 0.0f;
-    Sacc(qi, ki, j, qo, h) += Qt(qi, r, qo, h) * K(r, kp, h);
-    S(qi, ki, j, qo, h) = Sacc(qi, ki, j, qo, h) + select(ok, 0.0f, kNeg);
-    RDom rk(0, Bq, "rk" + sfx), rk2(0, Bq, "rk2" + sfx), rk3(0, Bq, "rk3" + sfx);
-    bm(qi, j, qo, h) = kNeg;
-    bm(qi, j, qo, h) = max(bm(qi, j, qo, h), S(qi, rk, j, qo, h));
-    Ex(qi, ki, j, qo, h) = select(ok, exp(S(qi, ki, j, qo, h) - bm(qi, j, qo, h)), 0.0f);
-    bs(qi, j, qo, h) = 0.0f;
-    bs(qi, j, qo, h) += Ex(qi, rk2, j, qo, h);
-    Expr kp3 = clamp(m.pos(pt.k, clamp(kb, 0, nkb - 1) * Bq + rk3), 0, L - 1);
-    bpv(e, qi, j, qo, h) = 0.0f;
-    bpv(e, qi, j, qo, h) += Ex(qi, rk3, j, qo, h) * V(e, kp3, h);
-    // The running state (acc, M, l) per row, over the visited key blocks (FlashAttention's
-    // online softmax; M and l are replicated over e, Tuple elements share dimensions).
-    RDom rj(0, slots, "rj" + sfx);
-    rj.where(rj < slotLimit);
-    st(e, qi, qo, h) = Tuple(0.0f, kNeg, 0.0f);
-    Expr Mo = st(e, qi, qo, h)[1], bmv = bm(qi, rj, qo, h), Mn = max(Mo, bmv);
-    Expr a = exp(Mo - Mn), b = exp(bmv - Mn);
-    st(e, qi, qo, h) = Tuple(st(e, qi, qo, h)[0] * a + bpv(e, qi, rj, qo, h) * b, Mn, st(e, qi, qo, h)[2] * a + bs(qi, rj, qo, h) * b);
-    // A row with no allowed key: o = 0 and lse = kNeg, so it adds nothing to a merge.
-    Expr l = st(e, x % Bq, x / Bq, h)[2], M = st(e, x % Bq, x / Bq, h)[1];
-    Pn(e, x, h) = Tuple(select(l > 0.0f, st(e, x % Bq, x / Bq, h)[0] / l, 0.0f), select(l > 0.0f, M + log(l), kNeg));
-
-    // Schedule: P per head, query blocks in parallel; per block the state over the slots.
-    Var qio("qio"), qii("qii"), kio("kio"), kii("kii");
-    Pn.compute_at(out, h).split(x, xo, xi, Bq, TailStrategy::RoundUp).parallel(xo);
-    if (we > 1) Pn.vectorize(e, we);
-    Qt.compute_at(Pn, xo);
-    if (wq > 1) Qt.vectorize(qi, wq);
-    st.compute_at(Pn, xo);
-    if (we > 1) st.vectorize(e, we);
-    st.update().split(qi, qio, qii, pvq).reorder(e, qii, qio, rj);
-    if (we > 1) st.update().vectorize(e, we).unroll(e);
-    st.update().unroll(qii);
-    S.compute_at(st, rj);
-    S.tile(qi, ki, qio, kio, qii, kii, tq, tk, TailStrategy::RoundUp).unroll(kii);
-    if (wq > 1) S.vectorize(qii, wq).unroll(qii);
-    Sacc.compute_at(S, qio).unroll(ki);
-    Sacc.update().reorder(qi, ki, r).unroll(ki);
-    if (wq > 1) Sacc.vectorize(qi, wq).unroll(qi), Sacc.update().vectorize(qi, wq).unroll(qi);
-    bm.compute_at(st, rj);
-    bm.update().reorder(qi, rk);
-    Ex.compute_at(st, rj);
-    bs.compute_at(st, rj);
-    bs.update().reorder(qi, rk2);
-    if (wq > 1) {
-      bm.vectorize(qi, wq), bm.update().vectorize(qi, wq).unroll(qi);
-      Ex.vectorize(qi, wq).unroll(qi);
-      bs.vectorize(qi, wq), bs.update().vectorize(qi, wq).unroll(qi);
-    }
-    bpv.compute_at(st, qio).unroll(qi);
-    bpv.update().reorder(e, qi, rk3).unroll(qi);
-    if (we > 1) bpv.vectorize(e, we).unroll(e), bpv.update().vectorize(e, we).unroll(e);
-    P.push_back(Pn);
+    ba.qrow = [=](Expr qx, Expr) { return m.pos(pt.q, qx); };
+    ba.krow = [=](Expr kx, Expr) { return m.pos(pt.k, kx); };
+    ba.head = [](Expr g) { return g; };
+    ba.ok = [=](Expr qx, Expr kx, Expr) {
+      return m.valid(pt.q, qx) && m.valid(pt.k, kx) && m.allowedPart(pt, m.pos(pt.q, qx), m.pos(pt.k, kx));
+    };
+    P.push_back(onlineBlockAttention(Bd, Bd.in[0], Bd.in[1], Bd.in[2], ba, std::to_string(n), out, h));
   }
   auto rowOf = [&](size_t n) { return clamp(m.inv(parts[n].q, i), 0, m.blocks(parts[n].q) * Bq - 1); };
   if (P.size() == 1) {
@@ -526,17 +570,96 @@ Func buildSparseAttention(Builder &Bd) {
     out(e, i, h) = (o1 * w1 + o2 * w2) / (w1 + w2);
   }
   out.parallel(h);
+  int we = largestDivisor(E, Bd.vec);
   if (we > 1) out.vectorize(e, we);
-  Bd.log << "sparse attention, " << parts.size() << " part" << (parts.size() > 1 ? "s" : "") << ", blocks of " << Bq
-         << " queries x " << Bq << " keys, online softmax over the visited key blocks\n"
-         << "P<n>(e, x, h) = (o, lse) per part in its query order: compute_at(out, h), split(x, xo, xi, " << Bq
-         << ").parallel(xo)\n"
-         << "st<n> = (acc, max, sum) over the visited slots rj (where rj < visited(qo)): compute_at(P, xo)\n"
-         << "S<n> = q.k^T per (query block, key block): tiles " << tq << " x " << tk << ", vectorized over queries by " << wq
-         << "; E<n> = exp(S - block max) under the element mask; bpv<n> = E.v, vectorized over e by " << we << "\n"
-         << (parts.size() > 1 ? "out = log-sum-exp merge of the two parts, read through each part's inverse order\n"
+  Bd.log << (parts.size() > 1 ? "out = log-sum-exp merge of the two parts, read through each part's inverse order\n"
                               : "out = P0 read through the inverse query order\n")
          << sparse::picture(p, 16 * p.block);
+  return out;
+}
+
+// ---- LSH attention: q·kᵀ within each sorted chunk and the previous one, per hash round, the
+// rounds merged by log-sum-exp. Inputs: qk (d, i, h), v (e, i, h), buckets (i, r, h), sorted
+// (p, 0 = order | 1 = inverse, r, h).
+Func buildLshChunkAttention(Builder &Bd) {
+  const KernelSpec &k = Bd.k;
+  ImageParam QK = Bd.in[0], BK = Bd.in[2], SO = Bd.in[3];
+  const int C = (int)k.geti("chunk", 64), R = (int)k.inputs[2].dims[1], D = (int)k.inputs[0].dims[2];
+  const int E = (int)k.inputs[1].dims[2];
+  const bool causal = k.gets("causal") == "1";
+  Expr L = QK.dim(1).extent();
+  Var e("e"), i("i"), h("h"), c("c");
+  // Keys are the unit-normalized queries (shared QK).
+  Func knorm("knorm");
+  RDom rd(0, D, "rd");
+  Expr n2 = sum(QK(rd, c, h) * QK(rd, c, h));
+  knorm(c, h) = select(n2 > 0.0f, 1.0f / sqrt(n2), 0.0f);
+  auto perm = [=](Expr p, Expr g) { return SO(clamp(p, 0, L - 1), 0, g % R, g / R); };
+  BlockAttention ba;
+  ba.block = C;
+  ba.nkb = (L + C - 1) / C;
+  ba.slots = Expr(2);
+  ba.keyBlock = [](Expr qo, Expr j) { return qo - 1 + j; };  // the previous chunk, then its own
+  ba.slotLimit = [](Expr) { return Expr(2); };
+  ba.qrow = perm;
+  ba.krow = perm;
+  ba.head = [=](Expr g) { return g / R; };
+  ba.keyScale = [=](Expr kp, Expr g) { return knorm(kp, g / R); };
+  ba.ok = [=](Expr qx, Expr kx, Expr g) {
+    Expr qp = perm(qx, g), kp = perm(kx, g);
+    Expr same = BK(clamp(qp, 0, L - 1), g % R, g / R) == BK(clamp(kp, 0, L - 1), g % R, g / R);
+    Expr allowed = qx < L && kx < L && same;
+    return causal ? (allowed && kp <= qp) : allowed;
+  };
+  // A query sees itself only when no other key is available: a score of -1e9 loses to any
+  // other key (its weight underflows to 0) and wins alone.
+  ba.bias = [=](Expr qx, Expr kx, Expr g) { return select(perm(qx, g) == perm(kx, g), -1e9f, 0.0f); };
+  Func out("out");
+  Bd.log << "LSH attention, " << R << " hash round" << (R > 1 ? "s" : "") << ", chunks of " << C
+         << " sorted positions; each chunk attends to itself and the previous chunk, same bucket only"
+         << (causal ? ", causal" : "") << "\n";
+  Func P = onlineBlockAttention(Bd, QK, QK, Bd.in[1], ba, "", out, h);
+  // Combine the rounds: o = sum_r softmax_r(lse_r) o_r, each read at the position's sorted slot.
+  std::vector<Expr> o(R), s(R);
+  for (int r = 0; r < R; ++r) {
+    Expr slot = clamp(SO(i, 1, r, h), 0, L - 1), g = h * R + r;
+    o[r] = P(e, slot, g)[0];
+    s[r] = P(e, slot, g)[1];
+  }
+  Expr mx = s[0];
+  for (int r = 1; r < R; ++r) mx = max(mx, s[r]);
+  Expr num = 0.0f, den = 0.0f;
+  for (int r = 0; r < R; ++r) num = num + o[r] * exp(s[r] - mx), den = den + exp(s[r] - mx);
+  out(e, i, h) = num / den;
+  out.parallel(h);
+  knorm.compute_at(out, h);
+  int we = largestDivisor(E, Bd.vec);
+  if (we > 1) out.vectorize(e, we);
+  Bd.log << "knorm (1/|k| per position).compute_at(out, h); out = the rounds merged by log-sum-exp, read through the "
+            "inverse order\n";
+  return out;
+}
+
+// ---- LSH hashing: out(i, r, h) = argmax over b of [x·R_r ; -x·R_r](b).
+Func buildLshHash(Builder &Bd) {
+  const KernelSpec &k = Bd.k;
+  ImageParam QK = Bd.in[0], ROT = Bd.in[1];
+  const int D = (int)k.inputs[0].dims[2], half = (int)k.inputs[1].dims[2];
+  Var c("c"), i("i"), r("r"), h("h"), io("io"), ii("ii");
+  Func proj("proj"), out("out");
+  RDom rd(0, D, "rd");
+  proj(c, i, r, h) = 0.0f;
+  proj(c, i, r, h) += QK(rd, i, h) * ROT(c, rd, r);
+  RDom rb(0, 2 * half, "rb");
+  Expr pc = proj(clamp(rb % half, 0, half - 1), i, r, h);
+  out(i, r, h) = argmax(rb, select(rb < half, pc, -pc))[0];
+  out.split(i, io, ii, 64, TailStrategy::GuardWithIf).parallel(h).parallel(io);
+  proj.compute_at(out, io).reorder(i, c);
+  proj.update().reorder(i, c, rd);
+  int w = Bd.vec;
+  if (w > 1) proj.vectorize(i, w, TailStrategy::GuardWithIf), proj.update().vectorize(i, w, TailStrategy::GuardWithIf);
+  Bd.log << "proj = x.R for 64 positions at a time (compute_at(out, io)), vectorized over positions; out = the first "
+            "argmax over [proj, -proj]; parallel over heads and position tiles\n";
   return out;
 }
 
@@ -707,6 +830,8 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     else if (kd == "ffn") f = buildFfn(B);
     else if (kd == "attention" && spec.attrs.count("pattern_size")) f = buildSparseAttention(B);
     else if (kd == "attention") f = buildAttention(B);
+    else if (kd == "lsh_hash") f = buildLshHash(B);
+    else if (kd == "lsh_chunk_attention") f = buildLshChunkAttention(B);
     else if (kd == "layer_norm" || kd == "softmax") f = buildRowReduce(B);
     else if (kd == "add" || kd == "mul" || kd == "scale" || kd == "relu" || kd == "gelu") f = buildElementwise(B);
     else if (kd == "embedding" || kd == "position_embedding" || kd == "transpose" || kd == "slice" || kd == "concat" ||

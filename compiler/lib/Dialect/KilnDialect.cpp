@@ -195,6 +195,53 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+LogicalResult LshAttentionOp::verify() {
+  if (failed(expectRank(*this, "qk", getQk(), 3)) || failed(expectRank(*this, "value", getValue(), 3)) ||
+      failed(expectRank(*this, "rotations", getRotations(), 3)))
+    return failure();
+  auto q = ty(getQk()), v = ty(getValue()), r = ty(getRotations());
+  int64_t nb = (int64_t)getBuckets(), nh = (int64_t)getHashes();
+  if (nb < 2 || nb % 2) return emitOpError("expected an even number of buckets, at least 2, got ") << nb;
+  if (nh < 1 || getChunk() < 1) return emitOpError("expected at least one hash round and a positive chunk");
+  if (failed(expectDim(*this, "qk heads", q.getDimSize(0), "value heads", v.getDimSize(0))) ||
+      failed(expectDim(*this, "qk length", q.getDimSize(1), "value length", v.getDimSize(1))) ||
+      failed(expectDim(*this, "rotation rounds", r.getDimSize(0), "hashes", nh)) ||
+      failed(expectDim(*this, "rotation rows", r.getDimSize(1), "qk head dim", q.getDimSize(2))) ||
+      failed(expectDim(*this, "rotation columns", r.getDimSize(2), "buckets / 2", nb / 2)))
+    return failure();
+  return success();
+}
+
+LogicalResult LshHashOp::verify() {
+  if (failed(expectRank(*this, "qk", getQk(), 3)) || failed(expectRank(*this, "rotations", getRotations(), 3)) ||
+      failed(expectRank(*this, "result", getResult(), 3)))
+    return failure();
+  auto q = ty(getQk()), r = ty(getRotations()), o = ty(getResult());
+  if (!o.getElementType().isInteger(32)) return emitOpError("expected i32 buckets");
+  if (failed(expectDim(*this, "rotation rows", r.getDimSize(1), "qk head dim", q.getDimSize(2))) ||
+      failed(expectDim(*this, "result rounds", o.getDimSize(1), "rotation rounds", r.getDimSize(0))) ||
+      failed(expectDim(*this, "result length", o.getDimSize(2), "qk length", q.getDimSize(1))))
+    return failure();
+  return success();
+}
+
+LogicalResult LshSortOp::verify() {
+  if (failed(expectRank(*this, "buckets", getBuckets(), 3)) || failed(expectRank(*this, "result", getResult(), 4)))
+    return failure();
+  auto b = ty(getBuckets()), o = ty(getResult());
+  if (!b.getElementType().isInteger(32) || !o.getElementType().isInteger(32)) return emitOpError("expected i32 tensors");
+  if (o.getDimSize(2) != 2) return emitOpError("expected the result's dim 2 to be 2 (order and inverse)");
+  return expectDim(*this, "result length", o.getDimSize(3), "buckets length", b.getDimSize(2));
+}
+
+LogicalResult LshChunkAttentionOp::verify() {
+  if (failed(expectRank(*this, "qk", getQk(), 3)) || failed(expectRank(*this, "value", getValue(), 3)) ||
+      failed(expectRank(*this, "buckets", getBuckets(), 3)) || failed(expectRank(*this, "sorted", getSorted(), 4)))
+    return failure();
+  if (getChunk() < 1) return emitOpError("expected a positive chunk");
+  return expectDim(*this, "sorted rounds", ty(getSorted()).getDimSize(1), "bucket rounds", ty(getBuckets()).getDimSize(1));
+}
+
 LogicalResult MaskOp::verify() {
   if (getKind() != "causal") return emitOpError("expected kind \"causal\", got \"") << getKind() << "\"";
   if (ty(getScores()).getRank() < 2) return emitOpError("expected scores of rank 2 or more");

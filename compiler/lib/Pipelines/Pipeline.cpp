@@ -95,6 +95,7 @@ static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const PipelineOption
   switch (p) {
     case Phase::Fused:
       v.push_back(createFuseAttention());
+      v.push_back(createLowerLshAttention());
       v.push_back(createFuseEpilogue());
       break;
     case Phase::Tiled:
@@ -360,6 +361,17 @@ Cost opCost(Operation *op, ArrayRef<int64_t> sv) {
     sparse::Pattern p = patternOf(a);
     if (!p.kind.empty())  // what the block schedule computes, padding and block rounding included
       pairs = q.getDimSize(0) * sparse::countWork(p, (int64_t)lk).visited;
+    c.flops = pairs * (2 * d + 2 * dv + 4);
+  } else if (auto h = dyn_cast<kiln::LshHashOp>(op)) {  // x·R for every round, then an argmax
+    auto r = cast<RankedTensorType>(h.getRotations().getType());
+    c.flops = out * (2.0 * r.getDimSize(1) * r.getDimSize(2) + 2.0 * r.getDimSize(2));
+  } else if (isa<kiln::LshSortOp>(op)) {  // a counting sort: a few integer ops per position
+    c.flops = 0;
+  } else if (auto a = dyn_cast<kiln::LshChunkAttentionOp>(op)) {  // each query: 2 chunks of keys per round
+    auto q = cast<RankedTensorType>(a.getQk().getType());
+    double rounds = cast<RankedTensorType>(a.getBuckets().getType()).getDimSize(1);
+    double d = q.getDimSize(2), dv = cast<RankedTensorType>(a.getValue().getType()).getDimSize(2);
+    double pairs = numel(a.getQk(), sv) / d * rounds * 2.0 * (double)a.getChunk();
     c.flops = pairs * (2 * d + 2 * dv + 4);
   } else if (isa<kiln::GeluOp>(op)) {
     c.flops = 10 * out;

@@ -63,6 +63,10 @@ static void semanticAttrs(Operation *op, std::map<std::string, std::string> &a) 
     a["chunk"] = std::to_string(o.getChunk());
   } else if (auto o = dyn_cast<kiln::MaskOp>(op)) {
     a["mask"] = o.getKind().str();
+  } else if (auto o = dyn_cast<kiln::LshChunkAttentionOp>(op)) {
+    a["chunk"] = std::to_string(o.getChunk());
+    a["scale"] = f2s(o.getScale().convertToFloat());
+    if (o.getCausal()) a["causal"] = "1";
   } else if (auto o = dyn_cast<kiln::AttentionOp>(op)) {
     a["mask"] = o.getMask().str();
     a["scale"] = f2s(o.getScale().convertToFloat());
@@ -85,6 +89,10 @@ struct OutlineKernelsPass : kiln::impl::OutlineKernelsBase<OutlineKernelsPass> {
   void runOnOperation() override {
     getOperation().walk([&](Operation *op) {
       if (!kiln::isKernelOp(op)) return;
+      if (isa<kiln::LshSortOp>(op)) {  // served by the runtime (kilnrt), not generated
+        op->setAttr("kiln.kernel", StringAttr::get(op->getContext(), "kilnrt_kernel_lsh_sort"));
+        return;
+      }
       kiln::KernelSpec spec;
       spec.kind = op->getName().stripDialect().str();
       semanticAttrs(op, spec.attrs);

@@ -52,6 +52,12 @@ static Syms inferSyms(Operation *op, llvm::DenseMap<Value, Syms> &known) {
     for (size_t i = 0; i < perm.size(); ++i) r[i] = in(0)[perm[i]];
   } else if (isa<kiln::AttentionOp>(op)) {
     r = {in(0)[0], in(0)[1], in(2)[2]};
+  } else if (isa<kiln::LshAttentionOp, kiln::LshChunkAttentionOp>(op)) {
+    r = {in(0)[0], in(0)[1], in(1)[2]};
+  } else if (isa<kiln::LshHashOp>(op)) {
+    r = {-1, -1, in(0)[1]};
+  } else if (isa<kiln::LshSortOp>(op)) {
+    r = {-1, -1, -1, in(0)[2]};
   } else {
     r = in(0);  // elementwise, norms, softmax, concat and slice keep operand 0's lengths
   }

@@ -295,6 +295,72 @@ def Kiln_CacheWriteOp : Kiln_Op<"cache_write", []> {
   let results = (outs AnyRankedTensor:$result);
 }
 
+def Kiln_LshAttentionOp : Kiln_Op<"lsh_attention", [Pure]> {
+  let summary = "the Reformer's LSH attention with shared queries and keys";
+  let description = [{
+    qk [H, L, d] (queries; the keys are the unit-normalized queries), v [H, L, dv], rotations
+    [hashes, d, buckets / 2] -> [H, L, dv]. Each hash round buckets every position by
+    argmax([x·R; -x·R]), sorts the positions by (bucket, position) and splits the sorted
+    sequence into chunks of `chunk`; a query attends to the keys of its own bucket in its chunk
+    and the previous one (causal: at or before its position), to itself only when no other key
+    is available. The rounds' outputs are combined with weights softmax over their
+    log-sum-exps. kiln-lower-lsh-attention expands it into lsh_hash, lsh_sort and
+    lsh_chunk_attention.
+
+    ```mlir
+    %o = kiln.lsh_attention %qk, %v, %r {buckets = 16 : i64, hashes = 2 : i64, chunk = 64 : i64, scale = 0.125 : f32} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<2x64x8xf32>) -> tensor<4x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$qk, AnyRankedTensor:$value, AnyRankedTensor:$rotations, I64Attr:$buckets,
+                   I64Attr:$hashes, I64Attr:$chunk, UnitAttr:$causal, F32Attr:$scale);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_LshHashOp : Kiln_Op<"lsh_hash", [Pure]> {
+  let summary = "bucket of every position in every hash round: argmax([x·R; -x·R])";
+  let description = [{
+    qk [H, L, d], rotations [hashes, d, buckets / 2] -> i32 [H, hashes, L] in [0, buckets).
+
+    ```mlir
+    %b = kiln.lsh_hash %qk, %r : (tensor<4x?x64xf32>, tensor<2x64x8xf32>) -> tensor<4x2x?xi32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$qk, AnyRankedTensor:$rotations);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_LshSortOp : Kiln_Op<"lsh_sort", [Pure]> {
+  let summary = "stable counting sort of the positions by bucket, and its inverse";
+  let description = [{
+    buckets i32 [H, R, L] -> i32 [H, R, 2, L]: [.., 0, p] is the position at sorted slot p,
+    [.., 1, i] the slot of position i. Linear in L; a runtime kernel (kilnrt), not Halide.
+
+    ```mlir
+    %s = kiln.lsh_sort %b : (tensor<4x2x?xi32>) -> tensor<4x2x2x?xi32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$buckets);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_LshChunkAttentionOp : Kiln_Op<"lsh_chunk_attention", [Pure]> {
+  let summary = "attention within each sorted chunk and the previous one, all rounds combined";
+  let description = [{
+    qk [H, L, d], v [H, L, dv], buckets i32 [H, R, L], sorted i32 [H, R, 2, L] -> [H, L, dv].
+
+    ```mlir
+    %o = kiln.lsh_chunk_attention %qk, %v, %b, %s {chunk = 64 : i64, scale = 0.125 : f32} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x2x?xi32>, tensor<4x2x2x?xi32>) -> tensor<4x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$qk, AnyRankedTensor:$value, AnyRankedTensor:$buckets, AnyRankedTensor:$sorted,
+                   I64Attr:$chunk, UnitAttr:$causal, F32Attr:$scale);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_MaskOp : Kiln_Op<"mask", [Pure]> {
   let summary = "the additive attention mask of a pattern, shaped like the scores";
   let description = [{

@@ -20,6 +20,20 @@ def FuseAttention : Pass<"kiln-fuse-attention", "mlir::ModuleOp"> {
   }];
 }
 
+def LowerLshAttention : Pass<"kiln-lower-lsh-attention", "mlir::ModuleOp"> {
+  let summary = "Expand LSH attention into hashing, a counting sort and chunked attention";
+  let description = [{
+    Before:
+      %o = kiln.lsh_attention %qk, %v, %rot {buckets = 16, hashes = 2, chunk = 64, scale = 0.125}
+    After:
+      %b = kiln.lsh_hash %qk, %rot                      // i32 [H, hashes, L]
+      %s = kiln.lsh_sort %b                             // i32 [H, hashes, 2, L]: order and inverse
+      %o = kiln.lsh_chunk_attention %qk, %v, %b, %s {chunk = 64, scale = 0.125}
+    The sort is a stable counting sort (linear in L) served by the runtime; the hashing and the
+    chunked attention (all rounds, combined by log-sum-exp) are Halide kernels.
+  }];
+}
+
 def FuseEpilogue : Pass<"kiln-fuse-epilogue", "mlir::ModuleOp"> {
   let summary = "Fold an activation that only consumes a linear into the linear's epilogue";
   let description = [{

@@ -7,6 +7,8 @@
 // Parameter names follow the prefix given ("h.0.attn.q.weight", ...); weights use the OutIn
 // (nn.Linear) layout unless `layout` says otherwise.
 #pragma once
+#include <functional>
+
 #include "kiln/dsl/Ops.h"
 
 namespace kiln {
@@ -40,5 +42,14 @@ struct BlockOptions {
 };
 Tensor transformer_block(Model &m, const std::string &prefix, Tensor x, BlockOptions opt,
                          SourceLoc loc = SourceLoc::current());
+
+// A reversible residual layer (RevNet, as the Reformer uses it). x [L, 2c] is two halves x1, x2
+// of c columns; the result is [y1, y2] with y1 = x1 + F(x2), y2 = x2 + G(y1). F and G map
+// [L, c] to [L, c] and may be called more than once (by reversible_inverse too): declare their
+// parameters outside and capture them.
+using SubLayer = std::function<Tensor(Tensor)>;
+Tensor reversible(Tensor x, const SubLayer &F, const SubLayer &G, SourceLoc loc = SourceLoc::current());
+// The inverse, from the output alone: x2 = y2 - G(y1), x1 = y1 - F(x2); returns [x1, x2].
+Tensor reversible_inverse(Tensor y, const SubLayer &F, const SubLayer &G, SourceLoc loc = SourceLoc::current());
 
 }  // namespace kiln

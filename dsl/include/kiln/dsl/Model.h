@@ -118,7 +118,8 @@ struct Node {
   Init init = Init::Normal;
   float init_scale = 0.02f;
   bool optional = false;
-  bool key_count = false;  // attention: the extra operand counts valid keys (not past positions)
+  bool key_count = false;
+  int64_t buckets = 0, hashes = 0, chunk = 0;  // lsh_attention  // attention: the extra operand counts valid keys (not past positions)
   int entry = 0;  // the entry point whose function the node belongs to
   SourceLoc loc;
 };

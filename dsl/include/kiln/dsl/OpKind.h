@@ -28,6 +28,7 @@ enum class OpKind {
   SinusoidalPositions,
   State,
   CacheWrite,
+  LshAttention,
   Count
 };
 
@@ -35,6 +36,7 @@ inline constexpr const char *kOpNames[] = {
     "input",   "param", "embedding", "position_embedding", "linear",     "matmul",  "batch_matmul",
     "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
     "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions", "state", "cache_write",
+    "lsh_attention",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
               "every OpKind needs a name in kOpNames");

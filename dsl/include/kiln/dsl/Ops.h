@@ -76,6 +76,21 @@ struct AttentionOptions {
 };
 // q [H, Lq, hd], k [H, Lk, hd], v [H, Lk, hv] -> [H, Lq, hv]: softmax(q·kᵀ·scale + mask)·v.
 Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt = {}, SourceLoc loc = SourceLoc::current());
+// The Reformer's LSH attention. qk [H, L, d] serves as queries and, unit-normalized, as keys
+// (shared QK); v [H, L, dv]; rotations [hashes, d, buckets / 2], a parameter (random normal
+// by default, saved and loaded like any weight). Per round: bucket = argmax([x·R; -x·R]),
+// positions sorted by (bucket, position) in linear time, the sorted sequence cut into chunks;
+// a query sees the keys of its bucket in its chunk and the previous one (causal: not after
+// it), itself only when nothing else. Rounds are combined by their log-sum-exp weights.
+struct LshOptions {
+  int64_t buckets = 32;
+  int64_t hashes = 2;
+  int64_t chunk = 64;
+  bool causal = false;
+  std::optional<float> scale;  // default 1/sqrt(d)
+};
+Tensor lsh_attention(Tensor qk, Tensor v, Tensor rotations, LshOptions opt = {}, SourceLoc loc = SourceLoc::current());
+
 // Writes `value` [H, n, d] into rows [past, past + n) of the state `cache` [H, ctx, d] (past:
 // a [1] i32 tensor, or none for 0) and returns the updated cache for attention to read.
 Tensor cache_write(Tensor cache, Tensor value, Tensor past = Tensor(), SourceLoc loc = SourceLoc::current());
