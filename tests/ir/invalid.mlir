@@ -152,3 +152,21 @@ func.func @pattern_cross_lengths(%q: tensor<4x8x16xf32>, %k: tensor<4x9x16xf32>)
   %a = kiln.attention %q, %k, %k {mask = "window", pattern_size = 4 : i64, scale = 0.25 : f32} : (tensor<4x8x16xf32>, tensor<4x9x16xf32>, tensor<4x9x16xf32>) -> tensor<4x8x16xf32>
   return %a : tensor<4x8x16xf32>
 }
+
+// -----
+
+func.func @lsh_odd_buckets(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
+  %r = kiln.param "rot" : tensor<2x16x3xf32>
+  // expected-error @+1 {{expected an even number of buckets, at least 2, got 7}}
+  %a = kiln.lsh_attention %q, %q, %r {buckets = 7 : i64, hashes = 2 : i64, chunk = 8 : i64, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<2x16x3xf32>) -> tensor<4x?x16xf32>
+  return %a : tensor<4x?x16xf32>
+}
+
+// -----
+
+func.func @lsh_rotation_shape(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
+  %r = kiln.param "rot" : tensor<2x16x5xf32>
+  // expected-error @+1 {{expected rotation columns (5) to equal buckets / 2 (4)}}
+  %a = kiln.lsh_attention %q, %q, %r {buckets = 8 : i64, hashes = 2 : i64, chunk = 8 : i64, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<2x16x5xf32>) -> tensor<4x?x16xf32>
+  return %a : tensor<4x?x16xf32>
+}

@@ -193,3 +193,24 @@ TEST_F(DslTest, SparsePatternErrors) {
   Tensor y = attention(q, q, q, {.head_masks = {Mask::window(2), Mask::strided({.stride = 4})}});
   EXPECT_EQ(y.dim(0).size, 2);
 }
+
+TEST_F(DslTest, LshAttentionErrors) {
+  Tensor q = m.input("q", {2, L, 8}), v = m.input("v", {2, L, 8});
+  Tensor rot = m.param("rot", {2, 8, 4});
+  EXPECT_EQ(lsh_attention(q, v, rot, {.buckets = 8, .hashes = 2}).dim(2).size, 8);
+  EXPECT_KILN_ERROR(lsh_attention(q, v, rot, {.buckets = 7, .hashes = 2}), "buckets must be an even number, at least 2, got 7");
+  EXPECT_KILN_ERROR(lsh_attention(q, v, rot, {.buckets = 6, .hashes = 2}),
+                    "the rotations' columns (dim 2) is 4 but buckets / 2 is 3");
+  EXPECT_KILN_ERROR(lsh_attention(q, v, rot, {.buckets = 8, .hashes = 3}), "the rotations' rounds (dim 0) is 2 but hashes is 3");
+  EXPECT_KILN_ERROR(lsh_attention(q, v, rot, {.buckets = 8, .hashes = 2, .chunk = 0}), "chunk must be at least 1, got 0");
+}
+TEST_F(DslTest, ReversibleErrors) {
+  Tensor w = m.param("w", {16, 16}), w2 = m.param("w2", {8, 16});
+  SubLayer F = [&](Tensor h) { return linear(h, w); }, bad = [&](Tensor h) { return linear(h, w2); };
+  Tensor y = reversible(x, F, F);  // x [L, 32]: halves of 16
+  EXPECT_EQ(y.dim(1).size, 32);
+  EXPECT_EQ(reversible_inverse(y, F, F).dim(1).size, 32);
+  EXPECT_KILN_ERROR(reversible(x, F, bad), "reversible: G must map [L, c] to [L, c] (c = 16)");
+  Tensor odd = m.input("odd", {L, 33});
+  EXPECT_KILN_ERROR(reversible(odd, F, F), "the input must be [L, 2c] with an even, static column count");
+}
