@@ -363,9 +363,9 @@ void attentionCase(const kiln_model_info *model, bool causal, long L, bool quick
   double kpeak = k.peakBytes();
   const float *o = k.output("o");
   double density = causal ? (L + 1.0) / (2.0 * L) : 1.0, computed = density;
-  if (causal) {  // kiln's kernel scores keys up to the last row of each 8-row query block
+  if (causal) {  // kiln's kernel scores the key blocks up to the diagonal block of each 64-row query block
     double c = 0;
-    for (long i0 = 0; i0 < L; i0 += 8) c += std::min(8L, L - i0) * (double)std::min(L, i0 + 8);
+    for (long qo = 0; qo * 64 < L; ++qo) c += 64.0 * 64.0 * (double)(qo + 1);
     computed = c / ((double)L * L);
   }
   double flops = 4.0 * H * D * (double)L * L * density;

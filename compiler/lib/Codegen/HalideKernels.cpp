@@ -425,19 +425,21 @@ struct BlockAttention {
   std::function<Expr(Expr krow, Expr g)> keyScale;  // a factor on each key (undefined: 1)
 };
 
+// P is computed at out's `outVar` loop: a head (all query blocks, in parallel), or, when
+// `perBlock`, one query block of out (out's rows in query order, split by the block).
 Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V, const BlockAttention &ba,
-                          const std::string &sfx, Func out, Var outVar) {
+                          const std::string &sfx, Func out, Var outVar, bool perBlock = false) {
   const KernelSpec &k = Bd.k;
   const int D = (int)k.inputs[0].dims[2], E = (int)k.inputs[k.kind == "lsh_chunk_attention" ? 1 : 2].dims[2];
   const int Bq = ba.block;
   const float scale = (float)k.getf("scale", 1.0), kNeg = -1e30f;
-  Expr L = Q.dim(1).extent();
+  Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
   const int w = Bd.vec, we = largestDivisor(E, w), wq = largestDivisor(Bq, w);
   const int tq = std::min(32, Bq), tk = largestDivisor(Bq, 8), pvq = largestDivisor(Bq, 4);
   Var e("e"), d("d"), qi("qi"), ki("ki"), qo("qo"), g("g"), j("j"), x("x"), xo("xo"), xi("xi");
   Expr kb = ba.keyBlock(qo, j), kbc = clamp(kb, 0, ba.nkb - 1), kx = kbc * Bq + ki, qx = qo * Bq + qi;
   Expr hq = ba.head(g);
-  Expr kp = clamp(ba.krow(kx, g), 0, L - 1), qp = clamp(ba.qrow(qx, g), 0, L - 1);
+  Expr kp = clamp(ba.krow(kx, g), 0, Lk - 1), qp = clamp(ba.qrow(qx, g), 0, Lq - 1);
   Expr ok = kb >= 0 && kb < ba.nkb && ba.ok(qx, kx, g);
   Func Qt("Qt" + sfx), Sacc("Sacc" + sfx), S("S" + sfx), bm("bm" + sfx), Ex("E" + sfx), bs("bs" + sfx),
       bpv("bpv" + sfx), st("st" + sfx), P("P" + sfx);
@@ -455,7 +457,7 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
   Ex(qi, ki, j, qo, g) = select(ok, exp(S(qi, ki, j, qo, g) - bm(qi, j, qo, g)), 0.0f);
   bs(qi, j, qo, g) = 0.0f;
   bs(qi, j, qo, g) += Ex(qi, rk2, j, qo, g);
-  Expr kp3 = clamp(ba.krow(kbc * Bq + rk3, g), 0, L - 1);
+  Expr kp3 = clamp(ba.krow(kbc * Bq + rk3, g), 0, Lk - 1);
   bpv(e, qi, j, qo, g) = 0.0f;
   bpv(e, qi, j, qo, g) += Ex(qi, rk3, j, qo, g) * V(e, kp3, hq);
   // The running state (acc, M, l) per row over the visited key blocks (FlashAttention's online
@@ -471,7 +473,8 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
 
   // Schedule: P for all query blocks of g, in parallel; per block the state over the slots.
   Var qio("qio"), qii("qii"), kio("kio"), kii("kii");
-  P.compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp).parallel(xo);
+  P.compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp);
+  if (!perBlock) P.parallel(xo);
   if (we > 1) P.vectorize(e, we);
   Qt.compute_at(P, xo);
   if (wq > 1) Qt.vectorize(qi, wq);
@@ -500,11 +503,52 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
   bpv.update().reorder(e, qi, rk3).unroll(qi);
   if (we > 1) bpv.vectorize(e, we).unroll(e), bpv.update().vectorize(e, we).unroll(e);
   Bd.log << "P" << sfx << "(e, x, g) = (o, lse) in query order: compute_at(out, " << outVar.name() << "), split(x, xo, xi, "
-         << Bq << ").parallel(xo)\n"
+         << Bq << ")" << (perBlock ? " (one query block)" : ".parallel(xo)") << "\n"
          << "st" << sfx << " = (acc, max, sum) over the visited key blocks rj (where rj < visited(qo)): compute_at(P, xo)\n"
          << "S" << sfx << " = q.k^T per (query block, key block): tiles " << tq << " x " << tk << ", vectorized over queries by "
          << wq << "; E = exp(S - block max) under the element mask; bpv = E.v, vectorized over e by " << we << "\n";
   return P;
+}
+
+// Dense or causal attention over a whole sequence (no cache): the online block engine with
+// every key block up to the diagonal. Queries and keys may have different lengths (causal:
+// query i sees keys j <= i + Lk - Lq). Decode steps (a static, short query length) and
+// attention over a cache keep buildAttention's row-strip kernel, whose block is 8 rows.
+Func buildOnlineAttention(Builder &Bd) {
+  const KernelSpec &k = Bd.k;
+  const bool causal = k.gets("mask") == "causal";
+  const int Bq = 64, E = (int)k.inputs[2].dims[2];
+  Expr Lq = Bd.in[0].dim(1).extent(), Lk = Bd.in[1].dim(1).extent(), off = Lk - Lq;
+  BlockAttention ba;
+  ba.block = Bq;
+  ba.nkb = (Lk + Bq - 1) / Bq;
+  ba.slots = ba.nkb;
+  ba.keyBlock = [](Expr, Expr j) { return j; };
+  Expr nkb = ba.nkb;
+  ba.slotLimit = [=](Expr qo) {
+    return causal ? clamp((qo * Bq + Bq - 1 + off) / Bq + 1, 0, nkb) : nkb;  // blocks up to the last row's diagonal
+  };
+  ba.qrow = [](Expr qx, Expr) { return qx; };
+  ba.krow = [](Expr kx, Expr) { return kx; };
+  ba.head = [](Expr g) { return g; };
+  ba.ok = [=](Expr qx, Expr kx, Expr) {
+    Expr in = qx < Lq && kx < Lk;
+    return causal ? Expr(in && kx <= qx + off) : in;
+  };
+  Var e("e"), i("i"), h("h");
+  Func out("out");
+  Bd.log << (causal ? "causal" : "dense") << " attention, online softmax over blocks of " << Bq << " queries x " << Bq
+         << " keys" << (causal ? ", key blocks above the diagonal never visited" : "") << "\n";
+  // One query block at a time: scratch O(block x head dim) per task, tasks over (block, head).
+  Var io("io"), ii("ii"), t("t");
+  Func P = onlineBlockAttention(Bd, Bd.in[0], Bd.in[1], Bd.in[2], ba, "", out, t, true);
+  Expr qb = (Lq + Bq - 1) / Bq;
+  out(e, i, h) = P(e, clamp(i, 0, qb * Bq - 1), h)[0];
+  out.split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t).parallel(t);
+  int we = largestDivisor(E, Bd.vec);
+  if (we > 1) out.vectorize(e, we);
+  Bd.log << "out.split(i, io, ii, " << Bq << ").fuse(io, h, t).parallel(t): P per (query block, head)\n";
+  return out;
 }
 
 Func buildSparseAttention(Builder &Bd) {
@@ -829,6 +873,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     if (kd == "linear" || kd == "matmul" || kd == "batch_matmul") f = buildMatmul(B);
     else if (kd == "ffn") f = buildFfn(B);
     else if (kd == "attention" && spec.attrs.count("pattern_size")) f = buildSparseAttention(B);
+    else if (kd == "attention" && B.k.inputs.size() == 3 && B.k.inputs[0].dims[1] < 0) f = buildOnlineAttention(B);
     else if (kd == "attention") f = buildAttention(B);
     else if (kd == "lsh_hash") f = buildLshHash(B);
     else if (kd == "lsh_chunk_attention") f = buildLshChunkAttention(B);
