@@ -3,12 +3,19 @@
 
 namespace kiln {
 
-static Tensor dense(Model &m, const std::string &name, Tensor x, int64_t in, int64_t out, WeightLayout layout,
-                    const SourceLoc &loc) {
-  Shape ws = layout == WeightLayout::OutIn ? Shape{out, in} : Shape{in, out};
+Tensor dense(Model &m, const std::string &name, Tensor x, int64_t in, int64_t out, DenseOptions opt, SourceLoc loc) {
+  Shape ws = opt.layout == WeightLayout::OutIn ? Shape{out, in} : Shape{in, out};
   Tensor w = m.param(name + ".weight", ws, {}, loc);
   Tensor b = m.param(name + ".bias", {out}, {.init = Init::Zeros}, loc);
-  return linear(x, w, b, {.layout = layout}, loc);
+  return linear(x, w, b, {.layout = opt.layout}, loc);
+}
+
+Tensor norm(Model &m, const std::string &p, Tensor x, LayerNormOptions opt, SourceLoc loc) {
+  if (x.rank() < 1 || x.dim(x.rank() - 1).dynamic()) throw Error("norm: the last dim must be static", loc);
+  int64_t d = x.dim(x.rank() - 1).size;
+  Tensor g = m.param(p + ".weight", {d}, {.init = Init::Ones}, loc);
+  Tensor b = m.param(p + ".bias", {d}, {.init = Init::Zeros}, loc);
+  return layer_norm(x, g, b, opt, loc);
 }
 
 Tensor multi_head_attention(Model &m, const std::string &p, Tensor x, Tensor kv, AttentionBlockOptions o,
@@ -17,39 +24,33 @@ Tensor multi_head_attention(Model &m, const std::string &p, Tensor x, Tensor kv,
     throw Error("multi_head_attention: d_model (" + std::to_string(o.d_model) + ") must be a positive multiple of heads (" +
                     std::to_string(o.heads) + ")",
                 loc);
-  Tensor q = dense(m, p + ".q", x, o.d_model, o.d_model, o.layout, loc);
-  Tensor k = dense(m, p + ".k", kv, o.d_model, o.d_model, o.layout, loc);
-  Tensor v = dense(m, p + ".v", kv, o.d_model, o.d_model, o.layout, loc);
+  Tensor q = dense(m, p + ".q", x, o.d_model, o.d_model, {.layout = o.layout}, loc);
+  Tensor k = dense(m, p + ".k", kv, o.d_model, o.d_model, {.layout = o.layout}, loc);
+  Tensor v = dense(m, p + ".v", kv, o.d_model, o.d_model, {.layout = o.layout}, loc);
   Tensor a = attention(split_heads(q, o.heads, loc), split_heads(k, o.heads, loc), split_heads(v, o.heads, loc),
                        {.mask = o.mask}, loc);
-  return dense(m, p + ".out", merge_heads(a, loc), o.d_model, o.d_model, o.layout, loc);
+  return dense(m, p + ".out", merge_heads(a, loc), o.d_model, o.d_model, {.layout = o.layout}, loc);
 }
 
 Tensor ffn(Model &m, const std::string &p, Tensor x, FfnOptions o, SourceLoc loc) {
   if (o.d_model <= 0 || o.d_ff <= 0) throw Error("ffn: d_model and d_ff must be positive", loc);
-  Tensor h = dense(m, p + ".fc1", x, o.d_model, o.d_ff, o.layout, loc);
+  Tensor h = dense(m, p + ".fc1", x, o.d_model, o.d_ff, {.layout = o.layout}, loc);
   h = o.act == Activation::Relu ? relu(h, loc)
                                 : gelu(h, {.approx = o.act == Activation::GeluTanh ? GeluApprox::Tanh : GeluApprox::Erf}, loc);
-  return dense(m, p + ".fc2", h, o.d_ff, o.d_model, o.layout, loc);
-}
-
-static Tensor norm(Model &m, const std::string &p, Tensor x, int64_t d, float eps, const SourceLoc &loc) {
-  Tensor g = m.param(p + ".weight", {d}, {.init = Init::Ones}, loc);
-  Tensor b = m.param(p + ".bias", {d}, {.init = Init::Zeros}, loc);
-  return layer_norm(x, g, b, {.eps = eps}, loc);
+  return dense(m, p + ".fc2", h, o.d_ff, o.d_model, {.layout = o.layout}, loc);
 }
 
 Tensor transformer_block(Model &m, const std::string &p, Tensor x, BlockOptions o, SourceLoc loc) {
   AttentionBlockOptions ao{.d_model = o.d_model, .heads = o.heads, .mask = o.mask, .layout = o.layout};
   FfnOptions fo{.d_model = o.d_model, .d_ff = o.d_ff, .act = o.act, .layout = o.layout};
   if (o.norm == NormPlacement::Pre) {
-    Tensor h = norm(m, p + ".ln_1", x, o.d_model, o.eps, loc);
+    Tensor h = norm(m, p + ".ln_1", x, {.eps = o.eps}, loc);
     x = add(x, multi_head_attention(m, p + ".attn", h, h, ao, loc), loc);
-    Tensor h2 = norm(m, p + ".ln_2", x, o.d_model, o.eps, loc);
+    Tensor h2 = norm(m, p + ".ln_2", x, {.eps = o.eps}, loc);
     return add(x, ffn(m, p + ".mlp", h2, fo, loc), loc);
   }
-  x = norm(m, p + ".ln_1", add(x, multi_head_attention(m, p + ".attn", x, x, ao, loc), loc), o.d_model, o.eps, loc);
-  return norm(m, p + ".ln_2", add(x, ffn(m, p + ".mlp", x, fo, loc), loc), o.d_model, o.eps, loc);
+  x = norm(m, p + ".ln_1", add(x, multi_head_attention(m, p + ".attn", x, x, ao, loc), loc), {.eps = o.eps}, loc);
+  return norm(m, p + ".ln_2", add(x, ffn(m, p + ".mlp", x, fo, loc), loc), {.eps = o.eps}, loc);
 }
 
 // The halves of x [L, 2c], checked.

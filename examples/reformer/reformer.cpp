@@ -28,13 +28,6 @@ static void build_reformer(kiln::Model &m, const ReformerConfig &c) {
     throw Error("reformer: --d-model (" + std::to_string(d) + ") must be a positive multiple of --heads (" +
                     std::to_string(c.heads) + ") and --layers at least 1",
                 SourceLoc::current());
-  auto vec = [&](const std::string &n, Init init) { return m.param(n, {d}, {.init = init}); };
-  auto norm = [&](const std::string &p, Tensor x) {
-    return layer_norm(x, vec(p + ".weight", Init::Ones), vec(p + ".bias", Init::Zeros), {.eps = 1e-5f});
-  };
-  auto dense = [&](const std::string &p, Tensor x, int64_t in, int64_t out) {
-    return linear(x, m.param(p + ".weight", {out, in}), m.param(p + ".bias", {out}, {.init = Init::Zeros}));
-  };
   Dim L = m.seq("L", c.ctx);
   Tensor tokens = m.tokens("tokens", L, c.vocab);
   Tensor e = add(scale(embedding(m.param("tok_embed.weight", {c.vocab, d}, {.scale = 1.0f / std::sqrt((float)d)}), tokens),
@@ -45,18 +38,18 @@ static void build_reformer(kiln::Model &m, const ReformerConfig &c) {
     std::string p = "layers." + std::to_string(i);
     Tensor rot = m.param(p + ".attn.rotations", {c.hashes, hd, c.buckets / 2}, {.scale = 1.0f});
     auto F = [&](Tensor h) {
-      Tensor n = norm(p + ".attn.norm", h);
-      Tensor qk = split_heads(dense(p + ".attn.qk", n, d, d), c.heads), v = split_heads(dense(p + ".attn.v", n, d, d), c.heads);
+      Tensor n = norm(m, p + ".attn.norm", h);
+      Tensor qk = split_heads(dense(m, p + ".attn.qk", n, d, d), c.heads), v = split_heads(dense(m, p + ".attn.v", n, d, d), c.heads);
       Tensor a = lsh_attention(qk, v, rot, {.buckets = c.buckets, .hashes = c.hashes, .chunk = c.chunk, .causal = c.causal});
-      return dense(p + ".attn.out", merge_heads(a), d, d);
+      return dense(m, p + ".attn.out", merge_heads(a), d, d);
     };
     auto G = [&](Tensor h) {
-      return dense(p + ".ffn.fc2", gelu(dense(p + ".ffn.fc1", norm(p + ".ffn.norm", h), d, 4 * d)), 4 * d, d);
+      return dense(m, p + ".ffn.fc2", gelu(dense(m, p + ".ffn.fc1", norm(m, p + ".ffn.norm", h), d, 4 * d)), 4 * d, d);
     };
     x = reversible(x, F, G);
   }
   std::vector<Tensor> halves = split(x, 1, {d, d});
-  m.output("hidden", norm("norm", scale(add(halves[0], halves[1]), 0.5f)));
+  m.output("hidden", norm(m, "norm", scale(add(halves[0], halves[1]), 0.5f)));
 }
 
 int main(int argc, char **argv) {

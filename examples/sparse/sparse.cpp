@@ -20,7 +20,7 @@
 //   build/bin/sparse-compile --combine merged -o sparse     # 4 layers, d 256, 8 heads, ctx 8192
 //   ./sparse --random-weights --tokens 1,2,3
 #include "kiln/Pipelines/Driver.h"
-#include "kiln/dsl/Ops.h"
+#include "kiln/dsl/Blocks.h"
 
 struct SparseConfig {
   int64_t layers = 4, d_model = 256, heads = 8, vocab = 256, ctx = 8192, stride = 128, summary = 8;
@@ -41,30 +41,23 @@ static void build_sparse(kiln::Model &m, const SparseConfig &c) {
     return c.pattern == "strided" ? Mask::strided({.stride = c.stride, .part = part})
                                   : Mask::fixed({.block = c.stride, .summary = c.summary, .part = part});
   };
-  auto vec = [&](const std::string &n, Init init) { return m.param(n, {d}, {.init = init}); };
-  auto norm = [&](const std::string &p, Tensor x) {
-    return layer_norm(x, vec(p + ".weight", Init::Ones), vec(p + ".bias", Init::Zeros), {.eps = 1e-5f});
-  };
-  auto dense = [&](const std::string &p, Tensor x, int64_t in, int64_t out) {
-    return linear(x, m.param(p + ".weight", {out, in}), m.param(p + ".bias", {out}, {.init = Init::Zeros}));
-  };
   Dim L = m.seq("L", c.ctx);
   Tensor tokens = m.tokens("tokens", L, c.vocab);
   Tensor x = add(embedding(m.param("tok_embed.weight", {c.vocab, d}), tokens),
                  position_embedding(m.param("pos_embed.weight", {c.ctx, d}, {.scale = 0.01f}), tokens));
   for (int64_t i = 0; i < c.layers; ++i) {
     std::string p = "layers." + std::to_string(i);
-    std::vector<Tensor> qkv = split(dense(p + ".attn.qkv", norm(p + ".ln1", x), d, 3 * d), 1, {d, d, d});
+    std::vector<Tensor> qkv = split(dense(m, p + ".attn.qkv", norm(m, p + ".ln1", x), d, 3 * d), 1, {d, d, d});
     AttentionOptions ao;
     if (c.combine == "alternate") ao.mask = half(i % 2 == 0 ? Part::Local : Part::Global);
     else if (c.combine == "merged") ao.mask = half(Part::Union);
     else ao.head_masks = {half(Part::Local), half(Part::Global)};
     Tensor a = attention(split_heads(qkv[0], c.heads), split_heads(qkv[1], c.heads), split_heads(qkv[2], c.heads), ao);
-    x = add(x, dense(p + ".attn.proj", merge_heads(a), d, d));
-    Tensor h = gelu(dense(p + ".mlp.fc1", norm(p + ".ln2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
-    x = add(x, dense(p + ".mlp.fc2", h, 4 * d, d));
+    x = add(x, dense(m, p + ".attn.proj", merge_heads(a), d, d));
+    Tensor h = gelu(dense(m, p + ".mlp.fc1", norm(m, p + ".ln2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
+    x = add(x, dense(m, p + ".mlp.fc2", h, 4 * d, d));
   }
-  m.output("logits", linear(norm("ln_f", x), m.param("head.weight", {c.vocab, d})));
+  m.output("logits", linear(norm(m, "ln_f", x), m.param("head.weight", {c.vocab, d})));
 }
 
 int main(int argc, char **argv) {

@@ -357,15 +357,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionFromOps,
                                   (i.param.causal ? "_causal" : "");
                          });
 
-// [H, L, d] <-> [L, H*d], to reuse the per-head reference.
-ref::T mergeHeads(const ref::T &t) {
-  int64_t H = t.shape[0], L = t.shape[1], d = t.shape[2];
-  ref::T r({L, H * d});
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < L; ++i)
-      for (int64_t c = 0; c < d; ++c) r.at(i, h * d + c) = t.v[(h * L + i) * d + c];
-  return r;
-}
 
 // Causal attention with more queries than keys: the first Lq - Lk query rows see no key at all.
 // Fused (kiln.attention) and unfused (the scores are an output too, so nothing fuses) both give
@@ -389,9 +380,9 @@ TEST(AttentionEdges, FullyMaskedRowsAndHugeLogits) {
     auto r = kt::run(exe + " --input q=" + dir + "/q.npy --input k=" + dir + "/k.npy --input v=" + dir +
                      "/v.npy --output-dir " + dir + "/out");
     ASSERT_EQ(r.code, 0) << r.output;
-    ref::T want = ref::mha_core(mergeHeads(q), mergeHeads(k), mergeHeads(v), 2, true);
+    ref::T want = ref::mha_core(ref::from_heads(q), ref::from_heads(k), ref::from_heads(v), 2, true);
     for (const char *out : {"fused", "unfused"}) {
-      ref::T got = mergeHeads(kt::loadNpy(dir + "/out/" + std::string(out) + ".npy"));
+      ref::T got = ref::from_heads(kt::loadNpy(dir + "/out/" + std::string(out) + ".npy"));
       EXPECT_TRUE(kt::allClose(want, got)) << out;
       for (int64_t i = 0; i < 6; ++i)
         for (int64_t c = 0; c < 16; ++c) EXPECT_EQ(got.at(i, c), 0.0f) << out << " row " << i;

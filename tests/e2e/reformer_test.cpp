@@ -238,7 +238,7 @@ namespace {
 // The example (built at a small size: 2 layers, d 64, 2 heads, 8 buckets, 2 rounds, chunks of
 // 32) against the same network written with the plain reference ops and lshReference.
 TEST(ReformerExample, MatchesReference) {
-  const int64_t layers = 2, d = 64, H = 2, hd = d / H;
+  const int64_t layers = 2, d = 64, H = 2;
   const LshCfg c{8, 2, 32, false};
   std::string dir = kt::workDir("reformer_example");
   for (int L : {1, 77, 200}) {
@@ -251,13 +251,6 @@ TEST(ReformerExample, MatchesReference) {
     std::map<std::string, ref::T> w = kt::loadWeights(dir + "/w.safetensors");
     auto ln = [&](const ref::T &x, const std::string &n) { return ref::layer_norm(x, w[n + ".weight"], w[n + ".bias"], 1e-5f); };
     auto dense = [&](const ref::T &x, const std::string &n) { return ref::linear(x, w[n + ".weight"], w[n + ".bias"], true); };
-    auto heads = [&](const ref::T &x) {  // [L, H*hd] -> [H, L, hd]
-      ref::T o({H, (int64_t)L, hd});
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < L; ++i)
-          for (int64_t k = 0; k < hd; ++k) o.v[(h * L + i) * hd + k] = x.at(i, h * hd + k);
-      return o;
-    };
     ref::T e = ref::embedding(w["tok_embed.weight"], ids);
     for (float &f : e.v) f *= std::sqrt((float)d);
     e = ref::add(e, ref::sinusoid(L, d));
@@ -267,13 +260,9 @@ TEST(ReformerExample, MatchesReference) {
       std::string p = "layers." + std::to_string(i);
       ref::T n = ln(x2, p + ".attn.norm");
       double m;
-      ref::T a = lshReference(heads(dense(n, p + ".attn.qk")), heads(dense(n, p + ".attn.v")), w[p + ".attn.rotations"], c, &m);
+      ref::T a = lshReference(ref::to_heads(dense(n, p + ".attn.qk"), H), ref::to_heads(dense(n, p + ".attn.v"), H), w[p + ".attn.rotations"], c, &m);
       margin = std::min(margin, m);
-      ref::T merged({(int64_t)L, d});
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t r = 0; r < L; ++r)
-          for (int64_t k = 0; k < hd; ++k) merged.at(r, h * hd + k) = a.v[(h * L + r) * hd + k];
-      x1 = ref::add(x1, dense(merged, p + ".attn.out"));
+      x1 = ref::add(x1, dense(ref::from_heads(a), p + ".attn.out"));
       x2 = ref::add(x2, dense(ref::gelu_erf(dense(ln(x1, p + ".ffn.norm"), p + ".ffn.fc1")), p + ".ffn.fc2"));
     }
     ref::T mean = ref::add(x1, x2);

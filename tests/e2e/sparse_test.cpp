@@ -151,24 +151,6 @@ struct SparseModelCase {
 void PrintTo(const SparseModelCase &c, std::ostream *os) { *os << c.pattern << "_" << c.combine; }
 class SparseExample : public ::testing::TestWithParam<SparseModelCase> {};
 
-// [L, H*hd] <-> [H, L, hd]
-ref::T toHeads(const ref::T &x, int64_t H) {
-  int64_t L = x.shape[0], hd = x.shape[1] / H;
-  ref::T o({H, L, hd});
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < L; ++i)
-      for (int64_t c = 0; c < hd; ++c) o.v[(h * L + i) * hd + c] = x.at(i, h * hd + c);
-  return o;
-}
-ref::T fromHeads(const ref::T &o) {
-  int64_t H = o.shape[0], L = o.shape[1], hd = o.shape[2];
-  ref::T x({L, H * hd});
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < L; ++i)
-      for (int64_t c = 0; c < hd; ++c) x.at(i, h * hd + c) = o.v[(h * L + i) * hd + c];
-  return x;
-}
-
 // The example's network written with the plain reference ops.
 ref::T sparseReference(std::map<std::string, ref::T> &w, const std::vector<int32_t> &ids, const SparseModelCase &c,
                        int64_t layers, int64_t H, int64_t s, int64_t t) {
@@ -186,7 +168,7 @@ ref::T sparseReference(std::map<std::string, ref::T> &w, const std::vector<int32
     for (int64_t r = 0; r < L; ++r)
       for (int64_t col = 0; col < d; ++col)
         q.at(r, col) = qkv.at(r, col), k.at(r, col) = qkv.at(r, d + col), v.at(r, col) = qkv.at(r, 2 * d + col);
-    ref::T qh = toHeads(q, H), kh = toHeads(k, H), vh = toHeads(v, H), o({H, L, hd});
+    ref::T qh = ref::to_heads(q, H), kh = ref::to_heads(k, H), vh = ref::to_heads(v, H), o({H, L, hd});
     for (int64_t h = 0; h < H; ++h) {
       Allowed a = c.combine == "alternate" ? (i % 2 == 0 ? local : global)
                   : c.combine == "merged"  ? either(local, global)
@@ -199,7 +181,7 @@ ref::T sparseReference(std::map<std::string, ref::T> &w, const std::vector<int32
       ref::T oh = maskedAttention(one(qh), one(kh), one(vh), a);
       std::copy(oh.v.begin(), oh.v.end(), o.v.begin() + h * L * hd);
     }
-    x = ref::add(x, dense(fromHeads(o), p + ".attn.proj"));
+    x = ref::add(x, dense(ref::from_heads(o), p + ".attn.proj"));
     x = ref::add(x, dense(ref::gelu_tanh(dense(ln(x, p + ".ln2"), p + ".mlp.fc1")), p + ".mlp.fc2"));
   }
   return ref::linear(ln(x, "ln_f"), w["head.weight"], {}, true);

@@ -130,4 +130,22 @@ T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal) {
   return out;
 }
 
+T to_heads(const T &x, int64_t H) {
+  int64_t L = x.shape[0], hd = x.shape[1] / H;
+  T o({H, L, hd});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < hd; ++c) o.v[(h * L + i) * hd + c] = x.at(i, h * hd + c);
+  return o;
+}
+
+T from_heads(const T &o) {
+  int64_t H = o.shape[0], L = o.shape[1], hd = o.shape[2];
+  T x({L, H * hd});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < hd; ++c) x.at(i, h * hd + c) = o.v[(h * L + i) * hd + c];
+  return x;
+}
+
 }  // namespace ref

@@ -34,6 +34,9 @@ T gelu_tanh(const T &x);
 T layer_norm(const T &x, const T &g, const T &b, float eps);
 T softmax_rows(const T &x);
 // q [Lq, H*hd], k, v [Lk, H*hd]: per-head softmax(q kᵀ scale [+ causal]) v, merged back.
+// [L, H*hd] <-> [H, L, hd] (what split_heads and merge_heads do).
+T to_heads(const T &x, int64_t heads);
+T from_heads(const T &x);
 T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal);
 
 }  // namespace ref

@@ -16,6 +16,16 @@ namespace kiln {
 enum class NormPlacement { Pre, Post };
 enum class Activation { Relu, GeluErf, GeluTanh };
 
+// A named linear layer: "<prefix>.weight" ([out, in] for OutIn, the nn.Linear layout; [in, out]
+// for InOut) and "<prefix>.bias" (zeros at start).
+struct DenseOptions {
+  WeightLayout layout = WeightLayout::OutIn;
+};
+Tensor dense(Model &m, const std::string &prefix, Tensor x, int64_t in, int64_t out, DenseOptions opt = {},
+             SourceLoc loc = SourceLoc::current());
+// A named layer norm over the last dim d: "<prefix>.weight" (ones) and "<prefix>.bias" (zeros).
+Tensor norm(Model &m, const std::string &prefix, Tensor x, LayerNormOptions opt = {}, SourceLoc loc = SourceLoc::current());
+
 struct AttentionBlockOptions {
   int64_t d_model = 0, heads = 0;
   Mask mask;
