@@ -421,7 +421,9 @@ struct BlockAttention {
   std::function<Expr(Expr qx, Expr g)> qrow;   // Q row of query index qx (clamped here)
   std::function<Expr(Expr kx, Expr g)> krow;   // K/V row of key index kx
   std::function<Expr(Expr g)> head;            // Q/K/V head of g
-  std::function<Expr(Expr qx, Expr kx, Expr g)> ok, bias;
+  // Element mask and extra score on the query and key indices and their rows (qrow, krow,
+  // computed once per block, not per pair: a permutation's divisions stay out of the tile).
+  std::function<Expr(Expr qx, Expr kx, Expr qrow, Expr krow, Expr g)> ok, bias;
   std::function<Expr(Expr krow, Expr g)> keyScale;  // a factor on each key (undefined: 1)
 };
 
@@ -439,17 +441,20 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
   Var e("e"), d("d"), qi("qi"), ki("ki"), qo("qo"), g("g"), j("j"), x("x"), xo("xo"), xi("xi");
   Expr kb = ba.keyBlock(qo, j), kbc = clamp(kb, 0, ba.nkb - 1), kx = kbc * Bq + ki, qx = qo * Bq + qi;
   Expr hq = ba.head(g);
-  Expr kp = clamp(ba.krow(kx, g), 0, Lk - 1), qp = clamp(ba.qrow(qx, g), 0, Lq - 1);
-  Expr ok = kb >= 0 && kb < ba.nkb && ba.ok(qx, kx, g);
   Func Qt("Qt" + sfx), Sacc("Sacc" + sfx), S("S" + sfx), bm("bm" + sfx), Ex("E" + sfx), bs("bs" + sfx),
-      bpv("bpv" + sfx), st("st" + sfx), P("P" + sfx);
+      bpv("bpv" + sfx), st("st" + sfx), P("P" + sfx), QRow("QRow" + sfx), KRow("KRow" + sfx);
+  QRow(qi, qo, g) = ba.qrow(qx, g);
+  KRow(ki, j, qo, g) = ba.krow(kx, g);
+  Expr qrow = QRow(qi, qo, g), krow = KRow(ki, j, qo, g);
+  Expr kp = clamp(krow, 0, Lk - 1), qp = clamp(qrow, 0, Lq - 1);
+  Expr ok = kb >= 0 && kb < ba.nkb && ba.ok(qx, kx, qrow, krow, g);
   Qt(qi, d, qo, g) = Q(d, qp, hq) * scale;
   RDom r(0, D, "r" + sfx);
   Sacc(qi, ki, j, qo, g) = 0.0f;
   Sacc(qi, ki, j, qo, g) += Qt(qi, r, qo, g) * K(r, kp, hq);
   Expr score = Sacc(qi, ki, j, qo, g);
   if (ba.keyScale) score = score * ba.keyScale(kp, g);
-  if (ba.bias) score = score + ba.bias(qx, kx, g);
+  if (ba.bias) score = score + ba.bias(qx, kx, qrow, krow, g);
   S(qi, ki, j, qo, g) = score + select(ok, 0.0f, kNeg);
   RDom rk(0, Bq, "rk" + sfx), rk2(0, Bq, "rk2" + sfx), rk3(0, Bq, "rk3" + sfx);
   bm(qi, j, qo, g) = kNeg;
@@ -457,7 +462,7 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
   Ex(qi, ki, j, qo, g) = select(ok, exp(S(qi, ki, j, qo, g) - bm(qi, j, qo, g)), 0.0f);
   bs(qi, j, qo, g) = 0.0f;
   bs(qi, j, qo, g) += Ex(qi, rk2, j, qo, g);
-  Expr kp3 = clamp(ba.krow(kbc * Bq + rk3, g), 0, Lk - 1);
+  Expr kp3 = clamp(KRow(rk3, j, qo, g), 0, Lk - 1);
   bpv(e, qi, j, qo, g) = 0.0f;
   bpv(e, qi, j, qo, g) += Ex(qi, rk3, j, qo, g) * V(e, kp3, hq);
   // The running state (acc, M, l) per row over the visited key blocks (FlashAttention's online
@@ -476,6 +481,7 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
   P.compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp);
   if (!perBlock) P.parallel(xo);
   if (we > 1) P.vectorize(e, we);
+  QRow.compute_at(P, xo);
   Qt.compute_at(P, xo);
   if (wq > 1) Qt.vectorize(qi, wq);
   st.compute_at(P, xo);
@@ -483,6 +489,7 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
   st.update().split(qi, qio, qii, pvq).reorder(e, qii, qio, rj);
   if (we > 1) st.update().vectorize(e, we).unroll(e);
   st.update().unroll(qii);
+  KRow.compute_at(st, rj);
   S.compute_at(st, rj);
   S.tile(qi, ki, qio, kio, qii, kii, tq, tk, TailStrategy::RoundUp).unroll(kii);
   if (wq > 1) S.vectorize(qii, wq).unroll(qii);
@@ -531,7 +538,7 @@ Func buildOnlineAttention(Builder &Bd) {
   ba.qrow = [](Expr qx, Expr) { return qx; };
   ba.krow = [](Expr kx, Expr) { return kx; };
   ba.head = [](Expr g) { return g; };
-  ba.ok = [=](Expr qx, Expr kx, Expr) {
+  ba.ok = [=](Expr qx, Expr kx, Expr, Expr, Expr) {
     Expr in = qx < Lq && kx < Lk;
     return causal ? Expr(in && kx <= qx + off) : in;
   };
@@ -599,8 +606,8 @@ Func buildSparseAttention(Builder &Bd) {
     ba.qrow = [=](Expr qx, Expr) { return m.pos(pt.q, qx); };
     ba.krow = [=](Expr kx, Expr) { return m.pos(pt.k, kx); };
     ba.head = [](Expr g) { return g; };
-    ba.ok = [=](Expr qx, Expr kx, Expr) {
-      return m.valid(pt.q, qx) && m.valid(pt.k, kx) && m.allowedPart(pt, m.pos(pt.q, qx), m.pos(pt.k, kx));
+    ba.ok = [=](Expr qx, Expr kx, Expr qrow, Expr krow, Expr) {
+      return qx < m.length(pt.q) && qrow < L && kx < m.length(pt.k) && krow < L && m.allowedPart(pt, qrow, krow);
     };
     P.push_back(onlineBlockAttention(Bd, Bd.in[0], Bd.in[1], Bd.in[2], ba, std::to_string(n), out, h));
   }
@@ -613,7 +620,7 @@ Func buildSparseAttention(Builder &Bd) {
     Expr mx = max(s1, s2), w1 = exp(s1 - mx), w2 = exp(s2 - mx);
     out(e, i, h) = (o1 * w1 + o2 * w2) / (w1 + w2);
   }
-  out.parallel(h);
+  // Heads in sequence: P of one head at a time, its query blocks in parallel.
   int we = largestDivisor(E, Bd.vec);
   if (we > 1) out.vectorize(e, we);
   Bd.log << (parts.size() > 1 ? "out = log-sum-exp merge of the two parts, read through each part's inverse order\n"
@@ -649,15 +656,14 @@ Func buildLshChunkAttention(Builder &Bd) {
   ba.krow = perm;
   ba.head = [=](Expr g) { return g / R; };
   ba.keyScale = [=](Expr kp, Expr g) { return knorm(kp, g / R); };
-  ba.ok = [=](Expr qx, Expr kx, Expr g) {
-    Expr qp = perm(qx, g), kp = perm(kx, g);
+  ba.ok = [=](Expr qx, Expr kx, Expr qp, Expr kp, Expr g) {
     Expr same = BK(clamp(qp, 0, L - 1), g % R, g / R) == BK(clamp(kp, 0, L - 1), g % R, g / R);
     Expr allowed = qx < L && kx < L && same;
     return causal ? (allowed && kp <= qp) : allowed;
   };
   // A query sees itself only when no other key is available: a score of -1e9 loses to any
   // other key (its weight underflows to 0) and wins alone.
-  ba.bias = [=](Expr qx, Expr kx, Expr g) { return select(perm(qx, g) == perm(kx, g), -1e9f, 0.0f); };
+  ba.bias = [=](Expr, Expr, Expr qp, Expr kp, Expr) { return select(qp == kp, -1e9f, 0.0f); };
   Func out("out");
   Bd.log << "LSH attention, " << R << " hash round" << (R > 1 ? "s" : "") << ", chunks of " << C
          << " sorted positions; each chunk attends to itself and the previous chunk, same bucket only"
