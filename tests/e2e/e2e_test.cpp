@@ -198,7 +198,9 @@ INSTANTIATE_TEST_SUITE_P(Tiles, Linear,
                          ::testing::Values(LinCfg{128, 256, 5, true, false}, LinCfg{128, 256, 5, false, true},
                                            LinCfg{128, 64, 5, true, false}, LinCfg{128, 128, 5, true, false},
                                            LinCfg{32, 10, 7, false, true}, LinCfg{17, 100, 64, true, true},
-                                           LinCfg{64, 64, 1, false, false}),
+                                           LinCfg{64, 64, 1, false, false},
+                                           // a long reduction (the weight panel is packed)
+                                           LinCfg{2048, 512, 37, true, true}, LinCfg{2048, 512, 1, false, false}),
                          [](const auto &i) {
                            auto &c = i.param;
                            return std::to_string(c.k) + "x" + std::to_string(c.n) + (c.out_in ? "_oi" : "_io") +
