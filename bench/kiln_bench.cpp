@@ -388,7 +388,10 @@ void sparseAttentionCase(const char *name, bool fixed, long L, bool quick) {
   const long H = 12, D = 64, s = quick ? 64 : std::max(64L, 64 * std::lround(std::sqrt((double)L) / 64)), t = 8;
   const kiln_model_info *model = fixed ? (s == 64 ? &bench_attention_fixed64 : &bench_attention_fixed128)
                                        : (s == 64 ? &bench_attention_strided64 : &bench_attention_strided128);
-  if (s != 64 && s != 128) return;
+  if (s != 64 && s != 128) {  // the strides compiled into bench libraries
+    fprintf(stderr, "kiln-bench: no sparse bench library with stride %ld (L = %ld)\n", s, L);
+    exit(2);
+  }
   auto allowed = [&](long i, long j) {
     return j <= i && (fixed ? (j / s == i / s || j % s >= s - t) : (i - j < s || (i - j) % s == 0));
   };
@@ -450,13 +453,14 @@ void sparseAttentionCase(const char *name, bool fixed, long L, bool quick) {
 // 64) against kiln's dense fused attention (non-causal, the same heads) up to L = 16384, where
 // the dense kernel's L^2 work already costs seconds; time and peak bytes.
 void lshAttentionCase(long L, bool quick) {
-  const long H = 4, D = 64;
+  const long H = 4, D = 64, rounds = 2, chunk = 64, half = 32;  // as bench_attention_lsh was compiled
   KilnRun k(&bench_attention_lsh);
   std::vector<float> q = randomVec(H * L * D, 1), v = randomVec(H * L * D, 3);
   k.input("qk", {H, L, D}, q);
   k.input("v", {H, L, D}, v);
   double kt = timeMs([&] { k.run(); }, quick), kpeak = k.peakBytes();
-  double flops = (double)H * 2 * L * 2 * 64 * (2.0 * D + 2.0 * D) + 2.0 * H * 2 * L * D * 32;  // 2 rounds
+  // Each query scores 2 chunks of keys per round (q.k and p.v), plus the hashing x.R.
+  double flops = (double)H * rounds * L * 2 * chunk * (4.0 * D) + 2.0 * H * rounds * L * D * half;
   if (L > 16384) {
     emit({"attention_lsh", L, "", "", kt, "dense_fused", 0, kpeak, -1, flops, -1});
     return;

@@ -148,14 +148,13 @@ TEST(LshAttentionApproximation, ApproachesFullAttentionWithMoreRounds) {
   ref::T full({H, L, D});
   for (int64_t i = 0; i < L; ++i) {
     std::vector<double> s(L);
-    double ni = 0, mx = -INFINITY, sum = 0;
+    double mx = -INFINITY, sum = 0;
     for (int64_t j = 0; j < L; ++j) {
       double dot = 0, nj = 0;
       for (int64_t d = 0; d < D; ++d) dot += (double)qk.v[i * D + d] * qk.v[j * D + d], nj += (double)qk.v[j * D + d] * qk.v[j * D + d];
       s[j] = j == i ? -INFINITY : dot / std::sqrt(nj) / std::sqrt((double)D);
       mx = std::max(mx, s[j]);
     }
-    (void)ni;
     for (int64_t j = 0; j < L; ++j) sum += std::exp(s[j] - mx);
     for (int64_t d = 0; d < D; ++d) {
       double a = 0;
