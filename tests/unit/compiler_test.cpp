@@ -132,7 +132,7 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
   EXPECT_GT(sched, 5);
   EXPECT_EQ(sched, stmt);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/10-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/11-kiln-lower-to-llvm.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
   // The executable depends on system libraries only.
   r = kt::run("ldd " + dir + "/m");
@@ -180,7 +180,7 @@ TEST(Driver, PrintIrAfterAllShowsEveryPass) {
   auto r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --emit=cost "
                                    "--print-ir-after-all -o /dev/null");
   EXPECT_EQ(r.code, 0);
-  for (const char *p : {"input", "kiln-fuse-attention", "kiln-lower-lsh-attention", "kiln-fuse-epilogue", "kiln-chunk-ffn", "kiln-tile-sparse-pattern", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
+  for (const char *p : {"input", "kiln-fuse-attention", "kiln-lower-lsh-attention", "kiln-lower-act", "kiln-fuse-epilogue", "kiln-chunk-ffn", "kiln-tile-sparse-pattern", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
                         "kiln-plan-buffers"})
     EXPECT_THAT(r.output, HasSubstr(std::string("IR Dump After ") + p));
 }

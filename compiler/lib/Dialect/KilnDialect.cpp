@@ -278,3 +278,112 @@ LogicalResult SinusoidalPositionsOp::verify() {
     return emitOpError("expected start to be a tensor<1xi32>");
   return expectDim(*this, "result rows", r.getDimSize(0), "positions", ty(getLike()).getDimSize(0));
 }
+
+LogicalResult DepthwiseConvOp::verify() {
+  if (failed(expectRank(*this, "input", getX(), 2)) || failed(expectRank(*this, "weight", getWeight(), 2)) ||
+      failed(expectRank(*this, "bias", getBias(), 1)))
+    return failure();
+  int64_t k = ty(getWeight()).getDimSize(0);
+  if (k % 2 == 0) return emitOpError("expected an odd kernel size (weight dim 0), got ") << k;
+  if (getX().getType() != getResult().getType()) return emitOpError("expected the result to have the input's type");
+  if (failed(expectDim(*this, "weight width", ty(getWeight()).getDimSize(1), "input width", ty(getX()).getDimSize(1))) ||
+      failed(expectDim(*this, "bias length", ty(getBias()).getDimSize(0), "input width", ty(getX()).getDimSize(1))))
+    return failure();
+  return success();
+}
+
+// The carry of a state [L, d] is [L, 2d + 3].
+static LogicalResult expectCarry(Operation *op, Value carry, RankedTensorType state) {
+  auto c = ty(carry);
+  if (c.getRank() != 2 || state.getRank() != 2 || ShapedType::isDynamic(state.getDimSize(1)) ||
+      c.getDimSize(1) != 2 * state.getDimSize(1) + 3)
+    return op->emitOpError() << "expected an ACT carry [L, 2d + 3] for the state " << state << ", got " << c;
+  return expectDim(op, "carry rows", c.getDimSize(0), "state rows", state.getDimSize(0));
+}
+static LogicalResult expectStep(Operation *op, Value v, const char *role) {
+  auto t = ty(v);
+  if (t.getRank() != 1 || t.getDimSize(0) != 1 || !t.getElementType().isInteger(32))
+    return op->emitOpError() << "expected the " << role << " to be a tensor<1xi32>, got " << t;
+  return success();
+}
+
+LogicalResult RecurrentOp::verify() {
+  auto x = ty(getInit());
+  if (x.getRank() != 2 || ShapedType::isDynamic(x.getDimSize(1)))
+    return emitOpError("expected the initial state to be [L, d] with a static d");
+  if (getMaxSteps() < 1) return emitOpError("expected max_steps to be at least 1");
+  float th = getThreshold().convertToFloat();
+  if (!(th > 0.0f && th < 1.0f)) return emitOpError("expected the threshold in (0, 1)");
+  if (getHaltWeight().getType() != RankedTensorType::get({x.getDimSize(1)}, x.getElementType()) ||
+      getHaltBias().getType() != RankedTensorType::get({1}, x.getElementType()))
+    return emitOpError("expected the halting weight [d] and bias [1] of the state's width");
+  Block &body = getBody().front();
+  if (body.getNumArguments() != 1 || body.getArgument(0).getType() != x)
+    return emitOpError("expected the body to take one argument of the state's type ") << x;
+  auto y = dyn_cast<YieldOp>(body.getTerminator());
+  if (!y || y.getValues().size() != 1 || y.getValues()[0].getType() != x)
+    return emitOpError("expected the body to yield one value of the state's type ") << x;
+  auto row = RankedTensorType::get({x.getDimSize(0)}, x.getElementType());
+  if (getHidden().getType() != x || getPonder().getType() != row ||
+      getSteps().getType() != RankedTensorType::get({x.getDimSize(0)}, IntegerType::get(getContext(), 32)))
+    return emitOpError("expected results hidden [L, d], ponder [L] f32 and steps [L] i32");
+  return success();
+}
+
+LogicalResult LoopOp::verify() {
+  if (getMaxSteps() < 1) return emitOpError("expected max_steps to be at least 1");
+  Block &body = getBody().front();
+  Type c = getInit().getType();
+  if (body.getNumArguments() != 2 || body.getArgument(0).getType() != c || failed(expectStep(*this, body.getArgument(1), "step argument")))
+    return emitOpError("expected the body to take the carried value and the step (tensor<1xi32>)");
+  auto y = dyn_cast<YieldOp>(body.getTerminator());
+  if (!y || y.getValues().size() != 2 || failed(expectStep(*this, y.getValues()[0], "yielded flag")) ||
+      y.getValues()[1].getType() != c)
+    return emitOpError("expected the body to yield a flag (tensor<1xi32>) and the next carried value");
+  if (getResult().getType() != c) return emitOpError("expected the result to have the carried type");
+  return success();
+}
+
+LogicalResult ActInitOp::verify() { return expectCarry(*this, getResult(), ty(getX())); }
+
+LogicalResult ActInputOp::verify() {
+  if (getPositions().getType() != getResult().getType()) return emitOpError("expected the positions to have the result's type");
+  if (failed(expectStep(*this, getStep(), "step"))) return failure();
+  return expectCarry(*this, getCarry(), ty(getResult()));
+}
+
+LogicalResult ActUpdateOp::verify() {
+  auto x = ty(getX());
+  if (getY().getType() != x) return emitOpError("expected the step's output to have its input's type");
+  if (getCarry().getType() != getResult().getType()) return emitOpError("expected the result to have the carry's type");
+  if (failed(expectStep(*this, getStep(), "step")) || failed(expectCarry(*this, getCarry(), x))) return failure();
+  if (getHaltWeight().getType() != RankedTensorType::get({x.getDimSize(1)}, x.getElementType()) ||
+      getHaltBias().getType() != RankedTensorType::get({1}, x.getElementType()))
+    return emitOpError("expected the halting weight [d] and bias [1]");
+  float th = getThreshold().convertToFloat();
+  if (!(th > 0.0f && th < 1.0f) || getMaxSteps() < 1) return emitOpError("expected a threshold in (0, 1) and max_steps >= 1");
+  return success();
+}
+
+LogicalResult ActRunningOp::verify() {
+  auto c = ty(getCarry());
+  if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 3) % 2 || c.getDimSize(1) < 5)
+    return emitOpError("expected an ACT carry [L, 2d + 3]");
+  return expectStep(*this, getResult(), "result");
+}
+
+LogicalResult ActOutputOp::verify() {
+  auto c = ty(getCarry()), r = ty(getResult());
+  if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 3) % 2 || c.getDimSize(1) < 5)
+    return emitOpError("expected an ACT carry [L, 2d + 3]");
+  int64_t d = (c.getDimSize(1) - 3) / 2;
+  StringRef f = getField();
+  Type f32 = Float32Type::get(getContext()), i32 = IntegerType::get(getContext(), 32);
+  RankedTensorType want;
+  if (f == "hidden") want = RankedTensorType::get({c.getDimSize(0), d}, f32);
+  else if (f == "ponder") want = RankedTensorType::get({c.getDimSize(0)}, f32);
+  else if (f == "steps") want = RankedTensorType::get({c.getDimSize(0)}, i32);
+  else return emitOpError("expected field \"hidden\", \"ponder\" or \"steps\", got \"") << f << "\"";
+  if (r != want) return emitOpError("expected the ") << f << " result to be " << want << ", got " << r;
+  return success();
+}

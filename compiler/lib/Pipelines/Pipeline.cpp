@@ -96,6 +96,7 @@ static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const PipelineOption
     case Phase::Fused:
       v.push_back(createFuseAttention());
       v.push_back(createLowerLshAttention());
+      v.push_back(createLowerAct());
       v.push_back(createFuseEpilogue());
       break;
     case Phase::Tiled:
@@ -325,6 +326,8 @@ double numel(Value v, ArrayRef<int64_t> symVals) {
   auto t = cast<RankedTensorType>(v.getType());
   ArrayRef<int64_t> syms;
   if (auto ba = dyn_cast<BlockArgument>(v)) {
+    if (auto loop = dyn_cast<kiln::LoopOp>(ba.getOwner()->getParentOp()))  // the carry, or the step
+      return ba.getArgNumber() == 0 ? numel(loop.getInit(), symVals) : 1;
     auto f = cast<func::FuncOp>(ba.getOwner()->getParentOp());
     syms = f.getArgAttrOfType<DenseI64ArrayAttr>(ba.getArgNumber(), "kiln.syms").asArrayRef();
   } else if (auto s = v.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>("kiln.syms")) {
@@ -373,6 +376,12 @@ Cost opCost(Operation *op, ArrayRef<int64_t> sv) {
     double d = q.getDimSize(2), dv = cast<RankedTensorType>(a.getValue().getType()).getDimSize(2);
     double pairs = numel(a.getQk(), sv) / d * rounds * 2.0 * (double)a.getChunk();
     c.flops = pairs * (2 * d + 2 * dv + 4);
+  } else if (auto dw = dyn_cast<kiln::DepthwiseConvOp>(op)) {
+    c.flops = 2 * out * cast<RankedTensorType>(dw.getWeight().getType()).getDimSize(0) + out;
+  } else if (auto u = dyn_cast<kiln::ActUpdateOp>(op)) {  // the halting dot product, then 3 flops per state entry
+    c.flops = 5 * numel(u.getX(), sv);
+  } else if (isa<kiln::ActInputOp>(op)) {
+    c.flops = 2 * out;
   } else if (isa<kiln::GeluOp>(op)) {
     c.flops = 10 * out;
   } else if (isa<kiln::SoftmaxOp>(op)) {
@@ -473,6 +482,7 @@ std::string costReport(ModuleOp module) {
   SmallVector<int64_t> bnd(bounds.asArrayRef());
   double paramBytes = paramBytesOf(module);
   os << "kiln cost report: FLOPs, bytes read and written per op, and the buffer plan's peak\n";
+  os << "(a loop body's ops are listed once, per step; totals count them at the loop's max_steps)\n";
   os << "parameters: " << human(paramBytes, "B") << "\n";
   for (int div : {1, 2, 4}) {
     SmallVector<int64_t> sv;
@@ -494,9 +504,13 @@ std::string costReport(ModuleOp module) {
       f.walk([&](Operation *op) {
         if (!isKernelOp(op)) return;
         Cost c = opCost(op, sv);
-        total.flops += c.flops, total.read += c.read, total.written += c.written;
+        // A loop body's kernels run up to max_steps times: the totals count every step.
+        int64_t times = 1;
+        for (auto loop = op->getParentOfType<kiln::LoopOp>(); loop; loop = loop->getParentOfType<kiln::LoopOp>())
+          times *= (int64_t)loop.getMaxSteps();
+        total.flops += times * c.flops, total.read += times * c.read, total.written += times * c.written;
         if (div == 1) {
-          std::string loc = opLocation(op);
+          std::string loc = opLocation(op) + (times > 1 ? " (x" + std::to_string(times) + " steps)" : "");
           char line[200];
           snprintf(line, sizeof line, "%-4d %-20s %-44s %12s %12s %12s\n", k, op->getName().stripDialect().str().c_str(),
                    loc.c_str(), human(c.flops, "").c_str(), human(c.read, "B").c_str(), human(c.written, "B").c_str());

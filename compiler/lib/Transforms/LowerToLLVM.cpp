@@ -9,7 +9,13 @@
 //      = %buffers[kiln.buffer], extents static or from the lengths, dense row-major strides in
 //      Halide's innermost-first order); call the kernel (declared once per name); on a non-zero
 //      status store the kernel's index to %failed and return the status.
-//   4. Erase the func.func and the kiln ops; drop kiln.* module attributes.
+//   4. A kiln.loop becomes a host loop: a header block takes the step number (i32), stores it
+//      in the step's buffer and runs the body's kernels; at the yield the next carried value is
+//      copied into the carried buffer (memcpy), and the loop repeats while the yielded flag is
+//      non-zero and fewer than max_steps steps ran.
+//   5. Erase the func.func and the kiln ops; drop kiln.* module attributes.
+#include <functional>
+
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -78,23 +84,34 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
       }
       Value nullp = LLVM::ZeroOp::create(b, floc, ptr);
 
-      auto slotOf = [&](Value v) -> int64_t {
-        if (auto ba = dyn_cast<BlockArgument>(v))
+      static const int64_t kStatic[] = {-1};
+      std::function<int64_t(Value)> slotOf = [&](Value v) -> int64_t {
+        if (auto ba = dyn_cast<BlockArgument>(v)) {
+          if (auto loop = dyn_cast<kiln::LoopOp>(ba.getOwner()->getParentOp()))
+            return ba.getArgNumber() == 0 ? slotOf(loop.getInit())
+                                          : loop->getAttrOfType<IntegerAttr>("kiln.step_buffer").getInt();
           return f.getArgAttrOfType<IntegerAttr>(ba.getArgNumber(), "kiln.buffer").getInt();
+        }
         return v.getDefiningOp()->getAttrOfType<IntegerAttr>("kiln.buffer").getInt();
       };
-      auto symsOf = [&](Value v) -> ArrayRef<int64_t> {
-        if (auto ba = dyn_cast<BlockArgument>(v))
+      std::function<ArrayRef<int64_t>(Value)> symsOf = [&](Value v) -> ArrayRef<int64_t> {
+        if (auto ba = dyn_cast<BlockArgument>(v)) {
+          if (auto loop = dyn_cast<kiln::LoopOp>(ba.getOwner()->getParentOp()))
+            return ba.getArgNumber() == 0 ? symsOf(loop.getInit()) : ArrayRef<int64_t>(kStatic);
           return f.getArgAttrOfType<DenseI64ArrayAttr>(ba.getArgNumber(), "kiln.syms").asArrayRef();
+        }
         return v.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>("kiln.syms").asArrayRef();
+      };
+      auto hostOf = [&](Value v, Location loc) {
+        Value slotPtr = LLVM::GEPOp::create(b, loc, ptr, ptr, bufs, ArrayRef<LLVM::GEPArg>{(int32_t)slotOf(v)});
+        return LLVM::LoadOp::create(b, loc, ptr, slotPtr).getResult();
       };
       auto field = [&](Value view, ArrayRef<LLVM::GEPArg> idx) {
         return LLVM::GEPOp::create(b, floc, ptr, viewTy, view, idx).getResult();
       };
       auto fillView = [&](Value view, Value v, Location loc) {
         auto rt = cast<RankedTensorType>(v.getType());
-        Value slotPtr = LLVM::GEPOp::create(b, loc, ptr, ptr, bufs, ArrayRef<LLVM::GEPArg>{(int32_t)slotOf(v)});
-        Value host = LLVM::LoadOp::create(b, loc, ptr, slotPtr);
+        Value host = hostOf(v, loc);
         // halide_type_t {code, bits, lanes}: float = 2, int = 0; 32 bits; 1 lane.
         int64_t code = rt.getElementType().isF32() ? 2 : 0;
         LLVM::StoreOp::create(b, loc, c64(0), field(view, {0, 0, 0}));
@@ -118,26 +135,74 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
           stride = LLVM::MulOp::create(b, loc, stride, extent);
         }
       };
-      for (auto [idx, op] : llvm::enumerate(kernels)) {
+      llvm::DenseMap<Operation *, int64_t> kernelIndex;
+      for (auto [idx, op] : llvm::enumerate(kernels)) kernelIndex[op] = (int64_t)idx;
+      auto newBlock = [&](TypeRange args, Location loc) {
+        SmallVector<Location> locs(args.size(), loc);
+        return b.createBlock(&entry.getBody(), std::prev(entry.getBody().end()), args, locs);
+      };
+      auto callKernel = [&](Operation *op) -> LogicalResult {
         Location loc = op->getLoc();
         unsigned n = op->getNumOperands();
         for (unsigned i = 0; i < n; ++i) fillView(views[i], op->getOperand(i), loc);
         fillView(views[n], op->getResult(0), loc);
         auto name = op->getAttrOfType<StringAttr>("kiln.kernel");
-        if (!name) {
-          op->emitError("expected kiln.kernel: run kiln-outline-kernels first");
-          return signalPassFailure();
-        }
+        if (!name) return op->emitError("expected kiln.kernel: run kiln-outline-kernels first");
         auto callee = kernelDecl(name.getValue(), n + 1, loc);
         SmallVector<Value> args(views.begin(), views.begin() + n + 1);
         Value rc = LLVM::CallOp::create(b, loc, callee, args).getResult();
         Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc, c32(0));
         Block *cur = b.getInsertionBlock();
-        Block *next = b.createBlock(&entry.getBody(), std::prev(entry.getBody().end()));
+        Block *next = newBlock({}, loc);
         b.setInsertionPointToEnd(cur);
-        LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{rc, c32(idx)}, next, ValueRange{});
+        LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{rc, c32(kernelIndex[op])}, next, ValueRange{});
         b.setInsertionPointToStart(next);
-      }
+        return success();
+      };
+      std::function<LogicalResult(Block &)> emitBlock = [&](Block &blk) -> LogicalResult {
+        for (Operation &op : blk) {
+          if (isa<kiln::RecurrentOp>(op)) return op.emitError("expected no kiln.recurrent: run kiln-lower-act first");
+          if (kiln::isKernelOp(&op)) {
+            if (mlir::failed(callKernel(&op))) return failure();
+            continue;
+          }
+          auto loop = dyn_cast<kiln::LoopOp>(op);
+          if (!loop) continue;
+          Location loc = loop.getLoc();
+          Block &body = loop.getBody().front();
+          Block *cur = b.getInsertionBlock();
+          Block *header = newBlock({i32}, loc);
+          b.setInsertionPointToEnd(cur);
+          LLVM::BrOp::create(b, loc, ValueRange{c32(0)}, header);
+          b.setInsertionPointToStart(header);
+          Value step = header->getArgument(0);
+          LLVM::StoreOp::create(b, loc, step, hostOf(body.getArgument(1), loc));
+          if (mlir::failed(emitBlock(body))) return failure();
+          auto yield = cast<kiln::YieldOp>(body.getTerminator());
+          Value flag = LLVM::LoadOp::create(b, loc, i32, hostOf(yield.getValues()[0], loc));
+          Value next = yield.getValues()[1];
+          auto nt = cast<RankedTensorType>(next.getType());
+          ArrayRef<int64_t> syms = symsOf(next);
+          Value bytes = c64(4);
+          for (int64_t d = 0; d < nt.getRank(); ++d)
+            bytes = LLVM::MulOp::create(b, loc, bytes,
+                                        syms[d] >= 0 ? LLVM::ZExtOp::create(b, loc, i64, symVals[syms[d]]).getResult()
+                                                     : c64(nt.getDimSize(d)));
+          if (slotOf(next) != slotOf(body.getArgument(0)))
+            LLVM::MemcpyOp::create(b, loc, hostOf(body.getArgument(0), loc), hostOf(next, loc), bytes, false);
+          Value step1 = LLVM::AddOp::create(b, loc, step, c32(1));
+          Value more = LLVM::AndOp::create(
+              b, loc, LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, flag, c32(0)),
+              LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::slt, step1, c32((int64_t)loop.getMaxSteps())));
+          Block *latch = b.getInsertionBlock();
+          Block *exit = newBlock({}, loc);
+          b.setInsertionPointToEnd(latch);
+          LLVM::CondBrOp::create(b, loc, more, header, ValueRange{step1}, exit, ValueRange{});
+          b.setInsertionPointToStart(exit);
+        }
+        return success();
+      };
+      if (mlir::failed(emitBlock(f.getBody().front()))) return signalPassFailure();
       LLVM::ReturnOp::create(b, floc, c32(0));
       f.erase();
     }

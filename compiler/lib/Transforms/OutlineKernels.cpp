@@ -67,6 +67,11 @@ static void semanticAttrs(Operation *op, std::map<std::string, std::string> &a) 
     a["chunk"] = std::to_string(o.getChunk());
     a["scale"] = f2s(o.getScale().convertToFloat());
     if (o.getCausal()) a["causal"] = "1";
+  } else if (auto o = dyn_cast<kiln::ActUpdateOp>(op)) {
+    a["max_steps"] = std::to_string(o.getMaxSteps());
+    a["threshold"] = f2s(o.getThreshold().convertToFloat());
+  } else if (auto o = dyn_cast<kiln::ActOutputOp>(op)) {
+    a["field"] = o.getField().str();
   } else if (auto o = dyn_cast<kiln::AttentionOp>(op)) {
     a["mask"] = o.getMask().str();
     a["scale"] = f2s(o.getScale().convertToFloat());

@@ -12,6 +12,10 @@
 //      result gets a new arena slot.
 //   4. Each arena slot records [static bytes, the power of each length, first kernel, last
 //      kernel] in the function's `kiln.arena`; the runtime sizes and places them at start-up.
+//   5. Loops (kiln.loop): the carried value, its initial value and the loop's result share one
+//      buffer (the host copies each step's yielded value into it); the step number gets a
+//      4-byte slot (`kiln.step_buffer`). A value defined outside a loop and used inside it, and
+//      every value the body yields, stays live until the loop's last kernel: the body runs again.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -58,6 +62,10 @@ static Syms inferSyms(Operation *op, llvm::DenseMap<Value, Syms> &known) {
     r = {-1, -1, in(0)[1]};
   } else if (isa<kiln::LshSortOp>(op)) {
     r = {-1, -1, -1, in(0)[2]};
+  } else if (isa<kiln::ActRunningOp>(op)) {
+    r = {-1};
+  } else if (isa<kiln::ActOutputOp>(op)) {
+    r[0] = in(0)[0];
   } else {
     r = in(0);  // elementwise, norms, softmax, concat and slice keep operand 0's lengths
   }
@@ -108,9 +116,20 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
         slot[f.getArgument(i)] = nParams + ioIdx[n.getValue()];
         f.setArgAttr(i, "kiln.buffer", b.getI64IntegerAttr(slot[f.getArgument(i)]));
       }
-      // 1. Lengths of every result.
+      // 1. Lengths of every result (a loop's carried argument has its initial value's).
       bool bad = false;
       f.walk([&](Operation *op) {
+        if (isa<kiln::RecurrentOp>(op)) {
+          op->emitError("expected no kiln.recurrent: run kiln-lower-act first");
+          bad = true;
+        }
+        if (auto loop = dyn_cast<kiln::LoopOp>(op->getParentOp())) {
+          Block &blk = loop.getBody().front();
+          if (!syms.count(blk.getArgument(0))) {
+            syms[blk.getArgument(0)] = syms.lookup(loop.getInit());
+            syms[blk.getArgument(1)] = Syms{-1};
+          }
+        }
         if (op->getNumResults() != 1 || !op->getDialect() || op->getDialect()->getNamespace() != "kiln") return;
         Syms s = inferSyms(op, syms);
         auto rt = cast<RankedTensorType>(op->getResult(0).getType());
@@ -126,10 +145,13 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       if (bad) return signalPassFailure();
       // 3. Outputs first, so the kernel producing an output writes it in place.
       auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
-      auto root = [&](Value v) {  // views and in-place cache writes share their input's buffer
+      auto root = [&](Value v) {  // views, in-place cache writes and loops share their input's buffer
         while (true) {
           if (auto r = v.getDefiningOp<kiln::ReshapeOp>()) v = r.getInput();
           else if (auto c = v.getDefiningOp<kiln::CacheWriteOp>()) v = c.getCache();
+          else if (auto l = v.getDefiningOp<kiln::LoopOp>()) v = l.getInit();
+          else if (auto ba = dyn_cast<BlockArgument>(v); ba && ba.getArgNumber() == 0 && isa<kiln::LoopOp>(ba.getOwner()->getParentOp()))
+            v = cast<kiln::LoopOp>(ba.getOwner()->getParentOp()).getInit();
           else return v;
         }
       };
@@ -167,17 +189,45 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
         slot[v] = nParams + nIo + nStates + arena.size();
         arena.push_back({v, kidx[op], kidx[op]});
       }
+      // 5. Each loop's kernel range and its step slot.
+      llvm::DenseMap<Operation *, std::pair<int64_t, int64_t>> loopRange;
+      f.walk([&](kiln::LoopOp loop) {
+        int64_t lo = INT64_MAX, hi = -1;
+        loop.walk([&](Operation *op) {
+          if (kidx.count(op)) lo = std::min(lo, kidx[op]), hi = std::max(hi, kidx[op]);
+        });
+        if (hi < 0) lo = hi = 0;
+        loopRange[loop] = {lo, hi};
+        Value step = loop.getBody().front().getArgument(1);
+        arenaOf[step] = arena.size();
+        slot[step] = nParams + nIo + nStates + arena.size();
+        arena.push_back({step, lo, hi});
+        loop->setAttr("kiln.step_buffer", b.getI64IntegerAttr(slot[step]));
+      });
+      auto use = [&](Value v, Operation *user, int64_t at) {
+        Value r = root(v);
+        auto it = arenaOf.find(r);
+        if (it == arenaOf.end()) return;
+        int64_t last = at;
+        Operation *def = r.getDefiningOp() ? r.getDefiningOp() : r.getParentBlock()->getParentOp();
+        for (Operation *p = user->getParentOp(); p && !isa<func::FuncOp>(p); p = p->getParentOp())
+          if (isa<kiln::LoopOp>(p) && !p->isProperAncestor(def)) last = std::max(last, loopRange[p].second);
+        arena[it->second].last = std::max(arena[it->second].last, last);
+      };
       f.walk([&](Operation *op) {
         if (auto p = dyn_cast<kiln::ParamOp>(op)) slot[p.getResult()] = paramIdx[p.getName()];
         if (auto st = dyn_cast<kiln::StateOp>(op)) slot[st.getResult()] = nParams + nIo + stateIdx[st.getName()];
-        if (isa<kiln::ReshapeOp, kiln::CacheWriteOp>(op)) slot[op->getResult(0)] = slot.lookup(root(op->getResult(0)));
+        if (isa<kiln::ReshapeOp, kiln::CacheWriteOp, kiln::LoopOp>(op))
+          slot[op->getResult(0)] = slot.lookup(root(op->getResult(0)));
         if (op->getNumResults() == 1 && op->getDialect() && op->getDialect()->getNamespace() == "kiln")
           op->setAttr("kiln.buffer", b.getI64IntegerAttr(slot.lookup(op->getResult(0))));
-        if (!kiln::isKernelOp(op)) return;
-        for (Value v : op->getOperands()) {
-          auto it = arenaOf.find(root(v));
-          if (it != arenaOf.end()) arena[it->second].last = std::max(arena[it->second].last, kidx[op]);
+        if (auto y = dyn_cast<kiln::YieldOp>(op)) {  // read by the host after the body's last kernel
+          auto loop = cast<kiln::LoopOp>(y->getParentOp());
+          for (Value v : y.getValues()) use(v, y, loopRange[loop].second);
+          return;
         }
+        if (!kiln::isKernelOp(op)) return;
+        for (Value v : op->getOperands()) use(v, op, kidx[op]);
       });
       SmallVector<Attribute> table;
       for (Slot &s : arena) {

@@ -5,9 +5,11 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 namespace kiln {
-// Ops that become kernels: every kiln op except parameters, states and reshapes (views).
+// Ops that become kernels: every kiln op except parameters, states, reshapes (views) and the
+// structure (recurrent, loop, yield).
 inline bool isKernelOp(mlir::Operation *op) {
-  return op->getDialect() && op->getDialect()->getNamespace() == "kiln" && !mlir::isa<ParamOp, StateOp, ReshapeOp>(op);
+  return op->getDialect() && op->getDialect()->getNamespace() == "kiln" &&
+         !mlir::isa<ParamOp, StateOp, ReshapeOp, RecurrentOp, LoopOp, YieldOp>(op);
 }
 // The schedule dictionary of an op (empty if none).
 inline mlir::DictionaryAttr scheduleOf(mlir::Operation *op) {
