@@ -83,4 +83,70 @@ Tensor reversible_inverse(Tensor y, const SubLayer &F, const SubLayer &G, Source
   return concat({x1, x2}, 1, loc);
 }
 
+Recurrent recurrent(Model &m, const std::string &prefix, Tensor x, const SubLayer &step, RecurrentOptions opt,
+                    SourceLoc loc) {
+  if (!x || x.model() != &m) throw Error("recurrent: the state does not belong to this model", loc);
+  if (x.rank() != 2 || x.dim(1).dynamic() || x.dtype() != DType::F32)
+    throw Error("recurrent: the state must be an f32 [L, d] tensor with a static d, got " + m.shape_str(x.shape()), loc);
+  if (opt.max_steps < 1 || opt.max_steps > 1000)
+    throw Error("recurrent: max_steps must be 1 to 1000, got " + std::to_string(opt.max_steps), loc);
+  if (!(opt.act.epsilon > 0.0f && opt.act.epsilon < 1.0f))
+    throw Error("recurrent: act.epsilon must be in (0, 1), got " + std::to_string(opt.act.epsilon), loc);
+  int64_t d = x.dim(1).size;
+  if (d % 2) throw Error("recurrent: the state width must be even (sinusoidal signals), got " + std::to_string(d), loc);
+  Tensor hw = m.param(prefix + ".halt.weight", {d}, {}, loc);
+  Tensor hb = m.param(prefix + ".halt.bias", {1}, {.init = Init::Ones}, loc);
+  int region = m.begin_region(loc);
+  Tensor arg, out;
+  try {
+    Node a{.kind = OpKind::StepInput, .shape = x.shape()};
+    a.loc = loc;
+    arg = m.add(a);
+    out = step(arg);
+  } catch (...) {
+    m.end_region();
+    throw;
+  }
+  m.end_region();
+  if (!out || out.model() != &m || !(out.shape() == x.shape()) || out.dtype() != DType::F32)
+    throw Error("recurrent: the step must map the state " + m.shape_str(x.shape()) + " to the same shape, got " +
+                    (out && out.model() == &m ? m.shape_str(out.shape()) : std::string("no tensor of this model")),
+                loc);
+  if (out.node().region != region && out.id() != arg.id())
+    throw Error("recurrent: the step must return a tensor computed inside it", loc);
+  Node r{.kind = OpKind::Recurrent, .inputs = {x.id(), hw.id(), hb.id()}, .shape = x.shape()};
+  r.body = region;
+  r.body_arg = arg.id();
+  r.body_out = out.id();
+  r.max_steps = opt.max_steps;
+  r.eps = opt.act.epsilon;
+  r.loc = loc;
+  Tensor hidden = m.add(r);
+  auto result = [&](int which, DType dt) {
+    Node n{.kind = OpKind::RecurrentResult, .inputs = {hidden.id()}, .shape = {x.dim(0)}, .dtype = dt};
+    n.axis = which;
+    n.loc = loc;
+    return m.add(n);
+  };
+  return {hidden, result(1, DType::F32), result(2, DType::I32)};
+}
+
+Tensor universal_block(Model &m, const std::string &p, Tensor x, UniversalBlockOptions o, SourceLoc loc) {
+  if (o.d_ff <= 0) throw Error("universal_block: d_ff must be positive", loc);
+  AttentionBlockOptions ao{.d_model = o.d_model, .heads = o.heads, .mask = o.mask};
+  x = norm(m, p + ".ln_1", add(x, multi_head_attention(m, p + ".attn", x, x, ao, loc), loc), {.eps = o.eps}, loc);
+  Tensor t;
+  if (o.transition == Transition::Ffn) {
+    t = ffn(m, p + ".ffn", x, {.d_model = o.d_model, .d_ff = o.d_ff, .act = Activation::Relu}, loc);
+  } else {
+    if (o.kernel < 1 || o.kernel % 2 == 0)
+      throw Error("universal_block: the convolution kernel must be odd, got " + std::to_string(o.kernel), loc);
+    Tensor w = m.param(p + ".conv.depthwise.weight", {o.kernel, o.d_model}, {.scale = 0.3f}, loc);
+    Tensor b = m.param(p + ".conv.depthwise.bias", {o.d_model}, {.init = Init::Zeros}, loc);
+    Tensor h = relu(dense(m, p + ".conv.pointwise1", depthwise_conv(x, w, b, loc), o.d_model, o.d_ff, {}, loc), loc);
+    t = dense(m, p + ".conv.pointwise2", h, o.d_ff, o.d_model, {}, loc);
+  }
+  return norm(m, p + ".ln_2", add(x, t, loc), {.eps = o.eps}, loc);
+}
+
 }  // namespace kiln

@@ -31,7 +31,11 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
   switch (n.kind) {
     case OpKind::Input:
     case OpKind::Count:
+    case OpKind::Recurrent:  // emitted by emitModel: they own a region or name its results
+    case OpKind::StepInput:
+    case OpKind::RecurrentResult:
       break;
+    case OpKind::DepthwiseConv: r = DepthwiseConvOp::create(b, loc, t, in(0), in(1), in(2)); break;
     case OpKind::Param: {
       const char *init = n.init == Init::Ones ? "ones" : n.init == Init::Zeros ? "zeros" : "normal";
       r = ParamOp::create(b, loc, t, b.getStringAttr(n.name), b.getStringAttr(init), b.getF32FloatAttr(n.init_scale));
@@ -139,6 +143,7 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
       if (live[id]) continue;
       live[id] = true;
       for (int i : nodes[id].inputs) stack.push_back(i);
+      if (nodes[id].kind == OpKind::Recurrent) stack.push_back(nodes[id].body_out), stack.push_back(nodes[id].body_arg);
     }
     SmallVector<Type> argTypes, resTypes;
     std::vector<int> inputs;
@@ -164,11 +169,35 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
     }
     for (size_t r = 0; r < outs.size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(outs[r].first));
     b.setInsertionPointToStart(body);
-    for (size_t id = 0; id < nodes.size(); ++id) {
-      const Node &n = nodes[id];
-      if (!live[id] || n.kind == OpKind::Input) continue;
-      val[id] = emitNode(b, ctx, n, [&](int i) { return val[n.inputs[i]]; });
-    }
+    auto emitRange = [&](size_t from, size_t to, int region, auto &self) -> void {
+      for (size_t id = from; id < to; ++id) {
+        const Node &n = nodes[id];
+        if (!live[id] || n.kind == OpKind::Input || n.region != region || n.kind == OpKind::StepInput) continue;
+        if (n.kind == OpKind::RecurrentResult) {
+          val[id] = val[n.inputs[0]].getDefiningOp()->getResult(n.axis);
+          continue;
+        }
+        if (n.kind != OpKind::Recurrent) {
+          val[id] = emitNode(b, ctx, n, [&](int i) { return val[n.inputs[i]]; });
+          continue;
+        }
+        // kiln.recurrent: the step's nodes (made between its argument and itself) form the body.
+        const Node &x = nodes[n.inputs[0]];
+        Type rowF = RankedTensorType::get({typeOf(&ctx, x).getDimSize(0)}, b.getF32Type());
+        Type rowI = RankedTensorType::get({typeOf(&ctx, x).getDimSize(0)}, b.getI32Type());
+        Location loc = locOf(&ctx, n.loc);
+        auto op = RecurrentOp::create(b, loc, TypeRange{typeOf(&ctx, n), rowF, rowI}, val[n.inputs[0]], val[n.inputs[1]],
+                                      val[n.inputs[2]], b.getI64IntegerAttr(n.max_steps),
+                                      b.getF32FloatAttr(1.0f - n.eps));
+        OpBuilder::InsertionGuard g(b);
+        Block *blk = b.createBlock(&op.getBody(), {}, {typeOf(&ctx, x)}, {loc});
+        val[n.body_arg] = blk->getArgument(0);
+        self((size_t)n.body_arg + 1, id, n.body, self);
+        YieldOp::create(b, loc, ValueRange{val[n.body_out]});
+        val[id] = op.getHidden();
+      }
+    };
+    emitRange(0, nodes.size(), -1, emitRange);
     SmallVector<Value> results;
     for (auto &o : outs) results.push_back(val[o.second]);
     func::ReturnOp::create(b, mloc, results);

@@ -55,6 +55,7 @@ static void check_shape(const Model &m, const std::string &what, const Shape &s,
 }
 
 Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, SourceLoc loc) {
+  if (region_ >= 0) throw Error("input '" + name + "': declare inputs outside a recurrent step", loc);
   if (int prev = shared(OpKind::Input, name, shape, loc); prev >= 0) {  // the same input in another entry
     Node n = nodes_[prev];
     if (n.dtype != opt.dtype || n.vocab != opt.vocab || n.optional != opt.optional)
@@ -101,6 +102,7 @@ int Model::shared(OpKind kind, const std::string &name, const Shape &shape, cons
 }
 
 void Model::entry(const std::string &name, SourceLoc loc) {
+  if (region_ >= 0) throw Error("entry: a new entry cannot start inside a recurrent step", loc);
   for (auto &e : entries_)
     if (e == name) throw Error("entry: an entry point named '" + name + "' already exists", loc);
   if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
@@ -109,6 +111,7 @@ void Model::entry(const std::string &name, SourceLoc loc) {
 }
 
 Tensor Model::state(const std::string &name, Shape shape, SourceLoc loc) {
+  if (region_ >= 0) throw Error("state '" + name + "': states cannot be used inside a recurrent step", loc);
   check_shape(*this, "state '" + name + "'", shape, loc);
   for (auto &d : shape)
     if (d.dynamic()) throw Error("state '" + name + "': states have static shapes (size them by the bound)", loc);
@@ -141,6 +144,8 @@ void Model::output(const std::string &name, Tensor t, SourceLoc loc) {
     throw Error("output '" + name + "': the tensor belongs to entry '" + entries_[t.node().entry] + "', not '" +
                     entries_[current_entry()] + "'",
                 loc);
+  if (t.node().region >= 0)
+    throw Error("output '" + name + "': the tensor was made inside a recurrent step; output the recurrent's results", loc);
   check_new_name("output", name, loc);
   outputs_.push_back({name, t.id()});
 }
@@ -151,8 +156,20 @@ void Model::keep(Tensor t, SourceLoc loc) {
   kept_.push_back(t.id());
 }
 
+int Model::begin_region(SourceLoc loc) {
+  if (region_ >= 0) throw Error("recurrent: a recurrent step inside another recurrent step is not supported", loc);
+  region_ = regions_++;
+  return region_;
+}
+
 Tensor Model::add(Node n) {
   n.entry = current_entry();
+  n.region = region_;
+  for (int in : n.inputs)
+    if (nodes_.at(in).region >= 0 && nodes_[in].region != n.region)
+      throw Error(std::string(op_name(n.kind)) + ": an operand was made inside a recurrent step and is used outside "
+                      "it; only the recurrent's results (hidden, ponder, steps) leave the step",
+                  n.loc);
   for (int in : n.inputs)
     if (nodes_.at(in).entry != n.entry)
       throw Error(std::string(op_name(n.kind)) + ": an operand belongs to entry '" + entries_[nodes_[in].entry] +

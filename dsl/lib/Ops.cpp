@@ -416,6 +416,19 @@ Tensor lsh_attention(Tensor qk, Tensor v, Tensor rot, LshOptions opt, SourceLoc 
   return r;
 }
 
+Tensor depthwise_conv(Tensor x, Tensor w, Tensor b, SourceLoc loc) {
+  Model &m = model_of({x, w, b}, "depthwise_conv", loc);
+  need_rank(m, "depthwise_conv", "input", x, 2, 2, loc);
+  need_rank(m, "depthwise_conv", "weight", w, 2, 2, loc);
+  need_rank(m, "depthwise_conv", "bias", b, 1, 1, loc);
+  for (Tensor t : {x, w, b}) need_f32(m, "depthwise_conv", "operands", t, loc);
+  need(!w.dim(0).dynamic() && w.dim(0).size % 2 == 1, "depthwise_conv",
+       "the kernel size (weight dim 0) must be odd, got " + m.dim_str(w.dim(0)), loc);
+  same_dim(m, "depthwise_conv", "the weight's width (dim 1)", w.dim(1), "the input's width", x.dim(1), loc);
+  same_dim(m, "depthwise_conv", "the bias length", b.dim(0), "the input's width", x.dim(1), loc);
+  return make(m, OpKind::DepthwiseConv, {x.id(), w.id(), b.id()}, x.shape(), loc);
+}
+
 Tensor cache_write(Tensor cache, Tensor value, Tensor past, SourceLoc loc) {
   Model &m = model_of({cache, value}, "cache_write", loc);
   need(cache.node().kind == OpKind::State || cache.node().kind == OpKind::CacheWrite, "cache_write",

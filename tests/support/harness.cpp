@@ -41,6 +41,9 @@ std::map<std::string, ref::T> loadWeights(const std::string &path) {
     kilnrt_weights_get(w, i, &name, &t);
     if (t.dtype != KILN_F32) continue;  // mask buffers and other non-weights
     ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
+    if (t.dtype == KILN_I32)  // int32 outputs (ids, step counts) as floats: exact below 2^24
+    for (int64_t i = 0; i < r.numel(); ++i) r.v[i] = (float)((const int32_t *)t.data)[i];
+  else
     std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
     out[name] = r;
   }
@@ -68,7 +71,10 @@ ref::T loadNpy(const std::string &path) {
     return {};
   }
   ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
-  std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
+  if (t.dtype == KILN_I32)  // int32 outputs (ids, step counts) as floats: exact below 2^24
+    for (int64_t i = 0; i < r.numel(); ++i) r.v[i] = (float)((const int32_t *)t.data)[i];
+  else
+    std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
   kilnrt_tensor_free(&t);
   return r;
 }

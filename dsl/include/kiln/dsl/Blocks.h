@@ -62,4 +62,40 @@ Tensor reversible(Tensor x, const SubLayer &F, const SubLayer &G, SourceLoc loc 
 // The inverse, from the output alone: x2 = y2 - G(y1), x1 = y1 - F(x2); returns [x1, x2].
 Tensor reversible_inverse(Tensor y, const SubLayer &F, const SubLayer &G, SourceLoc loc = SourceLoc::current());
 
+// The Universal Transformer's recurrence: `step` ([L, d] -> [L, d]) applied repeatedly to one
+// shared set of parameters, each step's input being the state plus a position-and-timestep signal
+// (sinusoids of the position and of the step number), with ACT halting (Graves): per position
+// p = sigmoid(x·w + b) ("<prefix>.halt.weight" [d], "<prefix>.halt.bias" [1], init 1), summed
+// until the sum would pass 1 - epsilon or max_steps is reached; that step's weight is the
+// remainder. `hidden` is the halting-weighted sum of the states; a halted position stops
+// updating. It compiles to one copy of the step in a loop that stops when every position halted.
+struct ActOptions {
+  float epsilon = 0.01f;
+};
+struct RecurrentOptions {
+  int64_t max_steps = 0;
+  ActOptions act;
+};
+struct Recurrent {
+  Tensor hidden;  // [L, d]
+  Tensor ponder;  // [L]: steps taken + the remainder (the ACT ponder cost)
+  Tensor steps;   // [L] i32: steps each position took
+};
+Recurrent recurrent(Model &m, const std::string &prefix, Tensor x, const SubLayer &step, RecurrentOptions opt,
+                    SourceLoc loc = SourceLoc::current());
+
+// The Universal Transformer's shared block (post-norm): h = norm(x + attention(x)), then
+// norm(h + transition(h)). The transition is the FFN (relu) or a depthwise-separable convolution
+// over the sequence: depthwise (kernel `kernel`) + pointwise to d_ff, relu, pointwise back to d.
+enum class Transition { Ffn, SepConv };
+struct UniversalBlockOptions {
+  int64_t d_model = 0, heads = 0, d_ff = 0;
+  Transition transition = Transition::Ffn;
+  int64_t kernel = 3;
+  Mask mask;
+  float eps = 1e-5f;
+};
+Tensor universal_block(Model &m, const std::string &prefix, Tensor x, UniversalBlockOptions opt,
+                       SourceLoc loc = SourceLoc::current());
+
 }  // namespace kiln

@@ -121,6 +121,11 @@ struct Node {
   bool key_count = false;
   int64_t buckets = 0, hashes = 0, chunk = 0;  // lsh_attention  // attention: the extra operand counts valid keys (not past positions)
   int entry = 0;  // the entry point whose function the node belongs to
+  // recurrent: the step's region, its argument node and its result node; max_steps; eps is the
+  // ACT epsilon (halting threshold 1 - eps). recurrent_result: axis is the result (1 ponder, 2 steps).
+  int region = -1;  // the recurrent step this node was made in (-1: the entry's top level)
+  int body = -1, body_arg = -1, body_out = -1;
+  int64_t max_steps = 0;
   SourceLoc loc;
 };
 
@@ -180,6 +185,11 @@ class Model {
   void keep(Tensor t, SourceLoc loc = SourceLoc::current());
   const std::vector<int> &kept() const { return kept_; }
 
+  // Used by recurrent(): nodes made between begin_region and end_region form one step's body.
+  int begin_region(SourceLoc loc = SourceLoc::current());
+  void end_region() { region_ = -1; }
+  int current_region() const { return region_; }
+
   // Checkpoint conventions: files may omit `prefix` from parameter names (Hugging Face saves
   // GPT-2 both with and without "transformer."), and may carry tensors matching the glob
   // `patterns` that are not parameters (mask buffers, other heads); those are skipped.
@@ -214,6 +224,7 @@ class Model {
   std::vector<std::string> ignored_;
   std::vector<std::string> entries_{"forward"};
   std::vector<int> kept_;
+  int region_ = -1, regions_ = 0;
   // A parameter or state already declared under this name (shared across entries), or -1.
   int shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc);
   void check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc);

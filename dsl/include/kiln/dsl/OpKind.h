@@ -29,6 +29,10 @@ enum class OpKind {
   State,
   CacheWrite,
   LshAttention,
+  DepthwiseConv,
+  Recurrent,
+  StepInput,
+  RecurrentResult,
   Count
 };
 
@@ -36,7 +40,7 @@ inline constexpr const char *kOpNames[] = {
     "input",   "param", "embedding", "position_embedding", "linear",     "matmul",  "batch_matmul",
     "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
     "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions", "state", "cache_write",
-    "lsh_attention",
+    "lsh_attention", "depthwise_conv", "recurrent", "step_input", "recurrent_result",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
               "every OpKind needs a name in kOpNames");

@@ -91,6 +91,11 @@ struct LshOptions {
 };
 Tensor lsh_attention(Tensor qk, Tensor v, Tensor rotations, LshOptions opt = {}, SourceLoc loc = SourceLoc::current());
 
+// A convolution over the sequence with one filter per feature: x [L, d], w [k, d] (k odd),
+// b [d] -> [L, d]; result[i, c] = b[c] + sum_t w[t, c] * x[i + t - (k - 1) / 2, c], zero
+// outside [0, L). Followed by a pointwise linear it is a depthwise-separable convolution.
+Tensor depthwise_conv(Tensor x, Tensor w, Tensor b, SourceLoc loc = SourceLoc::current());
+
 // Writes `value` [H, n, d] into rows [past, past + n) of the state `cache` [H, ctx, d] (past:
 // a [1] i32 tensor, or none for 0) and returns the updated cache for attention to read.
 Tensor cache_write(Tensor cache, Tensor value, Tensor past = Tensor(), SourceLoc loc = SourceLoc::current());
