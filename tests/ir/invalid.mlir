@@ -170,3 +170,53 @@ func.func @lsh_rotation_shape(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
   %a = kiln.lsh_attention %q, %q, %r {buckets = 8 : i64, hashes = 2 : i64, chunk = 8 : i64, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<2x16x5xf32>) -> tensor<4x?x16xf32>
   return %a : tensor<4x?x16xf32>
 }
+
+// -----
+
+func.func @recurrent_body_type(%x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected the body to yield one value of the state's type}}
+  %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 4 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
+  ^bb0(%s: tensor<?x16xf32>):
+    %y = kiln.slice %s {axis = 1 : i64, offset = 0 : i64} : (tensor<?x16xf32>) -> tensor<?x8xf32>
+    kiln.yield %y : tensor<?x8xf32>
+  }
+  return %h : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @recurrent_threshold(%x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected the threshold in (0, 1)}}
+  %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 4 : i64, threshold = 1.5 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
+  ^bb0(%s: tensor<?x16xf32>):
+    kiln.yield %s : tensor<?x16xf32>
+  }
+  return %h : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @loop_flag(%c: tensor<?x35xf32>) -> tensor<?x35xf32> {
+  // expected-error @+1 {{expected the body to yield a flag (tensor<1xi32>) and the next carried value}}
+  %r = kiln.loop %c {max_steps = 4 : i64} : (tensor<?x35xf32>) -> tensor<?x35xf32> {
+  ^bb0(%a: tensor<?x35xf32>, %t: tensor<1xi32>):
+    kiln.yield %a, %a : tensor<?x35xf32>, tensor<?x35xf32>
+  }
+  return %r : tensor<?x35xf32>
+}
+
+// -----
+
+func.func @act_output_field(%c: tensor<?x35xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{expected field "hidden", "ponder" or "steps", got "halting"}}
+  %p = kiln.act_output %c {field = "halting"} : (tensor<?x35xf32>) -> tensor<?xf32>
+  return %p : tensor<?xf32>
+}
+
+// -----
+
+func.func @depthwise_even(%x: tensor<?x16xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected an odd kernel size (weight dim 0), got 4}}
+  %y = kiln.depthwise_conv %x, %w, %b : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  return %y : tensor<?x16xf32>
+}

@@ -214,3 +214,25 @@ TEST_F(DslTest, ReversibleErrors) {
   Tensor odd = m.input("odd", {L, 33});
   EXPECT_KILN_ERROR(reversible(odd, F, F), "the input must be [L, 2c] with an even, static column count");
 }
+
+TEST_F(DslTest, RecurrentErrors) {
+  Tensor inner;
+  auto step = [&](Tensor s) { return inner = relu(s); };
+  Recurrent r = recurrent(m, "u", x, step, {.max_steps = 3});
+  EXPECT_EQ(r.hidden.dim(1).size, 32);
+  EXPECT_EQ(r.steps.dtype(), DType::I32);
+  EXPECT_EQ(r.ponder.dim(0), L);
+  EXPECT_KILN_ERROR(add(inner, x), "an operand was made inside a recurrent step and is used outside it");
+  EXPECT_KILN_ERROR(m.output("o", inner), "the tensor was made inside a recurrent step");
+  EXPECT_KILN_ERROR(recurrent(m, "v", x, [&](Tensor s) { return slice(s, 1, 0, 16); }, {.max_steps = 3}),
+                    "recurrent: the step must map the state [L(<=16), 32] to the same shape, got [L(<=16), 16]");
+  EXPECT_KILN_ERROR(recurrent(m, "w1", x, step, {.max_steps = 0}), "max_steps must be 1 to 1000, got 0");
+  EXPECT_KILN_ERROR(recurrent(m, "w2", x, step, {.max_steps = 2, .act = {.epsilon = 1.5f}}), "act.epsilon must be in (0, 1)");
+  EXPECT_KILN_ERROR(recurrent(m, "w3", x, [&](Tensor s) { return recurrent(m, "n", s, step, {.max_steps = 2}).hidden; }, {.max_steps = 2}),
+                    "a recurrent step inside another recurrent step is not supported");
+  EXPECT_KILN_ERROR(recurrent(m, "w4", x, [&](Tensor) { return x; }, {.max_steps = 2}), "the step must return a tensor computed inside it");
+  EXPECT_KILN_ERROR(recurrent(m, "w5", x, [&](Tensor s) { m.input("late", {L, 32}); return s; }, {.max_steps = 2}),
+                    "declare inputs outside a recurrent step");
+  EXPECT_KILN_ERROR(depthwise_conv(x, m.param("dw", {4, 32}), m.param("db", {32})), "the kernel size (weight dim 0) must be odd, got 4");
+  EXPECT_KILN_ERROR(depthwise_conv(x, m.param("dw3", {3, 16}), m.param("db3", {32})), "the weight's width (dim 1) is 16");
+}

@@ -300,10 +300,12 @@ static LogicalResult expectCarry(Operation *op, Value carry, RankedTensorType st
     return op->emitOpError() << "expected an ACT carry [L, 2d + 3] for the state " << state << ", got " << c;
   return expectDim(op, "carry rows", c.getDimSize(0), "state rows", state.getDimSize(0));
 }
-static LogicalResult expectStep(Operation *op, Value v, const char *role) {
+static bool isStep(Value v) {
   auto t = ty(v);
-  if (t.getRank() != 1 || t.getDimSize(0) != 1 || !t.getElementType().isInteger(32))
-    return op->emitOpError() << "expected the " << role << " to be a tensor<1xi32>, got " << t;
+  return t.getRank() == 1 && t.getDimSize(0) == 1 && t.getElementType().isInteger(32);
+}
+static LogicalResult expectStep(Operation *op, Value v, const char *role) {
+  if (!isStep(v)) return op->emitOpError() << "expected the " << role << " to be a tensor<1xi32>, got " << ty(v);
   return success();
 }
 
@@ -334,10 +336,10 @@ LogicalResult LoopOp::verify() {
   if (getMaxSteps() < 1) return emitOpError("expected max_steps to be at least 1");
   Block &body = getBody().front();
   Type c = getInit().getType();
-  if (body.getNumArguments() != 2 || body.getArgument(0).getType() != c || failed(expectStep(*this, body.getArgument(1), "step argument")))
+  if (body.getNumArguments() != 2 || body.getArgument(0).getType() != c || !isStep(body.getArgument(1)))
     return emitOpError("expected the body to take the carried value and the step (tensor<1xi32>)");
   auto y = dyn_cast<YieldOp>(body.getTerminator());
-  if (!y || y.getValues().size() != 2 || failed(expectStep(*this, y.getValues()[0], "yielded flag")) ||
+  if (!y || y.getValues().size() != 2 || !isStep(y.getValues()[0]) ||
       y.getValues()[1].getType() != c)
     return emitOpError("expected the body to yield a flag (tensor<1xi32>) and the next carried value");
   if (getResult().getType() != c) return emitOpError("expected the result to have the carried type");
