@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -32,6 +33,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <malloc.h>
 
@@ -46,6 +49,8 @@
 #include "libbench_attention_strided64.h"
 #include "libbench_bert_base.h"
 #include "libbench_gpt2_small.h"
+#include "libbench_universal.h"
+#include "libbench_ut_layer.h"
 #include "libbench_ffn_chunked.h"
 #include "libbench_ffn_unchunked.h"
 #include "libbench_linear_3072x768.h"
@@ -571,6 +576,45 @@ void bertForwardCase(long L, bool quick) {
         maxDiff(k.output("hidden"), want.v.data(), want.v.size())});
 }
 
+// The Universal Transformer (examples/universal at its defaults: d 256, 4 heads, 8 steps) at
+// L = 512: ms per recurrent step, every position made to run all 8 steps (the halting bias set
+// to -30 in a copy of the weights), against the same block compiled once without the loop.
+void utStepCase(long L, bool quick) {
+  const long d = 256, T = 8;
+  KilnRun k(&bench_universal);
+  {  // the halting bias, patched in a saved copy of the weights
+    std::string p = "/tmp/kiln_bench_ut_" + std::to_string(getpid()) + ".safetensors";
+    if (kilnrt_session_save_weights(k.s, p.c_str())) KilnRun::die();
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    uint64_t n = 0;
+    f.read((char *)&n, 8);
+    std::string hdr(n, ' ');
+    f.read(hdr.data(), (std::streamsize)n);
+    auto off = nlohmann::json::parse(hdr).at("ut.halt.bias").at("data_offsets").at(0).get<uint64_t>();
+    float bias = -30.0f;
+    f.seekp((std::streamoff)(8 + n + off));
+    f.write((const char *)&bias, 4);
+    f.close();
+    if (kilnrt_session_load_weights(k.s, p.c_str())) KilnRun::die();
+    unlink(p.c_str());
+  }
+  k.ids("tokens", randomIds(L, 256, 11));
+  double kt = timeMs([&] { k.run(); }, quick), kpeak = k.peakBytes();
+  const kilnrt_tensor *steps;
+  if (kilnrt_session_output(k.s, "steps", &steps)) KilnRun::die();
+  long ran = 0;
+  for (long i = 0; i < L; ++i) ran = std::max<long>(ran, ((const int32_t *)steps->data)[i]);
+  if (ran != T) {
+    fprintf(stderr, "kiln-bench: ut_step expected every position to run %ld steps, the loop ran %ld\n", T, ran);
+    exit(2);
+  }
+  KilnRun one(&bench_ut_layer);
+  one.input("x", {L, d}, randomVec(L * d, 12));
+  double bt = timeMs([&] { one.run(); }, quick), bpeak = one.peakBytes();
+  double flops = 2.0 * L * d * d * 4 + 4.0 * L * L * d + 2.0 * 2 * L * d * 4 * d;
+  emit({"ut_step", L, "", "", kt / T, "one_layer", bt, kpeak, bpeak, flops, -1});
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -582,7 +626,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
       fprintf(stderr,
-              "usage: kiln-bench [--csv] [--quick] [--only linear|attention_dense|attention_causal|attention_strided|attention_fixed|ffn|gpt2|bert]\n");
+              "usage: kiln-bench [--csv] [--quick] [--only linear|attention_dense|attention_causal|attention_strided|attention_fixed|ffn|gpt2|bert|ut_step]\n");
       return 1;
     }
   }
@@ -627,5 +671,6 @@ int main(int argc, char **argv) {
   if (want("gpt2_small_decode")) gpt2DecodeCase(quick ? 5 : 1024, quick);
   if (want("bert_base_forward"))
     for (long L : quick ? std::vector<long>{4} : std::vector<long>{128, 512}) bertForwardCase(L, quick);
+  if (want("ut_step")) utStepCase(quick ? 9 : 512, quick);
   return 0;
 }

@@ -5,8 +5,9 @@
 //   kiln-bench-models --case attention --pattern strided --stride 128 ...   (merged head: the union)
 //   kiln-bench-models --case lsh --heads 4 --dim 64 --buckets 64 --hashes 2 --chunk 64 --ctx 65536 ...
 //   kiln-bench-models --case ffn --d 768 --dff 3072 --ctx 4096 [--ffn-chunk off] ...
+//   kiln-bench-models --case ut_layer --d 256 --heads 4 --ctx 512 ...   (the Universal Transformer's block, once)
 #include "kiln/Pipelines/Driver.h"
-#include "kiln/dsl/Ops.h"
+#include "kiln/dsl/Blocks.h"
 
 int main(int argc, char **argv) {
   kiln::Driver driver("bench", "kiln-bench-models: the models kiln-bench times");
@@ -16,7 +17,8 @@ int main(int argc, char **argv) {
   std::string pattern = "none";
   int64_t stride = 128, summary = 8;
   CLI::App &app = driver.app();
-  app.add_option("--case", kind, "linear, attention, lsh or ffn")->check(CLI::IsMember({"linear", "attention", "lsh", "ffn"}));
+  app.add_option("--case", kind, "linear, attention, lsh, ffn or ut_layer")
+      ->check(CLI::IsMember({"linear", "attention", "lsh", "ffn", "ut_layer"}));
   int64_t buckets = 64, hashes = 2, chunk = 64;
   app.add_option("--buckets", buckets, "lsh: buckets");
   app.add_option("--hashes", hashes, "lsh: hash rounds");
@@ -48,6 +50,9 @@ int main(int argc, char **argv) {
       Tensor qk = m.input("qk", {heads, L, dim}), v = m.input("v", {heads, L, dim});
       Tensor rot = m.param("rot", {hashes, dim, buckets / 2}, {.scale = 1.0f});
       m.output("o", lsh_attention(qk, v, rot, {.buckets = buckets, .hashes = hashes, .chunk = chunk}));
+    } else if (kind == "ut_layer") {  // the block examples/universal repeats, with the signal it adds per step
+      Tensor x = m.input("x", {L, d});
+      m.output("y", universal_block(m, "ut.block", add(x, sinusoidal_positions(x, d)), {.d_model = d, .heads = heads, .d_ff = 4 * d}));
     } else {
       Tensor x = m.input("x", {L, d});
       Tensor h = gelu(linear(x, m.param("w1", {dff, d}), m.param("b1", {dff})), {.approx = GeluApprox::Tanh});

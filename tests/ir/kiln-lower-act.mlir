@@ -23,9 +23,9 @@
 // 7-9 act_output. The position signal (made before the loop, read inside) lives to the loop's
 // last kernel, 6; the carry from 1 to the last act_output, 9; the yielded carry and flag to 6;
 // the step from the loop's first kernel to its last.
+// PLAN: kiln.arena = [array<i64: 64, 1, 0, 0, 0, 0, 6>, array<i64: 140, 1, 0, 0, 0, 1, 9>, array<i64: 64, 1, 0, 0, 0, 2, 5>, array<i64: 64, 1, 0, 0, 0, 3, 4>, array<i64: 64, 1, 0, 0, 0, 4, 5>, array<i64: 140, 1, 0, 0, 0, 5, 6>, array<i64: 4, 0, 0, 0, 0, 6, 6>, array<i64: 4, 0, 0, 0, 0, 2, 6>]
 // PLAN: %[[C0:.*]] = kiln.act_init {{.*}}kiln.buffer = [[CB:[0-9]+]] : i64
 // PLAN: kiln.loop %[[C0]] {kiln.buffer = [[CB]] : i64, kiln.step_buffer = {{[0-9]+}} : i64
-// PLAN: kiln.arena = [array<i64: 64, 1, 0, 0, 0, 0, 6>, array<i64: 140, 1, 0, 0, 0, 1, 9>, array<i64: 64, 1, 0, 0, 0, 2, 5>, array<i64: 64, 1, 0, 0, 0, 3, 4>, array<i64: 64, 1, 0, 0, 0, 4, 5>, array<i64: 140, 1, 0, 0, 0, 5, 6>, array<i64: 4, 0, 0, 0, 0, 6, 6>, array<i64: 4, 0, 0, 0, 0, 2, 6>]
 module attributes {kiln.seq_names = ["L"], kiln.seq_bounds = array<i64: 64>} {
   func.func @ut(%x: tensor<?x16xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>}) -> (tensor<?x16xf32> {kiln.name = "hidden"}, tensor<?xf32> {kiln.name = "ponder"}, tensor<?xi32> {kiln.name = "steps"}) {
     %w = kiln.param "halt.weight" : tensor<16xf32>

@@ -878,9 +878,15 @@ Func buildAct(Builder &B) {
   if (k.kind == "act_init") {  // the input is the first state x [L, d]
     out(v) = select(v[0] < d, B.in[0](clamp(v[0], 0, d - 1), v[1]), 0.0f);
   } else if (k.kind == "act_input") {  // state + position signal + timestep signal
+    Func sig("sig");  // the timestep's sinusoid: d values, computed once per call
     Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / (float)d));
     Expr angle = cast<float>(B.in[2](0)) * freq;
-    out(v) = C(v[0], v[1]) + B.in[1](v[0], v[1]) + select(v[0] % 2 == 0, sin(angle), cos(angle));
+    sig(v[0]) = select(v[0] % 2 == 0, sin(angle), cos(angle));
+    out(v) = C(v[0], v[1]) + B.in[1](v[0], v[1]) + sig(v[0]);
+    B.rowwise(out, v);
+    sig.compute_root();
+    B.log << "sig (the timestep's sinusoid) compute_root: d values per call\n";
+    return out;
   } else if (k.kind == "act_update") {
     ImageParam X = B.in[1], Y = B.in[2], WH = B.in[3], BH = B.in[4], STEP = B.in[5];
     const int T = (int)k.geti("max_steps", 1);
