@@ -1,4 +1,6 @@
 // kilnrt common: error reporting, dtypes, timing, CPU feature checks.
+#include <dlfcn.h>
+
 #include <chrono>
 #include <sstream>
 #include <vector>
@@ -67,5 +69,24 @@ extern "C" kilnrt_status kilnrt_cpu_check(const char *features) {
   if (!missing.empty())
     return user_error("this CPU lacks instruction set extensions the model was compiled for: " + missing +
                       " (recompile with a --target this CPU supports, e.g. --target=x86-64-avx2)");
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_cuda_check(void) {
+  // Halide's CUDA runtime looks its driver symbols up in the process first, then opens
+  // "libcuda.so", which only the toolkit's development stub provides: the driver's own
+  // libcuda.so.1 is loaded here with RTLD_GLOBAL so that the first lookup finds it.
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!lib)
+    return user_error(std::string("no CUDA driver or device: the model was compiled with --target=cuda but the "
+                                  "CUDA driver library cannot be loaded (") + dlerror() + ")");
+  auto init = (int (*)(unsigned))dlsym(lib, "cuInit");
+  auto count = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
+  if (!init || !count) return user_error("no CUDA driver or device: libcuda.so.1 has no cuInit/cuDeviceGetCount");
+  if (int rc = init(0))
+    return user_error("no CUDA driver or device: cuInit failed with CUDA error " + std::to_string(rc));
+  int n = 0;
+  if (int rc = count(&n); rc || n < 1)
+    return user_error("no CUDA driver or device: no CUDA device found" + (rc ? " (CUDA error " + std::to_string(rc) + ")" : std::string()));
   return KILNRT_OK;
 }

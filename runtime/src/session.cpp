@@ -19,6 +19,7 @@ extern "C" {
 typedef void (*kiln_halide_error_handler)(void *, const char *);
 __attribute__((weak)) kiln_halide_error_handler halide_set_error_handler(kiln_halide_error_handler);
 __attribute__((weak)) int halide_set_num_threads(int);
+__attribute__((weak)) int halide_reuse_device_allocations(void *, bool);
 }
 
 static thread_local std::string g_kernel_message;
@@ -69,6 +70,10 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
     return internal_error("model table has ABI version " + std::to_string(model ? model->abi_version : -1) +
                           ", this runtime expects " + std::to_string(KILN_ABI_VERSION));
   if (halide_set_error_handler) halide_set_error_handler(on_halide_error);
+  if (model->target && strstr(model->target, "cuda")) {
+    if (kilnrt_status st = kilnrt_cuda_check()) return st;
+    if (halide_reuse_device_allocations) halide_reuse_device_allocations(nullptr, true);
+  }
   auto s = std::make_unique<kilnrt_session>();
   s->m = model;
   s->params.assign(model->n_params, nullptr);

@@ -48,6 +48,8 @@ struct Builder {
       in.push_back(p);
     }
   }
+  bool gpu = false;  // CUDA target: GPU schedules (kernels without one run on the host)
+  Var gpuRows(Func out, std::vector<Var> vars);
   int rank() const { return (int)k.output.dims.size(); }
   int64_t outDim(int tensorDim) const { return k.output.dims[tensorDim]; }
   // Vectorize v by `vec`, shifting the tail inwards when the extent is static and at least
@@ -63,6 +65,7 @@ struct Builder {
   // Row-wise schedule: vars[0] vectorized, the rest fused into rows, split into parallel tasks.
   // Returns the per-row var (for compute_at of row reductions) or vars[0] when rank is 1.
   Var rowwise(Func out, std::vector<Var> vars) {
+    if (gpu) return gpuRows(out, vars);
     int r = (int)vars.size();
     vectorize(out, vars[0], outDim(r - 1));
     if (r == 1) {
@@ -88,6 +91,34 @@ struct Builder {
   }
 };
 
+// GPU row-wise schedule: one block per row (the leading dims fused), the row's columns across
+// up to 128 threads. Returns the block's row var: row reductions computed there (compute_at)
+// are per block, once per row.
+Var Builder::gpuRows(Func out, std::vector<Var> vars) {
+  int r = (int)vars.size();
+  if (r == 1) {
+    Var bo("bo"), ti("ti");
+    out.gpu_tile(vars[0], bo, ti, 256, TailStrategy::GuardWithIf);
+    log << out.name() << ".gpu_tile(" << vars[0].name() << ", 256)\n";
+    return bo;
+  }
+  Var row = vars[1];
+  for (int i = 2; i < r; ++i) {
+    Var f("f" + std::to_string(i));
+    out.fuse(row, vars[i], f);
+    row = f;
+  }
+  int64_t inner = outDim(r - 1);
+  int tx = 128;
+  if (inner >= 0)
+    while (tx > 32 && tx / 2 >= inner) tx /= 2;
+  Var co("co"), ci("ci");
+  out.split(vars[0], co, ci, tx, TailStrategy::GuardWithIf).reorder(ci, co, row).gpu_blocks(row).gpu_threads(ci);
+  log << out.name() << ": one GPU block per row (gpu_blocks(" << row.name() << ")), columns split by " << tx
+      << " across threads (gpu_threads)\n";
+  return row;
+}
+
 std::vector<Var> makeVars(int r) {
   std::vector<Var> v;
   for (int i = 0; i < r; ++i) v.push_back(Var("c" + std::to_string(i)));  // not "v<n>": Halide names its own vars so
@@ -107,6 +138,25 @@ Expr activation(const std::string &act, Expr x) {
   if (act == "gelu_erf") return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
   if (act == "gelu_tanh") return 0.5f * x * (1.0f + vtanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
   return x;
+}
+
+// GPU GEMM schedule: output tiles of tn columns x 32 rows per block; 16 x 8 threads, each with
+// a 4 x 4 register block of accumulators (acc.compute_at the thread) summed over all of K.
+// Operands are read through the caches (no shared-memory staging yet).
+void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, int64_t N) {
+  int tn = 64;
+  if (N >= 0)
+    while (tn > 16 && tn / 2 >= N) tn /= 2;
+  Var jo("jo"), io("io"), ji("ji"), ii("ii"), jt("jt"), it("it"), jr("jr"), ir("ir");
+  out.tile(j, i, jo, io, ji, ii, tn, 32, TailStrategy::GuardWithIf)
+      .tile(ji, ii, jt, it, jr, ir, 4, 4, TailStrategy::GuardWithIf);
+  if (batch) out.gpu_blocks(jo, io, *batch);
+  else out.gpu_blocks(jo, io);
+  out.gpu_threads(jt, it).unroll(jr).unroll(ir);
+  acc.compute_at(out, jt).unroll(j).unroll(i);
+  acc.update().reorder(j, i, rk).unroll(j).unroll(i);
+  B.log << out.name() << ": GPU tiles of " << tn << " columns x 32 rows per block, " << tn / 4
+        << " x 8 threads with 4 x 4 register accumulators (" << acc.name() << ".compute_at the thread), K serial\n";
 }
 
 // ---- linear, matmul, batch_matmul: out(j, i[, b]) = act(sum_k A(k, i[, b]) * B(j, k[, b]) + bias(j))
@@ -147,6 +197,15 @@ Func buildMatmul(Builder &B) {
   if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
   if (lin) v = activation(k.gets("act", "none"), v);
   out(accArgs) = v;
+  if (B.gpu) {
+    if (transposed) {  // the [N, K] weight transposed once per call, so threads read along N
+      Var kk("kk"), bx("bx"), by("by"), tx("tx"), ty("ty");
+      Bt.compute_root().gpu_tile(j, kk, bx, by, tx, ty, 16, 16, TailStrategy::GuardWithIf);
+      B.log << "Bt: the weight transposed on the GPU once per call (gpu_tile 16 x 16)\n";
+    }
+    gpuGemm(B, out, acc, j, i, r, batch ? &b : nullptr, N);
+    return out;
+  }
 
   int vec = B.vec;
   int tn = (int)k.geti("s.tile_n", 4 * vec), tm = (int)k.geti("s.tile_m", 4), tr = 8 * tm;
@@ -237,6 +296,17 @@ Func buildFfn(Builder &B) {
   Expr v = acc2(j, i) + B2(j);
   if (k.inputs.size() > 5) v = v + B.in[5](j, i);
   out(j, i) = v;
+  if (B.gpu) {  // h [L, d_ff] materialized on the device (not chunked yet), then the second GEMM
+    for (Func P : {P1, P2}) {
+      Var kp("kp"), bx("bx"), by("by"), tx("tx"), ty("ty");
+      P.compute_root().fuse(kk, po, kp).gpu_tile(pi, kp, bx, by, tx, ty, 16, 16, TailStrategy::GuardWithIf);
+    }
+    h.compute_root();
+    gpuGemm(B, h, acc1, f, i, r1, nullptr, dff);
+    gpuGemm(B, out, acc2, j, i, r2, nullptr, dout);
+    B.log << "W1, W2 packed into panels on the GPU once per call\n";
+    return out;
+  }
 
   Var io("io"), ii("ii"), jo("jo"), ji("ji"), yi("yi"), yii("yii");
   // As for linears, inputs shorter than a chunk get chunks of 1, 2, 4... register blocks:
@@ -752,7 +822,8 @@ Func buildRowReduce(Builder &B) {
     rowFuncs = {mx, e, sum};
   }
   Var row = B.rowwise(out, v);
-  for (Func f : rowFuncs) f.compute_at(out, row);
+  for (Func f : rowFuncs)
+    if (!(B.gpu && f.name() == "e")) f.compute_at(out, row);  // GPU: exp recomputed, no row-long shared buffer
   B.log << "row reductions compute_at(out, " << row.name() << ") (one row at a time)\n";
   return out;
 }
@@ -815,6 +886,11 @@ Func buildMove(Builder &B) {
     RDom rn(0, V.dim(1).extent(), "rn");
     out(v) = undef<float>();
     out(v[0], past + rn, v[2]) = V(v[0], rn, v[2]);
+    if (B.gpu) {  // each new row is written once: the rows are independent
+      out.update().allow_race_conditions().reorder(v[0], rn, v[2]).gpu_blocks(rn, v[2]).gpu_threads(v[0]);
+      B.log << "out: update over the new rows only, one GPU block per row and head\n";
+      return out;
+    }
     out.update().vectorize(v[0], std::min(B.vec, (int)k.output.dims[2]), TailStrategy::GuardWithIf);
     B.log << "out: no pure step (undef); update over the new rows only, vectorized over the row\n";
     return out;
@@ -931,10 +1007,23 @@ Func buildAct(Builder &B) {
 }
 
 std::string slurp(const std::string &p) {
-  std::ifstream f(p);
+  std::ifstream f(p, std::ios::binary);
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+// The PTX modules Halide's CUDA backend stores in an object: NUL-terminated text that LLVM's
+// NVPTX printer starts with a "Generated by LLVM NVPTX Back-End" comment.
+std::string extractPtx(const std::string &object) {
+  static const std::string marker = "//\n// Generated by LLVM NVPTX Back-End";
+  std::string ptx;
+  for (size_t at = object.find(marker); at != std::string::npos; at = object.find(marker, at + 1)) {
+    size_t end = object.find('\0', at);
+    ptx += object.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    ptx += "\n";
+  }
+  return ptx;
 }
 
 }  // namespace
@@ -952,13 +1041,16 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
   out->object = dir + "/" + name + ".o";
   out->stmt = dir + "/" + name + ".stmt";
   std::string schedPath = dir + "/" + name + ".halide-schedule.txt";
-  if (fs::exists(out->object) && fs::exists(out->stmt) && fs::exists(schedPath)) {
+  const bool cuda = halideTarget.find("cuda") != std::string::npos;
+  if (cuda) out->ptx = dir + "/" + name + ".ptx";
+  if (fs::exists(out->object) && fs::exists(out->stmt) && fs::exists(schedPath) && (!cuda || fs::exists(out->ptx))) {
     out->cached = true;
     out->schedule = slurp(schedPath);
     return true;
   }
   try {
     Builder B(spec);
+    B.gpu = halideTarget.find("cuda") != std::string::npos;
     Func f;
     const std::string &kd = spec.kind;
     if (kd == "linear" || kd == "matmul" || kd == "batch_matmul") f = buildMatmul(B);
@@ -988,6 +1080,10 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     std::string tmp = dir + "/." + name + "." + std::to_string(getpid());
     Pipeline(f).compile_to({{OutputFileType::object, tmp + ".o"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
     out->schedule = B.log.str();
+    if (cuda) {  // the PTX Halide embedded in the object (empty: every stage runs on the host)
+      std::ofstream(tmp + ".ptx") << extractPtx(slurp(tmp + ".o"));
+      fs::rename(tmp + ".ptx", out->ptx);
+    }
     std::ofstream(tmp + ".sched") << out->schedule;
     fs::rename(tmp + ".stmt", out->stmt);
     fs::rename(tmp + ".sched", schedPath);

@@ -48,14 +48,14 @@ struct Driver::Impl {
   Impl(std::string n, std::string desc) : name(std::move(n)), app(desc) {
     app.add_option("-o", output, "output path (executable, library, object, or text)");
     app.add_option("--emit", emit, "artefact: mlir, schedule, halide-stmt, llvm, obj, lib, exe, cost")
-        ->check(CLI::IsMember({"mlir", "schedule", "halide-stmt", "llvm", "obj", "lib", "exe", "cost"}))
+        ->check(CLI::IsMember({"mlir", "schedule", "halide-stmt", "ptx", "llvm", "obj", "lib", "exe", "cost"}))
         ->capture_default_str();
     app.add_option("--compile-to", compileTo, "stop after phase: input, fused, tiled, scheduled, kernels, llvm, exe")
         ->check(CLI::IsMember({"input", "fused", "tiled", "scheduled", "kernels", "llvm", "exe"}))
         ->capture_default_str();
     app.add_option("--dump-dir", dumpDir, "write NN-<pass>.mlir per pass, <kernel>.schedule.txt and <kernel>.stmt");
     app.add_flag("--print-ir-after-all", printIR, "print the IR after every pass to stderr");
-    app.add_option("--target", target, "host, x86-64-avx512, x86-64-avx2, x86-64-sse41")->capture_default_str();
+    app.add_option("--target", target, "host, x86-64-avx512, x86-64-avx2, x86-64-sse41, or cuda (the host CPU plus NVIDIA GPU kernels)")->capture_default_str();
     app.add_option("--cache-dir", cacheDir, "kernel cache (default: $KILN_CACHE_DIR or ~/.cache/kiln)");
     app.add_option("--ffn-chunk", ffnChunk, "rows per FFN chunk: auto (from the L2 size), off, or a number")
         ->check([](const std::string &v) {
@@ -202,12 +202,14 @@ int Driver::runFile(int argc, char **argv) {
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
   auto tgt = resolveTarget(target);
-  if (!tgt) throw UserError{"unknown --target '" + target + "' (host, x86-64-avx512, x86-64-avx2, x86-64-sse41)"};
+  if (!tgt) throw UserError{"unknown --target '" + target + "' (host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda)"};
+  if (emit == "ptx" && !tgt->cuda) throw UserError{"--emit=ptx needs --target=cuda"};
+  if (emit == "ptx" && output.empty()) throw UserError{"-o DIR is required for --emit=ptx (one <kernel>.ptx per kernel)"};
   Phase upto = *parsePhase(compileTo);
   if (emit == "exe" && upto != Phase::Exe) emit = upto <= Phase::Kernels ? "mlir" : "llvm";
   if (emit == "mlir" && upto > Phase::Kernels) upto = Phase::Kernels;
   if ((emit == "llvm" || emit == "obj") && upto < Phase::LLVM) upto = Phase::LLVM;
-  if (emit == "exe" || emit == "lib" || emit == "halide-stmt") upto = Phase::Exe;
+  if (emit == "exe" || emit == "lib" || emit == "halide-stmt" || emit == "ptx") upto = Phase::Exe;
   if (emit == "schedule" || emit == "cost") upto = std::max(upto, Phase::Kernels);
   if ((emit == "exe" || emit == "lib" || emit == "obj") && output.empty())
     throw UserError{"-o PATH is required for --emit=" + emit};
@@ -218,7 +220,7 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
     if (ec) throw UserError{"cannot create --dump-dir '" + dumpDir + "': " + ec.message()};
     for (auto &e : fs::directory_iterator(dumpDir)) {  // stale dumps would mislead
       auto ext = e.path().extension();
-      if (ext == ".mlir" || ext == ".stmt" || ext == ".txt" || ext == ".ll") fs::remove(e.path());
+      if (ext == ".mlir" || ext == ".stmt" || ext == ".txt" || ext == ".ll" || ext == ".ptx") fs::remove(e.path());
     }
   }
   PipelineOptions popt;
@@ -281,6 +283,12 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
       writeText(dumpDir + "/" + kernels[i].name + ".schedule.txt",
                 kernelScheduleText(kernels[i].name, kernels[i].spec, art.schedule));
       fs::copy_file(art.stmt, dumpDir + "/" + kernels[i].name + ".stmt", fs::copy_options::overwrite_existing);
+      if (!art.ptx.empty() && fs::file_size(art.ptx) > 0)
+        fs::copy_file(art.ptx, dumpDir + "/" + kernels[i].name + ".ptx", fs::copy_options::overwrite_existing);
+    }
+    if (emit == "ptx" && !art.ptx.empty() && fs::file_size(art.ptx) > 0) {  // a kernel without one runs on the host
+      fs::create_directories(output, ec);
+      fs::copy_file(art.ptx, output + "/" + kernels[i].name + ".ptx", fs::copy_options::overwrite_existing);
     }
     if (emit == "halide-stmt") {
       std::ifstream f(art.stmt);
@@ -297,6 +305,10 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
   progress(line);
   if (emit == "halide-stmt") {
     writeText(output, stmts);
+    return 0;
+  }
+  if (emit == "ptx") {
+    progress("wrote the kernels' PTX to " + output);
     return 0;
   }
 

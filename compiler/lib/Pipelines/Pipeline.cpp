@@ -53,6 +53,13 @@ std::optional<TargetInfo> resolveTarget(const std::string &name) {
   if (name == avx512.name) return avx512;
   if (name == avx2.name) return avx2;
   if (name == sse.name) return sse;
+  if (name == "cuda") {  // the host CPU for the orchestration and host kernels, CUDA for the rest
+    auto cpu = resolveTarget("host");
+    cpu->name += "-cuda";
+    cpu->halide += "-cuda-cuda_capability_80";
+    cpu->cuda = true;
+    return cpu;
+  }
   if (name == "host") {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
@@ -557,7 +564,7 @@ LogicalResult lowerToObject(ModuleOp module, const PipelineOptions &opt, int dum
   g_dump = dumpIndex;
   {
     PassManager pm(module->getContext(), ModuleOp::getOperationName());
-    pm.addPass(createLowerToLLVM(LowerToLLVMOptions{opt.symbol + "_entry_"}));
+    pm.addPass(createLowerToLLVM(LowerToLLVMOptions{opt.symbol + "_entry_", opt.target.cuda}));
     if (failed(pm.run(module))) return failure();
     dumpModule(module, opt, "kiln-lower-to-llvm");
   }

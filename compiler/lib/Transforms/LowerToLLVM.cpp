@@ -13,7 +13,11 @@
 //      in the step's buffer and runs the body's kernels; at the yield the next carried value is
 //      copied into the carried buffer (memcpy), and the loop repeats while the yielded flag is
 //      non-zero and fewer than max_steps steps ran.
-//   5. Erase the func.func and the kiln ops; drop kiln.* module attributes.
+//   5. With `cuda`, every view is marked host-dirty (Halide copies it to the device when a GPU
+//      stage reads it) and after each call the result is copied back (halide_copy_to_host) and
+//      the call's device copies are freed: correct for any mix of GPU and host kernels, at the
+//      price of a copy per operand per call (device-resident buffers are the next step).
+//   6. Erase the func.func and the kiln ops; drop kiln.* module attributes.
 #include <functional>
 
 #include "kiln/Transforms/Passes.h"
@@ -117,7 +121,8 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
         LLVM::StoreOp::create(b, loc, c64(0), field(view, {0, 0, 0}));
         LLVM::StoreOp::create(b, loc, nullp, field(view, {0, 0, 1}));
         LLVM::StoreOp::create(b, loc, host, field(view, {0, 0, 2}));
-        LLVM::StoreOp::create(b, loc, c64(0), field(view, {0, 0, 3}));
+        // flags: host-dirty for CUDA kernels, so each call copies its operands to the device
+        LLVM::StoreOp::create(b, loc, c64(cuda ? 1 : 0), field(view, {0, 0, 3}));
         LLVM::StoreOp::create(b, loc, c32(code | (32 << 8) | (1 << 16)), field(view, {0, 0, 4}));
         LLVM::StoreOp::create(b, loc, c32(rt.getRank()), field(view, {0, 0, 5}));
         LLVM::StoreOp::create(b, loc, field(view, {0, 1}), field(view, {0, 0, 6}));
@@ -157,6 +162,19 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
         b.setInsertionPointToEnd(cur);
         LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{rc, c32(kernelIndex[op])}, next, ValueRange{});
         b.setInsertionPointToStart(next);
+        if (cuda) {  // the result back to the host, the call's device copies freed
+          Value nullCtx = LLVM::ZeroOp::create(b, loc, ptr);
+          Value rc2 = LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[n]})
+                          .getResult();
+          for (unsigned i = 0; i <= n; ++i)
+            LLVM::CallOp::create(b, loc, kernelDecl("halide_device_free", 2, loc), ValueRange{nullCtx, views[i]});
+          Value bad2 = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc2, c32(0));
+          Block *cur2 = b.getInsertionBlock();
+          Block *next2 = newBlock({}, loc);
+          b.setInsertionPointToEnd(cur2);
+          LLVM::CondBrOp::create(b, loc, bad2, failBlock, ValueRange{rc2, c32(kernelIndex[op])}, next2, ValueRange{});
+          b.setInsertionPointToStart(next2);
+        }
         return success();
       };
       std::function<LogicalResult(Block &)> emitBlock = [&](Block &blk) -> LogicalResult {

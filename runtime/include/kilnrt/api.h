@@ -93,6 +93,10 @@ int64_t kilnrt_session_arena_bytes(const kilnrt_session *s);
 /* ---- host checks, timing ---- */
 /* USER_ERROR naming the missing features when this CPU lacks any of `features` (comma list). */
 kilnrt_status kilnrt_cpu_check(const char *features);
+/* Models compiled with --target=cuda: loads the CUDA driver (libcuda.so.1, made visible to the
+ * kernels' runtime) and checks for a device. A user error "no CUDA driver or device: ..."
+ * otherwise. kilnrt_session_create calls it for such models. */
+kilnrt_status kilnrt_cuda_check(void);
 int64_t kilnrt_time_now_ns(void);
 void kilnrt_threads_set(int n);
 

@@ -13,6 +13,7 @@ struct KernelArtifacts {
   std::string object;    // <cache>/<name>.o
   std::string stmt;      // <cache>/<name>.stmt (Halide's lowered statement)
   std::string schedule;  // the Halide schedule applied, as text
+  std::string ptx;       // <cache>/<name>.ptx: the GPU code embedded in the object (CUDA targets; empty if none)
   bool cached = false;   // reused from the cache
 };
 

@@ -24,12 +24,13 @@ const char *phaseName(Phase p);
 // A compilation target: the Halide target string for kernels, the f32 vector width the
 // schedules assume, and the CPU features the executable checks for at start-up.
 struct TargetInfo {
-  std::string name;    // x86-64-avx512, x86-64-avx2, x86-64-sse41
+  std::string name;    // x86-64-avx512, x86-64-avx2, x86-64-sse41; "<cpu>-cuda" with CUDA kernels
   std::string halide;  // Halide target string (without no_runtime)
   int64_t vector_width = 16;
   std::string cpu_features;
+  bool cuda = false;  // kernels run on an NVIDIA GPU (Halide's CUDA backend, sm_80 PTX)
 };
-// "host" picks the best of the named targets this CPU supports.
+// "host" picks the best of the named targets this CPU supports; "cuda" is that CPU plus CUDA.
 std::optional<TargetInfo> resolveTarget(const std::string &name);
 
 struct PipelineOptions {
