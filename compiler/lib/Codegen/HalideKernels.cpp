@@ -401,6 +401,22 @@ Func buildAttention(Builder &B) {
   o(e, i, h) += E_(rj3, i, h) * V(e, rj3, h);
   // A row with no visible key has l = 0: its output is zeros, never NaN.
   out(e, i, h) = select(l(i, h) > 0.0f, o(e, i, h) / l(i, h), 0.0f);
+  if (B.gpu) {  // decode steps and short queries over a cache: each stage a GPU pass, scores in memory
+    Var bx("bx"), by("by"), tx("tx"), ty("ty");
+    S.compute_root().gpu_tile(j, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
+    S.update().gpu_tile(j, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
+    E_.compute_root().gpu_tile(j, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
+    for (Func f : {m, l}) {
+      f.compute_root().gpu_tile(i, bx, tx, 32, TailStrategy::GuardWithIf);
+      f.update().gpu_tile(i, bx, tx, 32, TailStrategy::GuardWithIf);
+    }
+    o.compute_root().gpu_tile(e, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
+    o.update().gpu_tile(e, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
+    out.gpu_tile(e, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
+    B.log << "GPU: S = q.k^T, the row max m, E = exp(S - m), the row sum l and o = E.v each a GPU pass over (key or "
+             "value, query) tiles of 32 x 4, per head; scores [H, Lq, Lk] in device memory\n";
+    return out;
+  }
 
   int qb = (int)k.geti("s.q_block", 8);
   Var io("io"), ii("ii");
@@ -546,6 +562,18 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
   Expr l = st(e, x % Bq, x / Bq, g)[2], M = st(e, x % Bq, x / Bq, g)[1];
   P(e, x, g) = Tuple(select(l > 0.0f, st(e, x % Bq, x / Bq, g)[0] / l, 0.0f), select(l > 0.0f, M + log(l), kNeg));
 
+  if (Bd.gpu) {  // one GPU block per (query block, g), one thread per query row: the row's state,
+                 // scores and P.V over each visited key block in the thread's registers and local memory
+    P.compute_root().split(x, xo, xi, Bq, TailStrategy::RoundUp).reorder(e, xi, xo, g).gpu_blocks(xo, g).gpu_threads(xi);
+    QRow.compute_at(P, xi);
+    Qt.compute_at(P, xi);
+    st.compute_at(P, xi);
+    st.update().reorder(e, qi, rj);
+    for (Func f : {KRow, Sacc, S, bm, Ex, bs, bpv}) f.compute_at(st, rj);
+    Bd.log << "P" << sfx << ": one GPU block per (query block of " << Bq << ", head), one thread per query row; st" << sfx
+           << " (acc, max, sum) per thread over the visited key blocks; S, E, P.V per key block per thread\n";
+    return P;
+  }
   // Schedule: P for all query blocks of g, in parallel; per block the state over the slots.
   Var qio("qio"), qii("qii"), kio("kio"), kii("kii");
   P.compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp);
@@ -621,6 +649,10 @@ Func buildOnlineAttention(Builder &Bd) {
   Func P = onlineBlockAttention(Bd, Bd.in[0], Bd.in[1], Bd.in[2], ba, "", out, t, true);
   Expr qb = (Lq + Bq - 1) / Bq;
   out(e, i, h) = P(e, clamp(i, 0, qb * Bq - 1), h)[0];
+  if (Bd.gpu) {
+    Bd.gpuRows(out, {e, i, h});
+    return out;
+  }
   out.split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t).parallel(t);
   int we = largestDivisor(E, Bd.vec);
   if (we > 1) out.vectorize(e, we);
@@ -690,6 +722,11 @@ Func buildSparseAttention(Builder &Bd) {
     Expr mx = max(s1, s2), w1 = exp(s1 - mx), w2 = exp(s2 - mx);
     out(e, i, h) = (o1 * w1 + o2 * w2) / (w1 + w2);
   }
+  if (Bd.gpu) {
+    Bd.gpuRows(out, {e, i, h});
+    Bd.log << sparse::picture(p, 16 * p.block);
+    return out;
+  }
   // Heads in sequence: P of one head at a time, its query blocks in parallel.
   int we = largestDivisor(E, Bd.vec);
   if (we > 1) out.vectorize(e, we);
@@ -751,6 +788,13 @@ Func buildLshChunkAttention(Builder &Bd) {
   Expr num = 0.0f, den = 0.0f;
   for (int r = 0; r < R; ++r) num = num + o[r] * exp(s[r] - mx), den = den + exp(s[r] - mx);
   out(e, i, h) = num / den;
+  if (Bd.gpu) {
+    Var bo("bo"), ti("ti");
+    knorm.compute_root().gpu_tile(c, bo, ti, 128, TailStrategy::GuardWithIf);
+    Bd.gpuRows(out, {e, i, h});
+    Bd.log << "knorm on the GPU, 128 positions per block\n";
+    return out;
+  }
   out.parallel(h);
   knorm.compute_at(out, h);
   int we = largestDivisor(E, Bd.vec);
@@ -773,6 +817,12 @@ Func buildLshHash(Builder &Bd) {
   RDom rb(0, 2 * half, "rb");
   Expr pc = proj(clamp(rb % half, 0, half - 1), i, r, h);
   out(i, r, h) = argmax(rb, select(rb < half, pc, -pc))[0];
+  if (Bd.gpu) {  // a thread per (position, round), its projections in local memory
+    out.gpu_tile(i, io, ii, 64, TailStrategy::GuardWithIf).gpu_blocks(io, r, h);
+    proj.compute_at(out, ii);
+    Bd.log << "out: 64 positions per GPU block, a thread per position; proj per thread\n";
+    return out;
+  }
   out.split(i, io, ii, 64, TailStrategy::GuardWithIf).parallel(h).parallel(io);
   proj.compute_at(out, io).reorder(i, c);
   proj.update().reorder(i, c, rd);
