@@ -176,6 +176,36 @@ TEST(Codegen, HalideErrorsBecomeMessagesNotCrashes) {
   EXPECT_THAT(err, HasSubstr("no Halide kernel for op kind 'flash'"));
 }
 
+// --target=cuda: each kernel's PTX out of its object (--emit=ptx), and the executable's clear
+// error on a machine without a CUDA driver (these machines have none; skipped where one exists).
+TEST(Driver, CudaTargetEmitsPtxAndFailsCleanlyWithoutADriver) {
+  std::string dir = kt::workDir("cuda");
+  std::string small = gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " +
+                      KILN_TEST_CACHE;
+  auto r = kt::run(small + " --emit=ptx -o " + dir + "/ptx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--emit=ptx needs --target=cuda"));
+  r = kt::run(small + " --target=cuda --emit=ptx -o " + dir + "/ptx");
+  ASSERT_EQ(r.code, 0) << r.output;
+  int n = 0;
+  for (auto &e : std::filesystem::directory_iterator(dir + "/ptx")) {
+    std::ifstream f(e.path());
+    std::string text((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_THAT(text, HasSubstr(".target sm_80")) << e.path();
+    EXPECT_THAT(text, HasSubstr(".entry")) << e.path();
+    ++n;
+  }
+  EXPECT_GT(n, 10);
+  r = kt::run(small + " --target=cuda -o " + dir + "/m");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(dir + "/m --version");
+  EXPECT_THAT(r.output, HasSubstr("-cuda"));
+  if (kt::run("ldconfig -p | grep -q 'libcuda\\.so\\.1'").code == 0) GTEST_SKIP() << "a CUDA driver is installed here";
+  r = kt::run(dir + "/m --random-weights --tokens 1,2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("no CUDA driver or device"));
+}
+
 TEST(Driver, PrintIrAfterAllShowsEveryPass) {
   auto r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --emit=cost "
                                    "--print-ir-after-all -o /dev/null");
