@@ -155,25 +155,23 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
         if (!name) return op->emitError("expected kiln.kernel: run kiln-outline-kernels first");
         auto callee = kernelDecl(name.getValue(), n + 1, loc);
         SmallVector<Value> args(views.begin(), views.begin() + n + 1);
-        Value rc = LLVM::CallOp::create(b, loc, callee, args).getResult();
-        Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc, c32(0));
-        Block *cur = b.getInsertionBlock();
-        Block *next = newBlock({}, loc);
-        b.setInsertionPointToEnd(cur);
-        LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{rc, c32(kernelIndex[op])}, next, ValueRange{});
-        b.setInsertionPointToStart(next);
+        // A non-zero status returns it, with the kernel's index, through the fail block.
+        auto onFailure = [&](Value status) {
+          Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, status, c32(0));
+          Block *cur = b.getInsertionBlock();
+          Block *next = newBlock({}, loc);
+          b.setInsertionPointToEnd(cur);
+          LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{status, c32(kernelIndex[op])}, next, ValueRange{});
+          b.setInsertionPointToStart(next);
+        };
+        onFailure(LLVM::CallOp::create(b, loc, callee, args).getResult());
         if (cuda) {  // the result back to the host, the call's device copies freed
           Value nullCtx = LLVM::ZeroOp::create(b, loc, ptr);
-          Value rc2 = LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[n]})
-                          .getResult();
+          Value rc = LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[n]})
+                         .getResult();
           for (unsigned i = 0; i <= n; ++i)
             LLVM::CallOp::create(b, loc, kernelDecl("halide_device_free", 2, loc), ValueRange{nullCtx, views[i]});
-          Value bad2 = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, rc2, c32(0));
-          Block *cur2 = b.getInsertionBlock();
-          Block *next2 = newBlock({}, loc);
-          b.setInsertionPointToEnd(cur2);
-          LLVM::CondBrOp::create(b, loc, bad2, failBlock, ValueRange{rc2, c32(kernelIndex[op])}, next2, ValueRange{});
-          b.setInsertionPointToStart(next2);
+          onFailure(rc);
         }
         return success();
       };
