@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "device.h"
 #include "internal.h"
 
 using namespace kilnrt;
@@ -55,8 +56,19 @@ struct kilnrt_session {
   Storage arena;
   int64_t arena_bytes = 0;
   std::vector<std::string> ignored;  // tensors the last load skipped
+  // --target=cuda --gpu-buffers=device: a device copy of every buffer; parameters uploaded once
+  // per set of weights, inputs per run, outputs downloaded per run, states on demand.
+  bool resident = false, params_on_device = false, states_on_device = false;
+  std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> dev_params, dev_io, dev_states;
+  kilnrt::DeviceBuffer dev_arena;
   ~kilnrt_session() { kilnrt_weights_close(weights); }
 };
+
+static std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> deviceBuffers(int n) {
+  std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> v;
+  for (int i = 0; i < n; ++i) v.push_back(std::make_unique<kilnrt::DeviceBuffer>());
+  return v;
+}
 
 static int64_t param_numel(const kiln_tensor_info &p) {
   int64_t n = 1;
@@ -76,6 +88,12 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
   }
   auto s = std::make_unique<kilnrt_session>();
   s->m = model;
+  s->resident = model->target && strstr(model->target, "cuda-resident");
+  if (s->resident) {
+    s->dev_params = deviceBuffers(model->n_params);
+    s->dev_io = deviceBuffers(model->n_io);
+    s->dev_states = deviceBuffers(model->n_states);
+  }
   s->params.assign(model->n_params, nullptr);
   s->io_store.resize(model->n_io);
   s->io_set.assign(model->n_io, false);
@@ -157,6 +175,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const ch
   s->param_store.clear();
   s->params = ptrs;
   s->ignored = skipped;
+  s->params_on_device = false;
   return KILNRT_OK;
 }
 
@@ -196,6 +215,7 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
   }
   kilnrt_weights_close(s->weights);
   s->weights = nullptr;
+  s->params_on_device = false;
   return KILNRT_OK;
 }
 
@@ -300,6 +320,34 @@ static int shapeAt(const kiln_tensor_info &info, const int64_t *syms, kilnrt_ten
   return -1;
 }
 
+// Device-resident buffers: every buffer the entry uses gets its device copy; parameters are
+// uploaded once per set of weights, states (zero) once, this entry's inputs every run.
+static kilnrt_status syncToDevice(kilnrt_session *s, const kiln_entry_info *e, const int64_t *syms, int64_t arena) {
+  const kiln_model_info *m = s->m;
+  if (!s->params_on_device) {
+    for (int i = 0; i < m->n_params; ++i)
+      if (kilnrt_status st = s->dev_params[i]->reserve(s->params[i], param_numel(m->params[i]) * 4); st || (st = s->dev_params[i]->upload()))
+        return st;
+    s->params_on_device = true;
+  }
+  if (!s->states_on_device) {
+    for (int i = 0; i < m->n_states; ++i)
+      if (kilnrt_status st = s->dev_states[i]->reserve(s->state_store[i].get(), param_numel(m->states[i]) * 4);
+          st || (st = s->dev_states[i]->upload()))
+        return st;
+    s->states_on_device = true;
+  }
+  for (int i = 0; i < m->n_io; ++i) {
+    if (!s->io_store[i]) continue;
+    if (kilnrt_status st = s->dev_io[i]->reserve(s->io_store[i].get(), kilnrt_tensor_numel(&s->io_tensor[i]) * 4)) return st;
+  }
+  for (int k = 0; k < e->n_inputs; ++k)
+    if (s->io_store[e->inputs[k]])
+      if (kilnrt_status st = s->dev_io[e->inputs[k]]->upload()) return st;
+  (void)syms;
+  return s->dev_arena.reserve(s->arena.get(), std::max<int64_t>(arena, 4));
+}
+
 extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry_name) {
   const kiln_model_info *m = s->m;
   const kiln_entry_info *e = nullptr;
@@ -368,6 +416,13 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
   for (int i = 0; i < m->n_io; ++i) bufs.push_back(s->io_store[i].get());
   for (auto &st : s->state_store) bufs.push_back(st.get());
   for (int i = 0; i < e->n_buffers; ++i) bufs.push_back(s->arena.get() + offsets[i]);
+  if (s->resident) {  // the device table follows the host table: entry functions read bufs[n + slot]
+    if (kilnrt_status st = syncToDevice(s, e, syms, total)) return st;
+    for (auto &d : s->dev_params) bufs.push_back((void *)(uintptr_t)d->device());
+    for (auto &d : s->dev_io) bufs.push_back((void *)(uintptr_t)d->device());
+    for (auto &d : s->dev_states) bufs.push_back((void *)(uintptr_t)d->device());
+    for (int i = 0; i < e->n_buffers; ++i) bufs.push_back((void *)(uintptr_t)(s->dev_arena.device() + offsets[i]));
+  }
   memcpy(s->syms, syms, sizeof(syms));
   // 4. Run.
   int32_t failed = -1;
@@ -378,6 +433,9 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
     return internal_error("kernel " + std::to_string(failed) + " (" + k + ") failed with code " + std::to_string(rc) +
                           (g_kernel_message.empty() ? "" : ": " + g_kernel_message));
   }
+  if (s->resident)  // the outputs back to the host
+    for (int k = 0; k < e->n_outputs; ++k)
+      if (kilnrt_status st = s->dev_io[e->outputs[k]]->download()) return st;
   return KILNRT_OK;
 }
 
@@ -400,6 +458,7 @@ extern "C" kilnrt_status kilnrt_session_state(kilnrt_session *s, const char *nam
       out->rank = st.rank;
       for (int d = 0; d < st.rank; ++d) out->shape[d] = st.dims[d].size;
       out->data = s->state_store[i].get();
+      if (s->resident && s->states_on_device) return s->dev_states[i]->download();  // a snapshot: writes stay on the host
       return KILNRT_OK;
     }
     names += (names.empty() ? "" : ", ") + std::string(st.name);

@@ -136,7 +136,9 @@ TEST(UniversalExample, PositionsHaltAtDifferentSteps) {
     SCOPED_TRACE("L = " + std::to_string(L));
     Ut u = runCase({"universal", false, 0.12f, -1.2f}, L, "ffn_" + std::to_string(L));
     std::set<float> distinct(u.steps.v.begin(), u.steps.v.end());
-    if (L > 1) EXPECT_GE(distinct.size(), 2u) << "every position halted at the same step: the case tests nothing";
+    if (L > 1) {
+      EXPECT_GE(distinct.size(), 2u) << "every position halted at the same step: the case tests nothing";
+    }
     EXPECT_LT(u.ran, 6) << "no position needed every step, so the loop must stop early";
   }
 }

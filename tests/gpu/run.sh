@@ -32,6 +32,9 @@ prepare() {
   [ -x "$bin/gpt2-compile" ] && [ -x "$bin/kiln-npy-compare" ] || { echo "run scripts/build.sh first"; exit 1; }
   rm -rf "$bundle" && mkdir -p "$bundle"
   cp "$bin/kiln-npy-compare" "$bundle/"
+  cmake --build "$root/build" --target kiln-gpu-bench >"$bundle/gpu-bench-build.log" 2>&1 ||
+    { cat "$bundle/gpu-bench-build.log"; exit 1; }
+  cp "$bin/kiln-gpu-bench" "$bundle/"
   for m in "${models[@]}"; do
     IFS='|' read -r name cargs rargs <<<"$m"
     local dir=$bundle/$name
@@ -40,6 +43,8 @@ prepare() {
     "$bin/$name-compile" $cargs --quiet -o "$dir/cpu" || exit 1
     # shellcheck disable=SC2086
     "$bin/$name-compile" $cargs --quiet --target=cuda -o "$dir/cuda" || exit 1
+    # shellcheck disable=SC2086
+    "$bin/$name-compile" $cargs --quiet --target=cuda --gpu-buffers=device -o "$dir/cuda-resident" || exit 1
     # shellcheck disable=SC2086
     "$dir/cpu" --random-weights --seed 3 --save-weights "$dir/w.safetensors" $rargs --output-dir "$dir/want" >/dev/null || exit 1
     echo "$rargs" >"$dir/args"
@@ -53,27 +58,33 @@ device() {
   local fail=0
   for m in "${models[@]}"; do
     IFS='|' read -r name _ _ <<<"$m"
-    local dir=$bundle/$name exe=$bundle/$name/cuda
-    [ -n "${KILN_GPU_DRY_RUN:-}" ] && exe=$bundle/$name/cpu  # checks this script without a GPU
-    rm -rf "$dir/got"
-    local t0 t1
-    t0=$(date +%s.%N)
-    # shellcheck disable=SC2046
-    if ! "$exe" --weights "$dir/w.safetensors" $(cat "$dir/args") --output-dir "$dir/got" >"$dir/run.log" 2>&1; then
-      echo "FAIL $name: the CUDA executable failed:"; cat "$dir/run.log"; fail=1; continue
-    fi
-    t1=$(date +%s.%N)
-    for want in "$dir"/want/*.npy; do
-      "$bundle/kiln-npy-compare" "$want" "$dir/got/$(basename "$want")" $tol || fail=1
+    for variant in cuda cuda-resident; do  # buffers copied per kernel call; buffers kept on the device
+      local dir=$bundle/$name exe=$bundle/$name/$variant
+      [ -n "${KILN_GPU_DRY_RUN:-}" ] && exe=$bundle/$name/cpu  # checks this script without a GPU
+      rm -rf "$dir/got"
+      local t0 t1
+      t0=$(date +%s.%N)
+      # shellcheck disable=SC2046
+      if ! "$exe" --weights "$dir/w.safetensors" $(cat "$dir/args") --output-dir "$dir/got" >"$dir/run.log" 2>&1; then
+        echo "FAIL $name ($variant): the executable failed:"; cat "$dir/run.log"; fail=1; continue
+      fi
+      t1=$(date +%s.%N)
+      for want in "$dir"/want/*.npy; do
+        "$bundle/kiln-npy-compare" "$want" "$dir/got/$(basename "$want")" $tol || fail=1
+      done
+      echo "$name ($variant): ran in $(echo "$t1 - $t0" | bc 2>/dev/null || echo "?") s (process, first call included)"
     done
-    echo "$name: ran in $(echo "$t1 - $t0" | bc 2>/dev/null || echo "?") s (process, first call included)"
   done
   [ $fail = 0 ] && echo "all models match the CPU outputs" || echo "SOME MODELS DIFFER"
+  if [ "${3:-}" != nobench ] && [ -z "${KILN_GPU_DRY_RUN:-}" ]; then
+    echo "kiln-gpu-bench:"
+    "$bundle/kiln-gpu-bench" || fail=1
+  fi
   exit $fail
 }
 
 case "$mode" in
   prepare) prepare ;;
-  device) device ;;
+  device) device "$@" ;;
   *) sed -n '2,14p' "$0"; exit 2 ;;
 esac

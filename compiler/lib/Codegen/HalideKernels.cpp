@@ -153,7 +153,7 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
   if (batch) out.gpu_blocks(jo, io, *batch);
   else out.gpu_blocks(jo, io);
   out.gpu_threads(jt, it).unroll(jr).unroll(ir);
-  acc.compute_at(out, jt).unroll(j).unroll(i);
+  acc.compute_at(out, jt).store_in(MemoryType::Register).unroll(j).unroll(i);
   acc.update().reorder(j, i, rk).unroll(j).unroll(i);
   B.log << out.name() << ": GPU tiles of " << tn << " columns x 32 rows per block, " << tn / 4
         << " x 8 threads with 4 x 4 register accumulators (" << acc.name() << ".compute_at the thread), K serial\n";
@@ -1044,7 +1044,11 @@ Func buildAct(Builder &B) {
     RDom r(0, C.dim(1).extent(), "r");
     out(v) = 0;
     out(v) = max(out(v), select(C(2 * d, r) < 1.0f, 1, 0));
-    B.log << "out = any(h < 1) over the positions, serial\n";
+    if (B.gpu) {  // one GPU thread: the flag stays on the device until the host reads it
+      out.gpu_single_thread();
+      out.update().gpu_single_thread();
+    }
+    B.log << "out = any(h < 1) over the positions, serial" << (B.gpu ? " (one GPU thread)" : "") << "\n";
     return out;
   } else {  // act_output
     std::string field = k.gets("field");

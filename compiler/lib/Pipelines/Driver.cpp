@@ -41,7 +41,8 @@ struct InternalError {
 struct Driver::Impl {
   std::string name;
   CLI::App app;
-  std::string output, emit = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto", symbol = "kiln_model", maxMemory;
+  std::string output, emit = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto",
+      symbol = "kiln_model", maxMemory, gpuBuffers = "host";
   bool printIR = false, quiet = false, keepTemps = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
@@ -56,6 +57,11 @@ struct Driver::Impl {
     app.add_option("--dump-dir", dumpDir, "write NN-<pass>.mlir per pass, <kernel>.schedule.txt and <kernel>.stmt");
     app.add_flag("--print-ir-after-all", printIR, "print the IR after every pass to stderr");
     app.add_option("--target", target, "host, x86-64-avx512, x86-64-avx2, x86-64-sse41, or cuda (the host CPU plus NVIDIA GPU kernels)")->capture_default_str();
+    app.add_option("--gpu-buffers", gpuBuffers,
+                   "--target=cuda: host (each kernel call copies its operands to the device and its result back) or "
+                   "device (weights, activations and caches stay on the device)")
+        ->check(CLI::IsMember({"host", "device"}))
+        ->capture_default_str();
     app.add_option("--cache-dir", cacheDir, "kernel cache (default: $KILN_CACHE_DIR or ~/.cache/kiln)");
     app.add_option("--ffn-chunk", ffnChunk, "rows per FFN chunk: auto (from the L2 size), off, or a number")
         ->check([](const std::string &v) {
@@ -204,6 +210,8 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
   auto tgt = resolveTarget(target);
   if (!tgt) throw UserError{"unknown --target '" + target + "' (host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda)"};
   if (emit == "ptx" && !tgt->cuda) throw UserError{"--emit=ptx needs --target=cuda"};
+  if (gpuBuffers == "device" && !tgt->cuda) throw UserError{"--gpu-buffers=device needs --target=cuda"};
+  tgt->gpu_resident = gpuBuffers == "device";
   if (emit == "ptx" && output.empty()) throw UserError{"-o DIR is required for --emit=ptx (one <kernel>.ptx per kernel)"};
   Phase upto = *parsePhase(compileTo);
   if (emit == "exe" && upto != Phase::Exe) emit = upto <= Phase::Kernels ? "mlir" : "llvm";

@@ -317,7 +317,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
     }
   os << "  {0}};\n";
   os << "\nconst kiln_model_info " << symbol << " = {KILN_ABI_VERSION, " << cstr(modelName) << ", " << cstr(version)
-     << ", " << cstr(hash) << ", " << cstr(target.name) << ", " << cstr(target.cpu_features) << ", " << bnd.size()
+     << ", " << cstr(hash) << ", " << cstr(target.name + (target.gpu_resident ? "-resident" : "")) << ", " << cstr(target.cpu_features) << ", " << bnd.size()
      << ", sym_names, sym_max, " << paramNames.size() << ", params, " << ioNames.size() << ", io, " << entries.size()
      << ", entries, " << cstr(prefixAttr ? prefixAttr.getValue() : "") << ", " << (ignoredAttr ? ignoredAttr.size() : 0)
      << ", ignored, " << (stateNames ? stateNames.size() : 0) << ", states};\n";
@@ -564,7 +564,7 @@ LogicalResult lowerToObject(ModuleOp module, const PipelineOptions &opt, int dum
   g_dump = dumpIndex;
   {
     PassManager pm(module->getContext(), ModuleOp::getOperationName());
-    pm.addPass(createLowerToLLVM(LowerToLLVMOptions{opt.symbol + "_entry_", opt.target.cuda}));
+    pm.addPass(createLowerToLLVM(LowerToLLVMOptions{opt.symbol + "_entry_", opt.target.cuda, opt.target.gpu_resident}));
     if (failed(pm.run(module))) return failure();
     dumpModule(module, opt, "kiln-lower-to-llvm");
   }

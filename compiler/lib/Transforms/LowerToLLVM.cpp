@@ -17,7 +17,11 @@
 //      stage reads it) and after each call the result is copied back (halide_copy_to_host) and
 //      the call's device copies are freed: correct for any mix of GPU and host kernels, at the
 //      price of a copy per operand per call (device-resident buffers are the next step).
-//   6. Erase the func.func and the kiln ops; drop kiln.* module attributes.
+//   6. With `resident` (CUDA, --gpu-buffers=device), the runtime passes each buffer's device
+//      pointer after the host table (bufs[nbufs + slot]); views carry it with the CUDA device
+//      interface and no dirty flag. Only host decisions copy: a host kernel's operands down and
+//      its result up (lsh_sort), the loop's flag down; the loop's carry is copied on the device.
+//   7. Erase the func.func and the kiln ops; drop kiln.* module attributes.
 #include <functional>
 
 #include "kiln/Transforms/Passes.h"
@@ -76,7 +80,7 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
       f.walk([&](Operation *op) {
         if (kiln::isKernelOp(op)) kernels.push_back(op);
       });
-      unsigned maxArgs = 0;
+      unsigned maxArgs = 2;  // the loop latch uses two views
       for (Operation *op : kernels) maxArgs = std::max(maxArgs, op->getNumOperands() + 1);
       SmallVector<Value> views;
       for (unsigned i = 0; i < maxArgs; ++i)
@@ -87,6 +91,22 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
         symVals.push_back(LLVM::TruncOp::create(b, floc, i32, LLVM::LoadOp::create(b, floc, i64, p)));
       }
       Value nullp = LLVM::ZeroOp::create(b, floc, ptr);
+      // Device-resident buffers: the device table follows the host table (bufs[nbufs + slot]);
+      // every view carries its device pointer and the CUDA device interface.
+      Value iface;
+      int64_t nbufs = 0;
+      if (resident) {
+        for (const char *a : {"kiln.params", "kiln.io", "kiln.states"})
+          if (auto arr = module->getAttrOfType<ArrayAttr>(a)) nbufs += arr.size();
+        nbufs += f->getAttrOfType<ArrayAttr>("kiln.arena").size();
+        auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>("halide_cuda_device_interface");
+        if (!fn) {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToEnd(module.getBody());
+          fn = LLVM::LLVMFuncOp::create(b, floc, "halide_cuda_device_interface", LLVM::LLVMFunctionType::get(ptr, {}));
+        }
+        iface = LLVM::CallOp::create(b, floc, fn, ValueRange{}).getResult();
+      }
 
       static const int64_t kStatic[] = {-1};
       std::function<int64_t(Value)> slotOf = [&](Value v) -> int64_t {
@@ -121,8 +141,15 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
         LLVM::StoreOp::create(b, loc, c64(0), field(view, {0, 0, 0}));
         LLVM::StoreOp::create(b, loc, nullp, field(view, {0, 0, 1}));
         LLVM::StoreOp::create(b, loc, host, field(view, {0, 0, 2}));
-        // flags: host-dirty for CUDA kernels, so each call copies its operands to the device
-        LLVM::StoreOp::create(b, loc, c64(cuda ? 1 : 0), field(view, {0, 0, 3}));
+        // flags: host-dirty for CUDA kernels on host buffers, so each call copies its operands
+        // to the device; none on device-resident buffers, whose device copy is current.
+        LLVM::StoreOp::create(b, loc, c64(cuda && !resident ? 1 : 0), field(view, {0, 0, 3}));
+        if (resident) {
+          Value dptr = LLVM::GEPOp::create(b, loc, ptr, ptr, bufs, ArrayRef<LLVM::GEPArg>{(int32_t)(nbufs + slotOf(v))});
+          Value dev = LLVM::PtrToIntOp::create(b, loc, i64, LLVM::LoadOp::create(b, loc, ptr, dptr));
+          LLVM::StoreOp::create(b, loc, dev, field(view, {0, 0, 0}));
+          LLVM::StoreOp::create(b, loc, iface, field(view, {0, 0, 1}));
+        }
         LLVM::StoreOp::create(b, loc, c32(code | (32 << 8) | (1 << 16)), field(view, {0, 0, 4}));
         LLVM::StoreOp::create(b, loc, c32(rt.getRank()), field(view, {0, 0, 5}));
         LLVM::StoreOp::create(b, loc, field(view, {0, 1}), field(view, {0, 0, 6}));
@@ -164,9 +191,22 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
           LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{status, c32(kernelIndex[op])}, next, ValueRange{});
           b.setInsertionPointToStart(next);
         };
+        Value nullCtx = LLVM::ZeroOp::create(b, loc, ptr);
+        bool onHost = resident && isa<kiln::LshSortOp>(op);  // a host kernel: operands down, result up
+        if (onHost)
+          for (unsigned i = 0; i < n; ++i) {
+            LLVM::StoreOp::create(b, loc, c64(2), field(views[i], {0, 0, 3}));  // device-dirty
+            onFailure(LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[i]})
+                          .getResult());
+          }
         onFailure(LLVM::CallOp::create(b, loc, callee, args).getResult());
-        if (cuda) {  // the result back to the host, the call's device copies freed
-          Value nullCtx = LLVM::ZeroOp::create(b, loc, ptr);
+        if (onHost) {
+          LLVM::StoreOp::create(b, loc, c64(1), field(views[n], {0, 0, 3}));  // host-dirty
+          onFailure(LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_device", 3, loc),
+                                         ValueRange{nullCtx, views[n], iface})
+                        .getResult());
+        }
+        if (cuda && !resident) {  // the result back to the host, the call's device copies freed
           Value rc = LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[n]})
                          .getResult();
           for (unsigned i = 0; i <= n; ++i)
@@ -195,8 +235,30 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
           LLVM::StoreOp::create(b, loc, step, hostOf(body.getArgument(1), loc));
           if (mlir::failed(emitBlock(body))) return failure();
           auto yield = cast<kiln::YieldOp>(body.getTerminator());
-          Value flag = LLVM::LoadOp::create(b, loc, i32, hostOf(yield.getValues()[0], loc));
           Value next = yield.getValues()[1];
+          Operation *flagOp = yield.getValues()[0].getDefiningOp();
+          int64_t flagKernel = flagOp && kernelIndex.count(flagOp) ? kernelIndex[flagOp] : -1;
+          auto check = [&](Value status) {
+            Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, status, c32(0));
+            Block *cur = b.getInsertionBlock();
+            Block *ok = newBlock({}, loc);
+            b.setInsertionPointToEnd(cur);
+            LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{status, c32(flagKernel)}, ok, ValueRange{});
+            b.setInsertionPointToStart(ok);
+          };
+          if (resident) {  // the flag down to the host; the next carry copied on the device
+            Value nullCtx = LLVM::ZeroOp::create(b, loc, ptr);
+            fillView(views[0], yield.getValues()[0], loc);
+            LLVM::StoreOp::create(b, loc, c64(2), field(views[0], {0, 0, 3}));
+            check(LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[0]})
+                      .getResult());
+            fillView(views[0], next, loc);
+            fillView(views[1], body.getArgument(0), loc);
+            check(LLVM::CallOp::create(b, loc, kernelDecl("halide_buffer_copy", 4, loc),
+                                       ValueRange{nullCtx, views[0], iface, views[1]})
+                      .getResult());
+          }
+          Value flag = LLVM::LoadOp::create(b, loc, i32, hostOf(yield.getValues()[0], loc));
           auto nt = cast<RankedTensorType>(next.getType());
           ArrayRef<int64_t> syms = symsOf(next);
           Value bytes = c64(4);
@@ -204,7 +266,7 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
             bytes = LLVM::MulOp::create(b, loc, bytes,
                                         syms[d] >= 0 ? LLVM::ZExtOp::create(b, loc, i64, symVals[syms[d]]).getResult()
                                                      : c64(nt.getDimSize(d)));
-          if (slotOf(next) != slotOf(body.getArgument(0)))
+          if (!resident && slotOf(next) != slotOf(body.getArgument(0)))
             LLVM::MemcpyOp::create(b, loc, hostOf(body.getArgument(0), loc), hostOf(next, loc), bytes, false);
           Value step1 = LLVM::AddOp::create(b, loc, step, c32(1));
           Value more = LLVM::AndOp::create(

@@ -29,6 +29,7 @@ struct TargetInfo {
   int64_t vector_width = 16;
   std::string cpu_features;
   bool cuda = false;  // kernels run on an NVIDIA GPU (Halide's CUDA backend, sm_80 PTX)
+  bool gpu_resident = false;  // cuda: buffers live on the device (--gpu-buffers=device), not copied per call
 };
 // "host" picks the best of the named targets this CPU supports; "cuda" is that CPU plus CUDA.
 std::optional<TargetInfo> resolveTarget(const std::string &name);
