@@ -54,5 +54,7 @@ check sparse --layers 2 --d-model 64 --heads 4 --vocab 64 --ctx 256 --stride 32
 check reformer --layers 1 --d-model 64 --heads 2 --vocab 64 --ctx 256 --buckets 8 --chunk 32
 check universal --d-model 64 --heads 4 --vocab 64 --ctx 32 --max-steps 3
 check universal --d-model 64 --heads 4 --vocab 64 --ctx 32 --max-steps 3 --transition sepconv
+check reformer --layers 1 --d-model 64 --heads 2 --vocab 64 --ctx 256 --buckets 8 --chunk 32 --gpu-buffers=device
+check universal --d-model 64 --heads 4 --vocab 64 --ctx 32 --max-steps 3 --gpu-buffers=device
 [ $have_driver = 1 ] && echo "note: a CUDA driver is installed here: the no-driver error was not checked"
 exit $fail

@@ -185,6 +185,9 @@ TEST(Driver, CudaTargetEmitsPtxAndFailsCleanlyWithoutADriver) {
   auto r = kt::run(small + " --emit=ptx -o " + dir + "/ptx");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("--emit=ptx needs --target=cuda"));
+  r = kt::run(small + " --gpu-buffers=device -o " + dir + "/m");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--gpu-buffers=device needs --target=cuda"));
   r = kt::run(small + " --target=cuda --emit=ptx -o " + dir + "/ptx");
   ASSERT_EQ(r.code, 0) << r.output;
   int n = 0;
@@ -202,6 +205,12 @@ TEST(Driver, CudaTargetEmitsPtxAndFailsCleanlyWithoutADriver) {
   EXPECT_THAT(r.output, HasSubstr("-cuda"));
   if (kt::run("ldconfig -p | grep -q 'libcuda\\.so\\.1'").code == 0) GTEST_SKIP() << "a CUDA driver is installed here";
   r = kt::run(dir + "/m --random-weights --tokens 1,2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("no CUDA driver or device"));
+  r = kt::run(small + " --target=cuda --gpu-buffers=device -o " + dir + "/md");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(kt::run(dir + "/md --version").output, HasSubstr("-cuda-resident"));
+  r = kt::run(dir + "/md --random-weights --tokens 1,2");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("no CUDA driver or device"));
 }
