@@ -559,17 +559,23 @@ Func onlineBlockAttention(Builder &Bd, ImageParam Q, ImageParam K, ImageParam V,
   Expr Mo = st(e, qi, qo, g)[1], bmv = bm(qi, rj, qo, g), Mn = max(Mo, bmv);
   Expr a = exp(Mo - Mn), b = exp(bmv - Mn);
   st(e, qi, qo, g) = Tuple(st(e, qi, qo, g)[0] * a + bpv(e, qi, rj, qo, g) * b, Mn, st(e, qi, qo, g)[2] * a + bs(qi, rj, qo, g) * b);
-  Expr l = st(e, x % Bq, x / Bq, g)[2], M = st(e, x % Bq, x / Bq, g)[1];
-  P(e, x, g) = Tuple(select(l > 0.0f, st(e, x % Bq, x / Bq, g)[0] / l, 0.0f), select(l > 0.0f, M + log(l), kNeg));
+  // The normalized result per (row of a query block), then in query order (Pst is inlined on
+  // the CPU; on the GPU it is the kernel, so a thread's bounds are its own row, not x % block).
+  Func Pst("Pst" + sfx);
+  Expr l = st(e, qi, qo, g)[2], M = st(e, qi, qo, g)[1];
+  Pst(e, qi, qo, g) = Tuple(select(l > 0.0f, st(e, qi, qo, g)[0] / l, 0.0f), select(l > 0.0f, M + log(l), kNeg));
+  P(e, x, g) = Tuple(Pst(e, x % Bq, x / Bq, g));
 
   if (Bd.gpu) {  // one GPU block per (query block, g), one thread per query row: the row's state,
                  // scores and P.V over each visited key block in the thread's registers and local memory
-    P.compute_root().split(x, xo, xi, Bq, TailStrategy::RoundUp).reorder(e, xi, xo, g).gpu_blocks(xo, g).gpu_threads(xi);
-    QRow.compute_at(P, xi);
-    Qt.compute_at(P, xi);
-    st.compute_at(P, xi);
+    Pst.compute_root().reorder(e, qi, qo, g).gpu_blocks(qo, g).gpu_threads(qi);
+    QRow.compute_at(Pst, qi);
+    Qt.compute_at(Pst, qi);
+    st.compute_at(Pst, qi);
     st.update().reorder(e, qi, rj);
-    for (Func f : {KRow, Sacc, S, bm, Ex, bs, bpv}) f.compute_at(st, rj);
+    // A GPU thread's allocations are sized over its whole loop nest: one key block at a time
+    // (bound_extent), so the scratch has a constant size and stays in local memory.
+    for (Func f : {KRow, Sacc, S, bm, Ex, bs, bpv}) f.compute_at(st, rj).bound_extent(j, 1);
     Bd.log << "P" << sfx << ": one GPU block per (query block of " << Bq << ", head), one thread per query row; st" << sfx
            << " (acc, max, sum) per thread over the visited key blocks; S, E, P.V per key block per thread\n";
     return P;
