@@ -1017,6 +1017,10 @@ Func buildAct(Builder &B) {
     out(v) = C(v[0], v[1]) + B.in[1](v[0], v[1]) + sig(v[0]);
     B.rowwise(out, v);
     sig.compute_root();
+    if (B.gpu) {
+      Var bo("bo"), ti("ti");
+      sig.gpu_tile(v[0], bo, ti, 64, TailStrategy::GuardWithIf);
+    }
     B.log << "sig (the timestep's sinusoid) compute_root: d values per call\n";
     return out;
   } else if (k.kind == "act_update") {

@@ -20,7 +20,8 @@
 //   6. With `resident` (CUDA, --gpu-buffers=device), the runtime passes each buffer's device
 //      pointer after the host table (bufs[nbufs + slot]); views carry it with the CUDA device
 //      interface and no dirty flag. Only host decisions copy: a host kernel's operands down and
-//      its result up (lsh_sort), the loop's flag down; the loop's carry is copied on the device.
+//      its result up (lsh_sort), each step's number up and the loop's flag down; the loop's
+//      carry is copied on the device.
 //   7. Erase the func.func and the kiln ops; drop kiln.* module attributes.
 #include <functional>
 
@@ -233,6 +234,19 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
           b.setInsertionPointToStart(header);
           Value step = header->getArgument(0);
           LLVM::StoreOp::create(b, loc, step, hostOf(body.getArgument(1), loc));
+          if (resident) {  // the step number up to the device, where the body's kernels read it
+            fillView(views[0], body.getArgument(1), loc);
+            LLVM::StoreOp::create(b, loc, c64(1), field(views[0], {0, 0, 3}));  // host-dirty
+            Value up = LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_device", 3, loc),
+                                            ValueRange{LLVM::ZeroOp::create(b, loc, ptr), views[0], iface})
+                           .getResult();
+            Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, up, c32(0));
+            Block *cur = b.getInsertionBlock();
+            Block *ok = newBlock({}, loc);
+            b.setInsertionPointToEnd(cur);
+            LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{up, c32(-1)}, ok, ValueRange{});
+            b.setInsertionPointToStart(ok);
+          }
           if (mlir::failed(emitBlock(body))) return failure();
           auto yield = cast<kiln::YieldOp>(body.getTerminator());
           Value next = yield.getValues()[1];
