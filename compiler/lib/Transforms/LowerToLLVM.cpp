@@ -174,6 +174,15 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
         SmallVector<Location> locs(args.size(), loc);
         return b.createBlock(&entry.getBody(), std::prev(entry.getBody().end()), args, locs);
       };
+      // A non-zero status returns it, with a kernel index (-1: none), through the fail block.
+      auto onFailure = [&](Value status, int64_t kernel, Location loc) {
+        Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, status, c32(0));
+        Block *cur = b.getInsertionBlock();
+        Block *next = newBlock({}, loc);
+        b.setInsertionPointToEnd(cur);
+        LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{status, c32(kernel)}, next, ValueRange{});
+        b.setInsertionPointToStart(next);
+      };
       auto callKernel = [&](Operation *op) -> LogicalResult {
         Location loc = op->getLoc();
         unsigned n = op->getNumOperands();
@@ -183,27 +192,19 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
         if (!name) return op->emitError("expected kiln.kernel: run kiln-outline-kernels first");
         auto callee = kernelDecl(name.getValue(), n + 1, loc);
         SmallVector<Value> args(views.begin(), views.begin() + n + 1);
-        // A non-zero status returns it, with the kernel's index, through the fail block.
-        auto onFailure = [&](Value status) {
-          Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, status, c32(0));
-          Block *cur = b.getInsertionBlock();
-          Block *next = newBlock({}, loc);
-          b.setInsertionPointToEnd(cur);
-          LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{status, c32(kernelIndex[op])}, next, ValueRange{});
-          b.setInsertionPointToStart(next);
-        };
+        auto check = [&](Value status) { onFailure(status, kernelIndex[op], loc); };
         Value nullCtx = LLVM::ZeroOp::create(b, loc, ptr);
         bool onHost = resident && isa<kiln::LshSortOp>(op);  // a host kernel: operands down, result up
         if (onHost)
           for (unsigned i = 0; i < n; ++i) {
             LLVM::StoreOp::create(b, loc, c64(2), field(views[i], {0, 0, 3}));  // device-dirty
-            onFailure(LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[i]})
+            check(LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[i]})
                           .getResult());
           }
-        onFailure(LLVM::CallOp::create(b, loc, callee, args).getResult());
+        check(LLVM::CallOp::create(b, loc, callee, args).getResult());
         if (onHost) {
           LLVM::StoreOp::create(b, loc, c64(1), field(views[n], {0, 0, 3}));  // host-dirty
-          onFailure(LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_device", 3, loc),
+          check(LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_device", 3, loc),
                                          ValueRange{nullCtx, views[n], iface})
                         .getResult());
         }
@@ -212,7 +213,7 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
                          .getResult();
           for (unsigned i = 0; i <= n; ++i)
             LLVM::CallOp::create(b, loc, kernelDecl("halide_device_free", 2, loc), ValueRange{nullCtx, views[i]});
-          onFailure(rc);
+          check(rc);
         }
         return success();
       };
@@ -240,26 +241,14 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
             Value up = LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_device", 3, loc),
                                             ValueRange{LLVM::ZeroOp::create(b, loc, ptr), views[0], iface})
                            .getResult();
-            Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, up, c32(0));
-            Block *cur = b.getInsertionBlock();
-            Block *ok = newBlock({}, loc);
-            b.setInsertionPointToEnd(cur);
-            LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{up, c32(-1)}, ok, ValueRange{});
-            b.setInsertionPointToStart(ok);
+            onFailure(up, -1, loc);
           }
           if (mlir::failed(emitBlock(body))) return failure();
           auto yield = cast<kiln::YieldOp>(body.getTerminator());
           Value next = yield.getValues()[1];
           Operation *flagOp = yield.getValues()[0].getDefiningOp();
           int64_t flagKernel = flagOp && kernelIndex.count(flagOp) ? kernelIndex[flagOp] : -1;
-          auto check = [&](Value status) {
-            Value bad = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, status, c32(0));
-            Block *cur = b.getInsertionBlock();
-            Block *ok = newBlock({}, loc);
-            b.setInsertionPointToEnd(cur);
-            LLVM::CondBrOp::create(b, loc, bad, failBlock, ValueRange{status, c32(flagKernel)}, ok, ValueRange{});
-            b.setInsertionPointToStart(ok);
-          };
+          auto check = [&](Value status) { onFailure(status, flagKernel, loc); };
           if (resident) {  // the flag down to the host; the next carry copied on the device
             Value nullCtx = LLVM::ZeroOp::create(b, loc, ptr);
             fillView(views[0], yield.getValues()[0], loc);
