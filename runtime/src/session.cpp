@@ -322,11 +322,12 @@ static int shapeAt(const kiln_tensor_info &info, const int64_t *syms, kilnrt_ten
 
 // Device-resident buffers: every buffer the entry uses gets its device copy; parameters are
 // uploaded once per set of weights, states (zero) once, this entry's inputs every run.
-static kilnrt_status syncToDevice(kilnrt_session *s, const kiln_entry_info *e, const int64_t *syms, int64_t arena) {
+static kilnrt_status syncToDevice(kilnrt_session *s, const kiln_entry_info *e, int64_t arena) {
   const kiln_model_info *m = s->m;
   if (!s->params_on_device) {
     for (int i = 0; i < m->n_params; ++i)
-      if (kilnrt_status st = s->dev_params[i]->reserve(s->params[i], param_numel(m->params[i]) * 4); st || (st = s->dev_params[i]->upload()))
+      if (kilnrt_status st = s->dev_params[i]->reserve(s->params[i], param_numel(m->params[i]) * 4);
+          st || (st = s->dev_params[i]->upload()))
         return st;
     s->params_on_device = true;
   }
@@ -344,7 +345,6 @@ static kilnrt_status syncToDevice(kilnrt_session *s, const kiln_entry_info *e, c
   for (int k = 0; k < e->n_inputs; ++k)
     if (s->io_store[e->inputs[k]])
       if (kilnrt_status st = s->dev_io[e->inputs[k]]->upload()) return st;
-  (void)syms;
   return s->dev_arena.reserve(s->arena.get(), std::max<int64_t>(arena, 4));
 }
 
@@ -417,7 +417,7 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
   for (auto &st : s->state_store) bufs.push_back(st.get());
   for (int i = 0; i < e->n_buffers; ++i) bufs.push_back(s->arena.get() + offsets[i]);
   if (s->resident) {  // the device table follows the host table: entry functions read bufs[n + slot]
-    if (kilnrt_status st = syncToDevice(s, e, syms, total)) return st;
+    if (kilnrt_status st = syncToDevice(s, e, total)) return st;
     for (auto &d : s->dev_params) bufs.push_back((void *)(uintptr_t)d->device());
     for (auto &d : s->dev_io) bufs.push_back((void *)(uintptr_t)d->device());
     for (auto &d : s->dev_states) bufs.push_back((void *)(uintptr_t)d->device());
