@@ -76,6 +76,21 @@ static int64_t param_numel(const kiln_tensor_info &p) {
   return n;
 }
 
+// A parameter's shape in weights files: the transpose of the kept [in, out] for a transposed one.
+static void file_shape(const kiln_tensor_info &p, int64_t *shape) {
+  for (int d = 0; d < p.rank; ++d) shape[d] = p.dims[d].size;
+  if (p.transposed) std::swap(shape[0], shape[1]);
+}
+
+// src [rows, cols] -> a new [cols, rows] buffer.
+static Storage transposed(const float *src, int64_t rows, int64_t cols) {
+  Storage st = alloc64((size_t)(rows * cols) * 4);
+  float *dst = (float *)st.get();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  return st;
+}
+
 extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kilnrt_session **out) {
   *out = nullptr;
   if (!model || model->abi_version != KILN_ABI_VERSION)
@@ -144,11 +159,9 @@ extern "C" kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const ch
                         prefix + "')");
     seen[it->second] = true;
     int64_t want[KILN_MAX_RANK];
+    file_shape(p, want);
     bool same = t.rank == p.rank && t.dtype == (kiln_dtype)p.dtype;
-    for (int d = 0; d < p.rank; ++d) {
-      want[d] = p.dims[d].size;
-      same = same && t.shape[d] == want[d];
-    }
+    for (int d = 0; d < p.rank; ++d) same = same && t.shape[d] == want[d];
     if (!same) {
       misshaped.push_back(name + " (" + shape_str(t.shape, t.rank) + " " + dtype_name(t.dtype) + ", expected " +
                           shape_str(want, p.rank) + " " + dtype_name((kiln_dtype)p.dtype) + ")");
@@ -170,9 +183,17 @@ extern "C" kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const ch
     return user_error("weights file '" + std::string(path) + "' does not match the model:" + list("missing", missing) +
                       list("unexpected", unexpected) + list("mis-shaped", misshaped));
   }
+  std::vector<Storage> owned;  // transposed parameters: their kept layout, made once here
+  for (int i = 0; i < m->n_params; ++i)
+    if (m->params[i].transposed) {
+      int64_t shape[KILN_MAX_RANK];
+      file_shape(m->params[i], shape);
+      owned.push_back(transposed((const float *)ptrs[i], shape[0], shape[1]));
+      ptrs[i] = owned.back().get();
+    }
   kilnrt_weights_close(s->weights);
   s->weights = guard.release();
-  s->param_store.clear();
+  s->param_store = std::move(owned);
   s->params = ptrs;
   s->ignored = skipped;
   s->params_on_device = false;
@@ -210,6 +231,11 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
         f[k] = (float)(p.init_scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
       }
     }
+    if (p.transposed) {  // generated in the file's layout, kept transposed
+      int64_t shape[KILN_MAX_RANK];
+      file_shape(p, shape);
+      st = transposed(f, shape[0], shape[1]);
+    }
     s->params[i] = st.get();
     s->param_store.push_back(std::move(st));
   }
@@ -222,14 +248,19 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
 extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const char *path) {
   std::vector<const char *> names;
   std::vector<kilnrt_tensor> ts;
+  std::vector<Storage> back;  // transposed parameters, in the file's layout again
   for (int i = 0; i < s->m->n_params; ++i) {
     const kiln_tensor_info &p = s->m->params[i];
     if (!s->params[i]) return user_error("no weights loaded: use --weights or --random-weights");
     kilnrt_tensor t{};
     t.dtype = (kiln_dtype)p.dtype;
     t.rank = p.rank;
-    for (int d = 0; d < p.rank; ++d) t.shape[d] = p.dims[d].size;
+    file_shape(p, t.shape);
     t.data = s->params[i];
+    if (p.transposed) {
+      back.push_back(transposed((const float *)s->params[i], p.dims[0].size, p.dims[1].size));
+      t.data = back.back().get();
+    }
     names.push_back(p.name);
     ts.push_back(t);
   }

@@ -128,11 +128,11 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
     sched += n.ends_with(".schedule.txt");
     stmt += n.ends_with(".stmt");
   }
-  EXPECT_EQ(mlir, 12);  // input, 10 passes up to the buffer plan, the LLVM lowering
+  EXPECT_EQ(mlir, 13);  // input, 11 passes up to the buffer plan, the LLVM lowering
   EXPECT_GT(sched, 5);
   EXPECT_EQ(sched, stmt);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/11-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/12-kiln-lower-to-llvm.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
   // The executable depends on system libraries only.
   r = kt::run("ldd " + dir + "/m");
@@ -219,7 +219,7 @@ TEST(Driver, PrintIrAfterAllShowsEveryPass) {
   auto r = kt::run(gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --emit=cost "
                                    "--print-ir-after-all -o /dev/null");
   EXPECT_EQ(r.code, 0);
-  for (const char *p : {"input", "kiln-fuse-attention", "kiln-lower-lsh-attention", "kiln-lower-act", "kiln-fuse-epilogue", "kiln-chunk-ffn", "kiln-tile-sparse-pattern", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
+  for (const char *p : {"input", "kiln-fuse-attention", "kiln-lower-lsh-attention", "kiln-lower-act", "kiln-fuse-epilogue", "kiln-chunk-ffn", "kiln-prepack-weights", "kiln-tile-sparse-pattern", "kiln-tile-ops", "kiln-assign-schedule", "kiln-outline-kernels",
                         "kiln-plan-buffers"})
     EXPECT_THAT(r.output, HasSubstr(std::string("IR Dump After ") + p));
 }

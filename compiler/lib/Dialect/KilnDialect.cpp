@@ -36,6 +36,7 @@ static LogicalResult expectRank(Operation *op, const char *role, Value v, int64_
 LogicalResult ParamOp::verify() {
   auto t = getResult().getType();
   if (!cast<RankedTensorType>(t).hasStaticShape()) return emitOpError("expected a static shape for a parameter");
+  if (getTransposed() && cast<RankedTensorType>(t).getRank() != 2) return emitOpError("expected a 2-D transposed parameter");
   if (getInit() != "normal" && getInit() != "ones" && getInit() != "zeros")
     return emitOpError("expected init to be \"normal\", \"ones\" or \"zeros\", got \"") << getInit() << "\"";
   return success();

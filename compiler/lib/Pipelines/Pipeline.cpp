@@ -108,6 +108,7 @@ static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const PipelineOption
       break;
     case Phase::Tiled:
       if (opt.ffn_chunk >= 0) v.push_back(createChunkFfn(ChunkFfnOptions{opt.ffn_chunk}));
+      v.push_back(createPrepackWeights());
       v.push_back(createTileSparsePattern());
       v.push_back(createTileOps(TileOpsOptions{t.vector_width}));
       break;
@@ -202,7 +203,7 @@ static std::string cstr(StringRef s) {
 }
 
 static std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> syms, ArrayRef<int64_t> bounds,
-                              int64_t vocab, StringRef init, float scale, bool optional = false) {
+                              int64_t vocab, StringRef init, float scale, bool optional = false, bool transposed = false) {
   std::ostringstream os;
   os << "{" << cstr(name) << ", " << (t.getElementType().isF32() ? "KILN_F32" : "KILN_I32") << ", " << t.getRank()
      << ", {";
@@ -212,7 +213,7 @@ static std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64
   }
   os << "}, " << vocab << ", "
      << (init == "ones" ? "KILN_INIT_ONES" : init == "zeros" ? "KILN_INIT_ZEROS" : "KILN_INIT_NORMAL") << ", "
-     << "(float)" << scale << ", " << (optional ? 1 : 0) << "}";
+     << "(float)" << scale << ", " << (optional ? 1 : 0) << ", " << (transposed ? 1 : 0) << "}";
   return os.str();
 }
 
@@ -237,7 +238,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
   for (Attribute a : paramNames) {
     kiln::ParamOp p = params[cast<StringAttr>(a).getValue()];
     os << "  " << tensorInfo(p.getName(), cast<RankedTensorType>(p.getType()), {}, bnd, 0, p.getInit(),
-                             p.getInitScale().convertToFloat())
+                             p.getInitScale().convertToFloat(), false, p.getTransposed())
        << ",\n";
   }
   os << "  {0}};\n";

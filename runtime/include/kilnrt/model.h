@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 4
+#define KILN_ABI_VERSION 5
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
@@ -41,6 +41,8 @@ typedef struct kiln_tensor_info {
   int32_t init;      /* parameters: kiln_init for --random-weights */
   float init_scale;  /* parameters: standard deviation of KILN_INIT_NORMAL */
   int32_t optional;  /* inputs: may be left out, and are then all zeros (BERT's token_type_ids) */
+  int32_t transposed; /* parameters: kept as the transpose of the 2-D tensor that weights files hold
+                         (kiln-prepack-weights); dims are the kept layout's */
 } kiln_tensor_info;
 
 /* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the

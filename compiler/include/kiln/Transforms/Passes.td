@@ -110,6 +110,23 @@ def TileSparsePattern : Pass<"kiln-tile-sparse-pattern", "mlir::ModuleOp"> {
   let options = [Option<"block", "block", "int64_t", "0", "block size (0: from the pattern, 16 to 64)">];
 }
 
+def PrepackWeights : Pass<"kiln-prepack-weights", "mlir::ModuleOp"> {
+  let summary = "Keep [out, in] linear weights transposed, so kernels never transpose them per call";
+  let description = [{
+    A parameter whose every use (in every entry) is the [out, in] weight of a linear or of a
+    chunked FFN becomes `transposed`: its type is [in, out] and its users read it in the in_out
+    layout. The runtime transposes it once, when the weights are loaded or generated, and saves
+    it back in the file's [out, in] layout.
+
+      %w = kiln.param "fc.weight" : tensor<512x128xf32>
+      %y = kiln.linear %x, %w {weight_layout = "out_in"}
+    becomes
+      %w = kiln.param "fc.weight" {transposed} : tensor<128x512xf32>
+      %y = kiln.linear %x, %w {weight_layout = "in_out"}
+    A parameter with any other use (an embedding table tied to the output head) is left alone.
+  }];
+}
+
 def TileOps : Pass<"kiln-tile-ops", "mlir::ModuleOp"> {
   let summary = "Choose tile sizes for matmul-class ops, attention and row-wise ops";
   let description = [{

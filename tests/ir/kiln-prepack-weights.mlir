@@ -1,0 +1,36 @@
+// RUN: kiln-opt %s --kiln-prepack-weights | FileCheck %s
+
+// An [out, in] weight read only by linears (in two entries) and by an FFN is kept transposed,
+// its users switched to in_out; a weight also read by an embedding (a tied output head) and
+// one already in_out are left alone.
+// CHECK-LABEL: func.func @a
+// CHECK: %[[W:.*]] = kiln.param "fc.weight" {transposed} : tensor<16x32xf32>
+// CHECK: kiln.linear %arg0, %[[W]] {weight_layout = "in_out"} : (tensor<?x16xf32>, tensor<16x32xf32>) -> tensor<?x32xf32>
+// CHECK: %[[E:.*]] = kiln.param "wte" : tensor<64x16xf32>
+// CHECK: kiln.linear %{{.*}}, %[[E]] : (tensor<?x16xf32>, tensor<64x16xf32>) -> tensor<?x64xf32>
+// CHECK: kiln.param "w1" {transposed} : tensor<16x64xf32>
+// CHECK: kiln.param "w2" {transposed} : tensor<64x16xf32>
+// CHECK: kiln.ffn {{.*}}layout1 = "in_out", layout2 = "in_out"
+// CHECK: kiln.param "io" : tensor<16x16xf32>
+// CHECK-LABEL: func.func @b
+// CHECK: kiln.param "fc.weight" {transposed} : tensor<16x32xf32>
+func.func @a(%x: tensor<?x16xf32>, %ids: tensor<?xi32>) -> (tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>) {
+  %w = kiln.param "fc.weight" : tensor<32x16xf32>
+  %y = kiln.linear %x, %w : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>
+  %e = kiln.param "wte" : tensor<64x16xf32>
+  %h = kiln.embedding %e, %ids : (tensor<64x16xf32>, tensor<?xi32>) -> tensor<?x16xf32>
+  %logits = kiln.linear %h, %e : (tensor<?x16xf32>, tensor<64x16xf32>) -> tensor<?x64xf32>
+  %w1 = kiln.param "w1" : tensor<64x16xf32>
+  %b1 = kiln.param "b1" : tensor<64xf32>
+  %w2 = kiln.param "w2" : tensor<16x64xf32>
+  %b2 = kiln.param "b2" : tensor<16xf32>
+  %f = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "out_in", layout2 = "out_in", activation = "relu", chunk = 32 : i64} : (tensor<?x16xf32>, tensor<64x16xf32>, tensor<64xf32>, tensor<16x64xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  %wi = kiln.param "io" : tensor<16x16xf32>
+  %z = kiln.linear %x, %wi {weight_layout = "in_out"} : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  return %y, %logits, %f, %z : tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>
+}
+func.func @b(%x: tensor<?x16xf32>) -> tensor<?x32xf32> {
+  %w = kiln.param "fc.weight" : tensor<32x16xf32>
+  %y = kiln.linear %x, %w : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
