@@ -85,7 +85,9 @@ kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char *name, cons
 kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry);
 kilnrt_status kilnrt_session_output(kilnrt_session *s, const char *name, const kilnrt_tensor **out);
 /* A view of the state `name` (a KV cache): its shape and the session's own storage, valid for
- * the session's life. Reading shows what the runs wrote; writing through it sets the state. */
+ * the session's life. Reading shows what the runs wrote; writing through it sets the state.
+ * Models with device-resident buffers (--target=cuda --gpu-buffers=device): a snapshot copied
+ * from the device at this call; writes do not reach the device. */
 kilnrt_status kilnrt_session_state(kilnrt_session *s, const char *name, kilnrt_tensor *out);
 /* Bytes of the arena the last run planned. */
 int64_t kilnrt_session_arena_bytes(const kilnrt_session *s);
