@@ -262,15 +262,16 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
                       .getResult());
           }
           Value flag = LLVM::LoadOp::create(b, loc, i32, hostOf(yield.getValues()[0], loc));
-          auto nt = cast<RankedTensorType>(next.getType());
-          ArrayRef<int64_t> syms = symsOf(next);
-          Value bytes = c64(4);
-          for (int64_t d = 0; d < nt.getRank(); ++d)
-            bytes = LLVM::MulOp::create(b, loc, bytes,
-                                        syms[d] >= 0 ? LLVM::ZExtOp::create(b, loc, i64, symVals[syms[d]]).getResult()
-                                                     : c64(nt.getDimSize(d)));
-          if (!resident && slotOf(next) != slotOf(body.getArgument(0)))
+          if (!resident && slotOf(next) != slotOf(body.getArgument(0))) {  // the next carry, on the host
+            auto nt = cast<RankedTensorType>(next.getType());
+            ArrayRef<int64_t> syms = symsOf(next);
+            Value bytes = c64(4);
+            for (int64_t d = 0; d < nt.getRank(); ++d)
+              bytes = LLVM::MulOp::create(b, loc, bytes,
+                                          syms[d] >= 0 ? LLVM::ZExtOp::create(b, loc, i64, symVals[syms[d]]).getResult()
+                                                       : c64(nt.getDimSize(d)));
             LLVM::MemcpyOp::create(b, loc, hostOf(body.getArgument(0), loc), hostOf(next, loc), bytes, false);
+          }
           Value step1 = LLVM::AddOp::create(b, loc, step, c32(1));
           Value more = LLVM::AndOp::create(
               b, loc, LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::ne, flag, c32(0)),
