@@ -2,7 +2,8 @@
 //
 // The compiler records each intermediate buffer's size as a monomial in the sequence lengths and
 // the kernels over which it is live; sizes are only known at start-up, so placement happens here:
-//   1. size every buffer from the symbol values (64-byte rounded), rejecting overflow;
+//   1. size every buffer from the symbol values, rejecting overflow; 128-byte rounded, so every
+//      offset suits an OpenCL sub-buffer (devices ask for up to 128-byte aligned origins);
 //   2. visit buffers largest first; place each at the lowest offset where it overlaps no
 //      already-placed buffer whose live range intersects its own (first fit);
 //   3. the arena is the highest end offset.
@@ -20,7 +21,7 @@ extern "C" kilnrt_status kilnrt_arena_plan(const kiln_buffer_info *buffers, int3
     __int128 b = buffers[i].static_bytes;
     for (int s = 0; s < KILN_MAX_SYMS; ++s)
       for (int p = 0; p < buffers[i].sym_pow[s]; ++p) b *= syms[s];
-    b = (b + 63) / 64 * 64;
+    b = (b + 127) / 128 * 128;
     if (b < 0 || b > ((__int128)1 << 46)) return user_error("arena buffer " + std::to_string(i) + " would need " +
                                                             "more than 64 TiB: sequence length too large");
     size[i] = (int64_t)b;

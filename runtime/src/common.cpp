@@ -1,6 +1,7 @@
 // kilnrt common: error reporting, dtypes, timing, CPU feature checks.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <vector>
@@ -89,4 +90,26 @@ extern "C" kilnrt_status kilnrt_cuda_check(void) {
   if (int rc = count(&n); rc || n < 1)
     return user_error("no CUDA driver or device: no CUDA device found" + (rc ? " (CUDA error " + std::to_string(rc) + ")" : std::string()));
   return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_opencl_check(void) {
+  // As for CUDA: Halide's OpenCL runtime opens "libOpenCL.so" (a development symlink) unless
+  // the process already has the API; the ICD loader's libOpenCL.so.1 is loaded globally here.
+  void *lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!lib)
+    return user_error(std::string("no OpenCL platform or device: the model was compiled with --target=opencl but "
+                                  "the OpenCL loader cannot be loaded (") + dlerror() + ")");
+  using Platforms = int (*)(unsigned, void **, unsigned *);
+  using Devices = int (*)(void *, uint64_t, unsigned, void **, unsigned *);
+  auto platforms = (Platforms)dlsym(lib, "clGetPlatformIDs");
+  auto devices = (Devices)dlsym(lib, "clGetDeviceIDs");
+  if (!platforms || !devices) return user_error("no OpenCL platform or device: libOpenCL.so.1 has no clGetPlatformIDs/clGetDeviceIDs");
+  void *ids[8];
+  unsigned n = 0;
+  if (platforms(8, ids, &n) != 0 || n == 0) return user_error("no OpenCL platform or device: no OpenCL platform found");
+  for (unsigned i = 0; i < std::min(n, 8u); ++i) {
+    unsigned nd = 0;
+    if (devices(ids[i], 0xFFFFFFFFull /* CL_DEVICE_TYPE_ALL */, 0, nullptr, &nd) == 0 && nd > 0) return KILNRT_OK;
+  }
+  return user_error("no OpenCL platform or device: no OpenCL platform has a device");
 }

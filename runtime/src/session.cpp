@@ -56,17 +56,22 @@ struct kilnrt_session {
   Storage arena;
   int64_t arena_bytes = 0;
   std::vector<std::string> ignored;  // tensors the last load skipped
-  // --target=cuda --gpu-buffers=device: a device copy of every buffer; parameters uploaded once
+  // --target=cuda|opencl --gpu-buffers=device: a device copy of every buffer; parameters uploaded once
   // per set of weights, inputs per run, outputs downloaded per run, states on demand.
   bool resident = false, params_on_device = false, states_on_device = false;
   std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> dev_params, dev_io, dev_states;
   kilnrt::DeviceBuffer dev_arena;
+  // Crops of dev_arena, one per arena buffer; declared after it, so released before it.
+  std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> dev_slots;
   ~kilnrt_session() { kilnrt_weights_close(weights); }
 };
 
-static std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> deviceBuffers(int n) {
+static std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> deviceBuffers(int n, const halide_device_interface_t *iface) {
   std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> v;
-  for (int i = 0; i < n; ++i) v.push_back(std::make_unique<kilnrt::DeviceBuffer>());
+  for (int i = 0; i < n; ++i) {
+    v.push_back(std::make_unique<kilnrt::DeviceBuffer>());
+    v.back()->iface = iface;
+  }
   return v;
 }
 
@@ -97,17 +102,20 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
     return internal_error("model table has ABI version " + std::to_string(model ? model->abi_version : -1) +
                           ", this runtime expects " + std::to_string(KILN_ABI_VERSION));
   if (halide_set_error_handler) halide_set_error_handler(on_halide_error);
-  if (model->target && strstr(model->target, "cuda")) {
-    if (kilnrt_status st = kilnrt_cuda_check()) return st;
+  const bool cuda = model->target && strstr(model->target, "-cuda"), opencl = model->target && strstr(model->target, "-opencl");
+  if (cuda || opencl) {
+    if (kilnrt_status st = cuda ? kilnrt_cuda_check() : kilnrt_opencl_check()) return st;
     if (halide_reuse_device_allocations) halide_reuse_device_allocations(nullptr, true);
   }
   auto s = std::make_unique<kilnrt_session>();
   s->m = model;
-  s->resident = model->target && strstr(model->target, "cuda-resident");
+  s->resident = model->target && strstr(model->target, "-resident");
   if (s->resident) {
-    s->dev_params = deviceBuffers(model->n_params);
-    s->dev_io = deviceBuffers(model->n_io);
-    s->dev_states = deviceBuffers(model->n_states);
+    const halide_device_interface_t *iface = kilnrt::deviceInterface(model->target);
+    s->dev_params = deviceBuffers(model->n_params, iface);
+    s->dev_io = deviceBuffers(model->n_io, iface);
+    s->dev_states = deviceBuffers(model->n_states, iface);
+    s->dev_arena.iface = iface;
   }
   s->params.assign(model->n_params, nullptr);
   s->io_store.resize(model->n_io);
@@ -452,7 +460,11 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
     for (auto &d : s->dev_params) bufs.push_back((void *)(uintptr_t)d->device());
     for (auto &d : s->dev_io) bufs.push_back((void *)(uintptr_t)d->device());
     for (auto &d : s->dev_states) bufs.push_back((void *)(uintptr_t)d->device());
-    for (int i = 0; i < e->n_buffers; ++i) bufs.push_back((void *)(uintptr_t)(s->dev_arena.device() + offsets[i]));
+    while ((int)s->dev_slots.size() < e->n_buffers) s->dev_slots.push_back(std::make_unique<kilnrt::DeviceBuffer>());
+    for (int i = 0; i < e->n_buffers; ++i) {
+      if (kilnrt_status st = s->dev_slots[i]->cropOf(s->dev_arena, offsets[i])) return st;
+      bufs.push_back((void *)(uintptr_t)s->dev_slots[i]->device());
+    }
   }
   memcpy(s->syms, syms, sizeof(syms));
   // 4. Run.

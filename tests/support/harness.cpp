@@ -12,7 +12,10 @@
 namespace kt {
 
 std::string workDir(const std::string &test) {
-  std::string d = std::string(KILN_TEST_WORK) + "/" + test;
+  // KILN_TEST_WORK_DIR: a separate folder for a whole-suite rerun (ctest gpu/*-e2e), so that it
+  // never writes the executables the per-test ctest entries are running.
+  const char *own = getenv("KILN_TEST_WORK_DIR");
+  std::string d = std::string(own && *own ? own : KILN_TEST_WORK) + "/" + test;
   std::filesystem::create_directories(d);
   return d;
 }

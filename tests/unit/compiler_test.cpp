@@ -187,7 +187,7 @@ TEST(Driver, CudaTargetEmitsPtxAndFailsCleanlyWithoutADriver) {
   EXPECT_THAT(r.output, HasSubstr("--emit=ptx needs --target=cuda"));
   r = kt::run(small + " --gpu-buffers=device -o " + dir + "/m");
   EXPECT_EQ(r.code, 1);
-  EXPECT_THAT(r.output, HasSubstr("--gpu-buffers=device needs --target=cuda"));
+  EXPECT_THAT(r.output, HasSubstr("--gpu-buffers=device needs --target=cuda or opencl"));
   r = kt::run(small + " --target=cuda --emit=ptx -o " + dir + "/ptx");
   ASSERT_EQ(r.code, 0) << r.output;
   int n = 0;
@@ -213,6 +213,31 @@ TEST(Driver, CudaTargetEmitsPtxAndFailsCleanlyWithoutADriver) {
   r = kt::run(dir + "/md --random-weights --tokens 1,2");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("no CUDA driver or device"));
+}
+
+TEST(Driver, OpenclTargetRunsTheGpuSchedulesOrFailsCleanlyWithoutADevice) {
+  std::string dir = kt::workDir("opencl");
+  std::string small = gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " +
+                      KILN_TEST_CACHE;
+  auto r = kt::run(small + " --target=opencl --emit=ptx -o " + dir + "/ptx");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--emit=ptx needs --target=cuda"));
+  r = kt::run(small + " --target=opencl --gpu-buffers=device --dump-dir " + dir + "/dump -o " + dir + "/m");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(kt::run(dir + "/m --version").output, HasSubstr("-opencl-resident"));
+  // The schedules are the GPU ones: one block per row, GEMM tiles across threads.
+  bool gpuSchedule = false;
+  for (auto &e : std::filesystem::directory_iterator(dir + "/dump"))
+    if (e.path().string().find("kiln_linear_") != std::string::npos && e.path().extension() == ".txt") {
+      std::ifstream f(e.path());
+      std::string text((std::istreambuf_iterator<char>(f)), {});
+      gpuSchedule |= text.find("GPU tiles") != std::string::npos;
+    }
+  EXPECT_TRUE(gpuSchedule) << "no linear kernel has a GPU schedule";
+  // No OpenCL platform (the ICD loader finds no vendor): a clear user error, exit 1.
+  r = kt::run("OCL_ICD_VENDORS=/nonexistent " + dir + "/m --random-weights --tokens 1,2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("no OpenCL platform or device"));
 }
 
 TEST(Driver, PrintIrAfterAllShowsEveryPass) {

@@ -64,10 +64,11 @@ TEST(Arena, LiveBuffersNeverOverlapAndDeadOnesAreReused) {
   kiln_buffer_info b[] = {{100, {1, 0, 0, 0}, 0, 1}, {200, {1, 0, 0, 0}, 1, 2}, {100, {1, 0, 0, 0}, 2, 3}};
   int64_t syms[4] = {8, 1, 1, 1}, off[3], total;
   ASSERT_EQ(kilnrt_arena_plan(b, 3, syms, off, &total), KILNRT_OK);
-  EXPECT_EQ(total, 1600 + 832);  // b, then a and c (64-byte rounded) sharing one place
+  EXPECT_EQ(total, 1664 + 896);  // b, then a and c (128-byte rounded) sharing one place
   auto overlap = [&](int i, int j, int64_t si, int64_t sj) { return off[i] < off[j] + sj && off[j] < off[i] + si; };
-  EXPECT_FALSE(overlap(0, 1, 832, 1600));
-  EXPECT_FALSE(overlap(1, 2, 1600, 832));
+  EXPECT_FALSE(overlap(0, 1, 896, 1664));
+  EXPECT_FALSE(overlap(1, 2, 1664, 896));
+  for (int64_t o : off) EXPECT_EQ(o % 128, 0);
   EXPECT_EQ(off[0], off[2]);  // a and c are never live together: same place
   int64_t syms2[4] = {16, 1, 1, 1}, total2;
   ASSERT_EQ(kilnrt_arena_plan(b, 3, syms2, off, &total2), KILNRT_OK);

@@ -48,7 +48,7 @@ struct Builder {
       in.push_back(p);
     }
   }
-  bool gpu = false;  // CUDA target: GPU schedules (kernels without one run on the host)
+  bool gpu = false;  // CUDA or OpenCL target: GPU schedules (kernels without one run on the host)
   Var gpuRows(Func out, std::vector<Var> vars);
   int rank() const { return (int)k.output.dims.size(); }
   int64_t outDim(int tensorDim) const { return k.output.dims[tensorDim]; }
@@ -1114,7 +1114,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
   }
   try {
     Builder B(spec);
-    B.gpu = halideTarget.find("cuda") != std::string::npos;
+    B.gpu = cuda || halideTarget.find("opencl") != std::string::npos;
     Func f;
     const std::string &kd = spec.kind;
     if (kd == "linear" || kd == "matmul" || kd == "batch_matmul") f = buildMatmul(B);

@@ -56,9 +56,10 @@ struct Driver::Impl {
         ->capture_default_str();
     app.add_option("--dump-dir", dumpDir, "write NN-<pass>.mlir per pass, <kernel>.schedule.txt and <kernel>.stmt");
     app.add_flag("--print-ir-after-all", printIR, "print the IR after every pass to stderr");
-    app.add_option("--target", target, "host, x86-64-avx512, x86-64-avx2, x86-64-sse41, or cuda (the host CPU plus NVIDIA GPU kernels)")->capture_default_str();
+    app.add_option("--target", target, "host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda (the host CPU plus NVIDIA GPU kernels) or opencl "
+                   "(the host CPU plus the same GPU kernels on an OpenCL device)")->capture_default_str();
     app.add_option("--gpu-buffers", gpuBuffers,
-                   "--target=cuda: host (each kernel call copies its operands to the device and its result back) or "
+                   "--target=cuda or opencl: host (each kernel call copies its operands to the device and its result back) or "
                    "device (weights, activations and caches stay on the device)")
         ->check(CLI::IsMember({"host", "device"}))
         ->capture_default_str();
@@ -208,9 +209,9 @@ int Driver::runFile(int argc, char **argv) {
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
   auto tgt = resolveTarget(target);
-  if (!tgt) throw UserError{"unknown --target '" + target + "' (host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda)"};
-  if (emit == "ptx" && !tgt->cuda) throw UserError{"--emit=ptx needs --target=cuda"};
-  if (gpuBuffers == "device" && !tgt->cuda) throw UserError{"--gpu-buffers=device needs --target=cuda"};
+  if (!tgt) throw UserError{"unknown --target '" + target + "' (host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda, opencl)"};
+  if (emit == "ptx" && !tgt->cuda()) throw UserError{"--emit=ptx needs --target=cuda"};
+  if (gpuBuffers == "device" && tgt->gpu.empty()) throw UserError{"--gpu-buffers=device needs --target=cuda or opencl"};
   tgt->gpu_resident = gpuBuffers == "device";
   if (emit == "ptx" && output.empty()) throw UserError{"-o DIR is required for --emit=ptx (one <kernel>.ptx per kernel)"};
   Phase upto = *parsePhase(compileTo);

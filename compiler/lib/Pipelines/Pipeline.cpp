@@ -53,11 +53,11 @@ std::optional<TargetInfo> resolveTarget(const std::string &name) {
   if (name == avx512.name) return avx512;
   if (name == avx2.name) return avx2;
   if (name == sse.name) return sse;
-  if (name == "cuda") {  // the host CPU for the orchestration and host kernels, CUDA for the rest
+  if (name == "cuda" || name == "opencl") {  // the host CPU for the orchestration and host kernels, the GPU for the rest
     auto cpu = resolveTarget("host");
-    cpu->name += "-cuda";
-    cpu->halide += "-cuda-cuda_capability_80";
-    cpu->cuda = true;
+    cpu->name += "-" + name;
+    cpu->halide += name == "cuda" ? "-cuda-cuda_capability_80" : "-opencl";
+    cpu->gpu = name;
     return cpu;
   }
   if (name == "host") {
@@ -565,7 +565,7 @@ LogicalResult lowerToObject(ModuleOp module, const PipelineOptions &opt, int dum
   g_dump = dumpIndex;
   {
     PassManager pm(module->getContext(), ModuleOp::getOperationName());
-    pm.addPass(createLowerToLLVM(LowerToLLVMOptions{opt.symbol + "_entry_", opt.target.cuda, opt.target.gpu_resident}));
+    pm.addPass(createLowerToLLVM(LowerToLLVMOptions{opt.symbol + "_entry_", opt.target.gpu, opt.target.gpu_resident}));
     if (failed(pm.run(module))) return failure();
     dumpModule(module, opt, "kiln-lower-to-llvm");
   }

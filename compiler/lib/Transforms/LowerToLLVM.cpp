@@ -13,13 +13,13 @@
 //      in the step's buffer and runs the body's kernels; at the yield the next carried value is
 //      copied into the carried buffer (memcpy), and the loop repeats while the yielded flag is
 //      non-zero and fewer than max_steps steps ran.
-//   5. With `cuda`, every view is marked host-dirty (Halide copies it to the device when a GPU
+//   5. With `gpu` (cuda or opencl), every view is marked host-dirty (Halide copies it to the device when a GPU
 //      stage reads it) and after each call the result is copied back (halide_copy_to_host) and
 //      the call's device copies are freed: correct for any mix of GPU and host kernels, at the
 //      price of a copy per operand per call (device-resident buffers are the next step).
-//   6. With `resident` (CUDA, --gpu-buffers=device), the runtime passes each buffer's device
-//      pointer after the host table (bufs[nbufs + slot]); views carry it with the CUDA device
-//      interface and no dirty flag. Only host decisions copy: a host kernel's operands down and
+//   6. With `resident` (--gpu-buffers=device), the runtime passes each buffer's device
+//      pointer after the host table (bufs[nbufs + slot]); views carry it with the GPU API's
+//      device interface and no dirty flag. Only host decisions copy: a host kernel's operands down and
 //      its result up (lsh_sort), each step's number up and the loop's flag down; the loop's
 //      carry is copied on the device.
 //   7. Erase the func.func and the kiln ops; drop kiln.* module attributes.
@@ -93,18 +93,19 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
       }
       Value nullp = LLVM::ZeroOp::create(b, floc, ptr);
       // Device-resident buffers: the device table follows the host table (bufs[nbufs + slot]);
-      // every view carries its device pointer and the CUDA device interface.
+      // every view carries its device pointer and the GPU API's device interface.
       Value iface;
       int64_t nbufs = 0;
       if (resident) {
         for (const char *a : {"kiln.params", "kiln.io", "kiln.states"})
           if (auto arr = module->getAttrOfType<ArrayAttr>(a)) nbufs += arr.size();
         nbufs += f->getAttrOfType<ArrayAttr>("kiln.arena").size();
-        auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>("halide_cuda_device_interface");
+        std::string ifaceName = "halide_" + gpu + "_device_interface";
+        auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(ifaceName);
         if (!fn) {
           OpBuilder::InsertionGuard g(b);
           b.setInsertionPointToEnd(module.getBody());
-          fn = LLVM::LLVMFuncOp::create(b, floc, "halide_cuda_device_interface", LLVM::LLVMFunctionType::get(ptr, {}));
+          fn = LLVM::LLVMFuncOp::create(b, floc, ifaceName, LLVM::LLVMFunctionType::get(ptr, {}));
         }
         iface = LLVM::CallOp::create(b, floc, fn, ValueRange{}).getResult();
       }
@@ -144,7 +145,7 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
         LLVM::StoreOp::create(b, loc, host, field(view, {0, 0, 2}));
         // flags: host-dirty for CUDA kernels on host buffers, so each call copies its operands
         // to the device; none on device-resident buffers, whose device copy is current.
-        LLVM::StoreOp::create(b, loc, c64(cuda && !resident ? 1 : 0), field(view, {0, 0, 3}));
+        LLVM::StoreOp::create(b, loc, c64(!gpu.empty() && !resident ? 1 : 0), field(view, {0, 0, 3}));
         if (resident) {
           Value dptr = LLVM::GEPOp::create(b, loc, ptr, ptr, bufs, ArrayRef<LLVM::GEPArg>{(int32_t)(nbufs + slotOf(v))});
           Value dev = LLVM::PtrToIntOp::create(b, loc, i64, LLVM::LoadOp::create(b, loc, ptr, dptr));
@@ -208,7 +209,7 @@ struct LowerToLLVMPass : kiln::impl::LowerToLLVMBase<LowerToLLVMPass> {
                                          ValueRange{nullCtx, views[n], iface})
                         .getResult());
         }
-        if (cuda && !resident) {  // the result back to the host, the call's device copies freed
+        if (!gpu.empty() && !resident) {  // the result back to the host, the call's device copies freed
           Value rc = LLVM::CallOp::create(b, loc, kernelDecl("halide_copy_to_host", 2, loc), ValueRange{nullCtx, views[n]})
                          .getResult();
           for (unsigned i = 0; i <= n; ++i)

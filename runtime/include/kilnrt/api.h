@@ -99,6 +99,10 @@ kilnrt_status kilnrt_cpu_check(const char *features);
  * kernels' runtime) and checks for a device. A user error "no CUDA driver or device: ..."
  * otherwise. kilnrt_session_create calls it for such models. */
 kilnrt_status kilnrt_cuda_check(void);
+/* Models compiled with --target=opencl: loads the OpenCL loader (libOpenCL.so.1, made visible to
+ * the kernels' runtime) and checks for a platform with a device. A user error "no OpenCL
+ * platform or device: ..." otherwise. kilnrt_session_create calls it for such models. */
+kilnrt_status kilnrt_opencl_check(void);
 int64_t kilnrt_time_now_ns(void);
 void kilnrt_threads_set(int n);
 

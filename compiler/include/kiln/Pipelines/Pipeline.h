@@ -24,14 +24,18 @@ const char *phaseName(Phase p);
 // A compilation target: the Halide target string for kernels, the f32 vector width the
 // schedules assume, and the CPU features the executable checks for at start-up.
 struct TargetInfo {
-  std::string name;    // x86-64-avx512, x86-64-avx2, x86-64-sse41; "<cpu>-cuda" with CUDA kernels
+  std::string name;    // x86-64-avx512, x86-64-avx2, x86-64-sse41; "<cpu>-cuda" / "<cpu>-opencl" with GPU kernels
   std::string halide;  // Halide target string (without no_runtime)
   int64_t vector_width = 16;
   std::string cpu_features;
-  bool cuda = false;  // kernels run on an NVIDIA GPU (Halide's CUDA backend, sm_80 PTX)
-  bool gpu_resident = false;  // cuda: buffers live on the device (--gpu-buffers=device), not copied per call
+  // The GPU API the kernels run on: "" (the CPU), "cuda" (an NVIDIA GPU, Halide's CUDA backend,
+  // sm_80 PTX) or "opencl" (any OpenCL device; the tests run the GPU schedules on PoCL's CPU device).
+  std::string gpu;
+  bool gpu_resident = false;  // GPU: buffers live on the device (--gpu-buffers=device), not copied per call
+  bool cuda() const { return gpu == "cuda"; }
 };
-// "host" picks the best of the named targets this CPU supports; "cuda" is that CPU plus CUDA.
+// "host" picks the best of the named targets this CPU supports; "cuda" and "opencl" are that CPU
+// plus the GPU API.
 std::optional<TargetInfo> resolveTarget(const std::string &name);
 
 struct PipelineOptions {

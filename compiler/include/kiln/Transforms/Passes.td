@@ -177,10 +177,10 @@ def LowerToLLVM : Pass<"kiln-lower-to-llvm", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
   let options = [Option<"prefix", "prefix", "std::string", "\"kiln_entry_\"",
                         "symbol prefix of the entry functions (unique per model linked into one program)">,
-                 Option<"cuda", "cuda", "bool", "false",
-                        "CUDA kernels: operands marked host-dirty, each result copied back and device copies freed after each call">,
+                 Option<"gpu", "gpu", "std::string", "\"\"",
+                        "GPU kernels (cuda or opencl): operands marked host-dirty, each result copied back and device copies freed after each call">,
                  Option<"resident", "resident", "bool", "false",
-                        "CUDA kernels on device-resident buffers (device pointers after the host table)">];
+                        "GPU kernels on device-resident buffers (device pointers after the host table)">];
 }
 
 #endif
