@@ -226,14 +226,18 @@ TEST(Driver, OpenclTargetRunsTheGpuSchedulesOrFailsCleanlyWithoutADevice) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(kt::run(dir + "/m --version").output, HasSubstr("-opencl-resident"));
   // The schedules are the GPU ones: one block per row, GEMM tiles across threads.
-  bool gpuSchedule = false;
-  for (auto &e : std::filesystem::directory_iterator(dir + "/dump"))
-    if (e.path().string().find("kiln_linear_") != std::string::npos && e.path().extension() == ".txt") {
-      std::ifstream f(e.path());
-      std::string text((std::istreambuf_iterator<char>(f)), {});
-      gpuSchedule |= text.find("GPU tiles") != std::string::npos;
-    }
+  // The FFN runs over GPU-sized chunks of rows (1024 by default) in a host loop.
+  bool gpuSchedule = false, gpuChunks = false;
+  for (auto &e : std::filesystem::directory_iterator(dir + "/dump")) {
+    if (e.path().extension() != ".txt") continue;
+    std::ifstream f(e.path());
+    std::string text((std::istreambuf_iterator<char>(f)), {});
+    if (e.path().string().find("kiln_linear_") != std::string::npos) gpuSchedule |= text.find("GPU tiles") != std::string::npos;
+    if (e.path().string().find("kiln_ffn_") != std::string::npos)
+      gpuChunks |= text.find("chunks of min(L, 1024) rows, one after another") != std::string::npos;
+  }
   EXPECT_TRUE(gpuSchedule) << "no linear kernel has a GPU schedule";
+  EXPECT_TRUE(gpuChunks) << "no FFN kernel runs over GPU-sized chunks";
   // No OpenCL platform (the ICD loader finds no vendor): a clear user error, exit 1.
   r = kt::run("OCL_ICD_VENDORS=/nonexistent " + dir + "/m --random-weights --tokens 1,2");
   EXPECT_EQ(r.code, 1);

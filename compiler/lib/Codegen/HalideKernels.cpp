@@ -143,7 +143,10 @@ Expr activation(const std::string &act, Expr x) {
 // GPU GEMM schedule: output tiles of tn columns x 32 rows per block; 16 x 8 threads, each with
 // a 4 x 4 register block of accumulators (acc.compute_at the thread) summed over all of K.
 // Operands are read through the caches (no shared-memory staging yet).
-void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, int64_t N) {
+// fullTiles: every thread computes its whole 4 x 4 block (bound_extent), edge tiles included:
+// needed where out's rows are a split of a dynamic-sized chunk, and safe only where every
+// operand read is clamped (the FFN's packed panels and clamped input rows).
+void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, int64_t N, bool fullTiles = false) {
   int tn = 64;
   if (N >= 0)
     while (tn > 16 && tn / 2 >= N) tn /= 2;
@@ -153,8 +156,10 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
   if (batch) out.gpu_blocks(jo, io, *batch);
   else out.gpu_blocks(jo, io);
   out.gpu_threads(jt, it).unroll(jr).unroll(ir);
-  acc.compute_at(out, jt).store_in(MemoryType::Register).unroll(j).unroll(i);
-  acc.update().reorder(j, i, rk).unroll(j).unroll(i);
+  Var aj = acc.args()[0], ai = acc.args()[1];  // acc's own (column, row): out's row may be a split of it
+  acc.compute_at(out, jt).store_in(MemoryType::Register).unroll(aj).unroll(ai);
+  if (fullTiles) acc.bound_extent(aj, 4).bound_extent(ai, 4);
+  acc.update().reorder(aj, ai, rk).unroll(aj).unroll(ai);
   B.log << out.name() << ": GPU tiles of " << tn << " columns x 32 rows per block, " << tn / 4
         << " x 8 threads with 4 x 4 register accumulators (" << acc.name() << ".compute_at the thread), K serial\n";
 }
@@ -296,15 +301,23 @@ Func buildFfn(Builder &B) {
   Expr v = acc2(j, i) + B2(j);
   if (k.inputs.size() > 5) v = v + B.in[5](j, i);
   out(j, i) = v;
-  if (B.gpu) {  // h [L, d_ff] materialized on the device (not chunked yet), then the second GEMM
+  if (B.gpu) {  // chunks of rows in a host loop; per chunk h [rows, d_ff] on the device, then the second GEMM
     for (Func P : {P1, P2}) {
       Var kp("kp"), bx("bx"), by("by"), tx("tx"), ty("ty");
       P.compute_root().fuse(kk, po, kp).gpu_tile(pi, kp, bx, by, tx, ty, 16, 16, TailStrategy::GuardWithIf);
     }
-    h.compute_root();
+    // kiln-chunk-ffn picks GPU-sized chunks (1024 rows unless --ffn-chunk says otherwise): each
+    // chunk's two GEMMs still fill the GPU, and h never exceeds chunk x d_ff. Inputs shorter than
+    // a chunk are one chunk of their own length (the factor is min(L, chunk)).
+    Var ic("ic"), ir("ir");
+    out.split(i, ic, ir, min(M, chunk), TailStrategy::GuardWithIf);
+    h.compute_at(out, ic);
     gpuGemm(B, h, acc1, f, i, r1, nullptr, dff);
-    gpuGemm(B, out, acc2, j, i, r2, nullptr, dout);
-    B.log << "W1, W2 packed into panels on the GPU once per call\n";
+    gpuGemm(B, out, acc2, j, ir, r2, nullptr, dout, /*fullTiles=*/true);
+    B.log << "out: chunks of min(L, " << chunk << ") rows, one after another (a host loop); per chunk h [rows x " << dff
+          << "] = act(x.W1 + b1) on the device (h.compute_at(out, ic)), then out = h.W2 + b2"
+          << (k.inputs.size() > 5 ? " + residual" : "") << "\n"
+          << "W1, W2 packed into panels on the GPU once per call\n";
     return out;
   }
 

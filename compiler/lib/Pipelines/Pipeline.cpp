@@ -107,7 +107,10 @@ static std::vector<std::unique_ptr<Pass>> passesOf(Phase p, const PipelineOption
       v.push_back(createFuseEpilogue());
       break;
     case Phase::Tiled:
-      if (opt.ffn_chunk >= 0) v.push_back(createChunkFfn(ChunkFfnOptions{opt.ffn_chunk}));
+      // GPU kernels: chunks of 1024 rows by default (a chunk's GEMMs must fill the device, and
+      // h is chunk x d_ff of device memory); the CPU default comes from the L2 size.
+      if (opt.ffn_chunk >= 0)
+        v.push_back(createChunkFfn(ChunkFfnOptions{opt.ffn_chunk == 0 && !opt.target.gpu.empty() ? 1024 : opt.ffn_chunk}));
       v.push_back(createPrepackWeights());
       v.push_back(createTileSparsePattern());
       v.push_back(createTileOps(TileOpsOptions{t.vector_width}));
