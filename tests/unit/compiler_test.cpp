@@ -227,16 +227,20 @@ TEST(Driver, OpenclTargetRunsTheGpuSchedulesOrFailsCleanlyWithoutADevice) {
   EXPECT_THAT(kt::run(dir + "/m --version").output, HasSubstr("-opencl-resident"));
   // The schedules are the GPU ones: one block per row, GEMM tiles across threads.
   // The FFN runs over GPU-sized chunks of rows (1024 by default) in a host loop.
-  bool gpuSchedule = false, gpuChunks = false;
+  bool gpuSchedule = false, gpuChunks = false, staged = false;
   for (auto &e : std::filesystem::directory_iterator(dir + "/dump")) {
     if (e.path().extension() != ".txt") continue;
     std::ifstream f(e.path());
     std::string text((std::istreambuf_iterator<char>(f)), {});
-    if (e.path().string().find("kiln_linear_") != std::string::npos) gpuSchedule |= text.find("GPU tiles") != std::string::npos;
+    if (e.path().string().find("kiln_linear_") != std::string::npos) {
+      gpuSchedule |= text.find("GPU tiles") != std::string::npos;
+      staged |= text.find("staged in shared memory") != std::string::npos;  // the forward's GEMMs (decode's are not)
+    }
     if (e.path().string().find("kiln_ffn_") != std::string::npos)
       gpuChunks |= text.find("chunks of min(L, 1024) rows, one after another") != std::string::npos;
   }
   EXPECT_TRUE(gpuSchedule) << "no linear kernel has a GPU schedule";
+  EXPECT_TRUE(staged) << "no linear kernel stages its operands in shared memory";
   EXPECT_TRUE(gpuChunks) << "no FFN kernel runs over GPU-sized chunks";
   // No OpenCL platform (the ICD loader finds no vendor): a clear user error, exit 1.
   r = kt::run("OCL_ICD_VENDORS=/nonexistent " + dir + "/m --random-weights --tokens 1,2");

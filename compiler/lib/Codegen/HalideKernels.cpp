@@ -140,13 +140,36 @@ Expr activation(const std::string &act, Expr x) {
   return x;
 }
 
-// GPU GEMM schedule: output tiles of tn columns x 32 rows per block; 16 x 8 threads, each with
-// a 4 x 4 register block of accumulators (acc.compute_at the thread) summed over all of K.
-// Operands are read through the caches (no shared-memory staging yet).
-// fullTiles: every thread computes its whole 4 x 4 block (bound_extent), edge tiles included:
-// needed where out's rows are a split of a dynamic-sized chunk, and safe only where every
-// operand read is clamped (the FFN's packed panels and clamped input rows).
-void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, int64_t N, bool fullTiles = false) {
+// GPU GEMM schedule: output tiles of tn columns x 32 rows per block; tn/4 x 8 threads, each
+// with a 4 x 4 block of the output.
+//
+// With `stage` (a static K that kc divides, operands read through Funcs with clamped indices):
+// K runs in chunks of kc inside the block. Per chunk the block's threads copy the chunk's
+// operand tiles (kc x 32 rows of A, tn columns x kc of B) into shared memory, then each thread
+// sums its 4 x 4 block over the chunk in registers (acc's update rfactor'ed over the chunks) and
+// adds it to the block's accumulator tile in shared memory. Every tile, edge tiles included, is
+// computed whole (bound_extent): the operand Funcs clamp their indices.
+//
+// Without: each thread's 4 x 4 accumulators stay in registers over all of K and the operands are
+// read through the caches. fullTiles: every thread computes its whole 4 x 4 block, edge tiles
+// included: needed where out's rows are a split of a dynamic-sized chunk, and safe only where
+// every operand read is clamped (the FFN's packed panels and clamped input rows).
+struct GpuStage {
+  Func a, b;   // a(k, i[, batch]) and b(j, k[, batch]), as acc's update reads them
+  int kc = 0;  // K per chunk (divides K)
+};
+
+// The largest K chunk (of 32, 16, 8, 4) dividing a static K; 0: no staging, also for a static M
+// under one block's 32 rows (decode steps), where whole staged tiles would mostly be padding.
+int gpuKChunk(int64_t K, int64_t M) {
+  if (M >= 0 && M < 32) return 0;
+  for (int kc : {32, 16, 8, 4})
+    if (K > 0 && K % kc == 0) return kc;
+  return 0;
+}
+
+void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, int64_t N, bool fullTiles = false,
+             GpuStage *stage = nullptr) {
   int tn = 64;
   if (N >= 0)
     while (tn > 16 && tn / 2 >= N) tn /= 2;
@@ -157,6 +180,32 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
   else out.gpu_blocks(jo, io);
   out.gpu_threads(jt, it).unroll(jr).unroll(ir);
   Var aj = acc.args()[0], ai = acc.args()[1];  // acc's own (column, row): out's row may be a split of it
+  if (stage) {
+    const int kc = stage->kc;
+    Var c("c"), tj("tj"), ti("ti"), uj("uj"), ui("ui");
+    RVar rko("rko"), rki("rki");
+    acc.compute_at(out, jo).store_in(MemoryType::GPUShared).bound_extent(aj, tn).bound_extent(ai, 32);
+    if (batch) acc.bound_extent(*batch, 1);
+    acc.tile(aj, ai, tj, ti, uj, ui, 4, 4).gpu_threads(tj, ti).unroll(uj).unroll(ui);
+    acc.update().split(rk, rko, rki, kc);
+    Func part = acc.update().rfactor(rko, c);  // part(j, i[, b], c): one chunk's sum
+    acc.update().tile(aj, ai, tj, ti, uj, ui, 4, 4).reorder(uj, ui, tj, ti, rko).gpu_threads(tj, ti).unroll(uj).unroll(ui);
+    Var pj = part.args()[0], pi = part.args()[1];
+    part.compute_at(acc, tj).store_in(MemoryType::Register).bound_extent(pj, 4).bound_extent(pi, 4).unroll(pj).unroll(pi);
+    part.update().reorder(pj, pi, rki).unroll(pj).unroll(pi).unroll(rki);
+    // The chunk's operand tiles, copied by the block's threads (tn/4 x 8 of them).
+    Var bj = stage->b.args()[0], bk = stage->b.args()[1], ak = stage->a.args()[0], ar = stage->a.args()[1];
+    stage->b.compute_at(acc, rko).store_in(MemoryType::GPUShared).bound_extent(bj, tn).bound_extent(bk, kc);
+    stage->b.tile(bj, bk, tj, ti, uj, ui, 4, std::max(1, kc / 8)).gpu_threads(tj, ti).unroll(uj).unroll(ui);
+    stage->a.compute_at(acc, rko).store_in(MemoryType::GPUShared).bound_extent(ak, kc).bound_extent(ar, 32);
+    stage->a.tile(ak, ar, tj, ti, uj, ui, std::max(1, kc / (tn / 4)), 4).gpu_threads(tj, ti).unroll(uj).unroll(ui);
+    if (batch) stage->a.bound_extent(stage->a.args()[2], 1), stage->b.bound_extent(stage->b.args()[2], 1);
+    B.log << out.name() << ": GPU tiles of " << tn << " columns x 32 rows per block, " << tn / 4 << " x 8 threads; K in chunks of "
+          << kc << ": per chunk the operand tiles (" << stage->a.name() << " " << kc << " x 32, " << stage->b.name() << " " << tn
+          << " x " << kc << ") staged in shared memory, each thread's 4 x 4 chunk sum in registers (" << part.name()
+          << ", acc rfactor'ed over the chunks) added to the block's " << acc.name() << " tile in shared memory\n";
+    return;
+  }
   acc.compute_at(out, jt).store_in(MemoryType::Register).unroll(aj).unroll(ai);
   if (fullTiles) acc.bound_extent(aj, 4).bound_extent(ai, 4);
   acc.update().reorder(aj, ai, rk).unroll(aj).unroll(ai);
@@ -192,12 +241,14 @@ Func buildMatmul(Builder &B) {
   };
   // Rows beyond M are only ever computed by the last register block's padding: clamp them.
   Expr row = clamp(i, 0, M - 1);
-  Func Bt("Bt"), acc("acc"), out("out");
-  Expr col = N >= 0 ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
+  Func Ar("Ar"), Bt("Bt"), acc("acc"), out("out");
+  // Columns are clamped where tiles may overhang N: a dynamic N, and the GPU's whole tiles.
+  Expr col = N >= 0 && !B.gpu ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
   Bt(withB({j, Var("kk")})) = transposed ? W(withB({Var("kk"), col})) : W(withB({col, Var("kk")}));
+  Ar(withB({Var("kk"), i})) = A(withB({Var("kk"), row}));  // inlined on the CPU
   std::vector<Expr> accArgs = withB({j, i});
   acc(accArgs) = 0.0f;
-  acc(accArgs) += A(withB({r, row})) * Bt(withB({j, r}));
+  acc(accArgs) += Ar(withB({r, i})) * Bt(withB({j, r}));
   Expr v = acc(accArgs);
   if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
   if (lin) v = activation(k.gets("act", "none"), v);
@@ -208,7 +259,8 @@ Func buildMatmul(Builder &B) {
       Bt.compute_root().gpu_tile(j, kk, bx, by, tx, ty, 16, 16, TailStrategy::GuardWithIf);
       B.log << "Bt: the weight transposed on the GPU once per call (gpu_tile 16 x 16)\n";
     }
-    gpuGemm(B, out, acc, j, i, r, batch ? &b : nullptr, N);
+    GpuStage stage{Ar, transposed ? Bt.in() : Bt, gpuKChunk(K, k.inputs[0].dims[k.inputs[0].dims.size() - 2])};  // a root Bt is staged through a wrapper
+    gpuGemm(B, out, acc, j, i, r, batch ? &b : nullptr, N, false, stage.kc ? &stage : nullptr);
     return out;
   }
 
@@ -293,11 +345,17 @@ Func buildFfn(Builder &B) {
   Expr c1 = min(po * tn1 + pi, dff - 1), c2 = min(po * tn2 + pi, dout - 1);
   P1(pi, kk, po) = oi1 ? W1(kk, c1) : W1(c1, kk);
   P2(pi, kk, po) = oi2 ? W2(kk, c2) : W2(c2, kk);
+  // The GEMMs' operands as Funcs (inlined on the CPU; staged through shared memory on the GPU).
+  Func Xr("Xr"), W1p("W1p"), Hr("Hr"), W2p("W2p");
+  Xr(kk, i) = X(kk, clamp(i, 0, M - 1));
+  W1p(f, kk) = P1(f % tn1, kk, f / tn1);
   acc1(f, i) = 0.0f;
-  acc1(f, i) += X(r1, clamp(i, 0, M - 1)) * P1(f % tn1, r1, f / tn1);
+  acc1(f, i) += Xr(r1, i) * W1p(f, r1);
   h(f, i) = activation(k.gets("act", "none"), acc1(f, i) + B1(f));
+  Hr(kk, i) = h(kk, i);
+  W2p(j, kk) = P2(j % tn2, kk, j / tn2);
   acc2(j, i) = 0.0f;
-  acc2(j, i) += h(r2, i) * P2(j % tn2, r2, j / tn2);
+  acc2(j, i) += Hr(r2, i) * W2p(j, r2);
   Expr v = acc2(j, i) + B2(j);
   if (k.inputs.size() > 5) v = v + B.in[5](j, i);
   out(j, i) = v;
@@ -312,8 +370,9 @@ Func buildFfn(Builder &B) {
     Var ic("ic"), ir("ir");
     out.split(i, ic, ir, min(M, chunk), TailStrategy::GuardWithIf);
     h.compute_at(out, ic);
-    gpuGemm(B, h, acc1, f, i, r1, nullptr, dff);
-    gpuGemm(B, out, acc2, j, ir, r2, nullptr, dout, /*fullTiles=*/true);
+    GpuStage s1{Xr, W1p, gpuKChunk(d, k.inputs[0].dims[0])}, s2{Hr, W2p, gpuKChunk(dff, k.inputs[0].dims[0])};
+    gpuGemm(B, h, acc1, f, i, r1, nullptr, dff, false, s1.kc ? &s1 : nullptr);
+    gpuGemm(B, out, acc2, j, ir, r2, nullptr, dout, /*fullTiles=*/true, s2.kc ? &s2 : nullptr);
     B.log << "out: chunks of min(L, " << chunk << ") rows, one after another (a host loop); per chunk h [rows x " << dff
           << "] = act(x.W1 + b1) on the device (h.compute_at(out, ic)), then out = h.W2 + b2"
           << (k.inputs.size() > 5 ? " + residual" : "") << "\n"
