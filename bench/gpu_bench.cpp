@@ -1,7 +1,9 @@
 // kiln-gpu-bench: kiln's kernels on an NVIDIA GPU (models compiled with --target=cuda), for a
 // machine that has only the driver and libc: no baselines, no BLAS. Built on demand
 // (`cmake --build build --target kiln-gpu-bench`, which tests/gpu/run.sh prepare does) with the
-// C++ runtime linked statically.
+// C++ runtime linked statically. kiln-gpu-bench-opencl is the same program over the same cases
+// compiled with --target=opencl; ctest runs it with --quick (small sizes) on PoCL's CPU device,
+// which checks the program, not the GPU's speed.
 //
 // Prints kiln-bench's CSV columns with the baseline columns empty; `gflops` is the achieved
 // GFLOP/s (TFLOP/s x 1000) and `peak_fraction` its fraction of the H200's dense FP32 peak
@@ -9,7 +11,7 @@
 // dense and causal (12 heads, head dim 64) at L = 1024..16384, GPT-2 small forward (L = 512) and
 // decode (ms per token at position 1023). Times are medians, in ms, of whole runs, the
 // models compiled with --gpu-buffers=device: weights stay on the device, each run uploads its
-// inputs and downloads its outputs.
+// inputs and downloads its outputs. --quick: M = 64, L = 128 and 256, GPT-2 at L = 32.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -28,10 +30,12 @@
 
 namespace {
 double g_peak = 67e12;
+bool g_quick = false;
 
 void die() {
   fprintf(stderr, "kiln-gpu-bench: %s\n", kilnrt_last_error());
-  exit(kilnrt_last_error() && strstr(kilnrt_last_error(), "no CUDA driver") ? 1 : 2);
+  const char *e = kilnrt_last_error();
+  exit(e && (strstr(e, "no CUDA driver") || strstr(e, "no OpenCL platform")) ? 1 : 2);
 }
 
 struct Run {
@@ -105,28 +109,37 @@ std::vector<int32_t> ids(long n, unsigned seed) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
     if (!strcmp(argv[i], "--peak-tflops") && i + 1 < argc) g_peak = atof(argv[++i]) * 1e12;
+    else if (!strcmp(argv[i], "--quick")) g_quick = true;
+    else {
+      fprintf(stderr, "usage: %s [--quick] [--peak-tflops T]\n", argv[0]);
+      return 1;
+    }
+  const long M = g_quick ? 64 : 512, ctx = g_quick ? 32 : 512, past = g_quick ? 31 : 1023;
+  const std::vector<long> lengths = g_quick ? std::vector<long>{128, 256} : std::vector<long>{1024, 2048, 4096, 8192, 16384};
   printf("case,L,density,computed_density,kiln_ms,baseline,baseline_ms,ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,"
          "peak_fraction\n");
-  linear(&gpu_linear_768x768, "linear_512x768x768", 512, 768, 768);
-  linear(&gpu_linear_768x3072, "linear_512x768x3072", 512, 3072, 768);
-  linear(&gpu_linear_3072x768, "linear_512x3072x768", 512, 768, 3072);
-  for (long L : {1024, 2048, 4096, 8192, 16384}) attention(&gpu_attention_dense, false, L);
-  for (long L : {1024, 2048, 4096, 8192, 16384}) attention(&gpu_attention_causal, true, L);
+  auto lin = [&](const char *shape) { return "linear_" + std::to_string(M) + "x" + shape; };
+  linear(&gpu_linear_768x768, lin("768x768").c_str(), M, 768, 768);
+  linear(&gpu_linear_768x3072, lin("768x3072").c_str(), M, 3072, 768);
+  linear(&gpu_linear_3072x768, lin("3072x768").c_str(), M, 768, 3072);
+  for (long L : lengths) attention(&gpu_attention_dense, false, L);
+  for (long L : lengths) attention(&gpu_attention_causal, true, L);
   const double d = 768, layers = 12, vocab = 50257;
   {
     Run r(&gpu_gpt2_small);
-    std::vector<int32_t> t = ids(512, 7);
-    r.input("tokens", {512}, t.data(), KILN_I32);
-    emit("gpt2_small_forward", 512, "", r.ms("forward", 3), (double)kilnrt_session_arena_bytes(r.s),
-         512 * (2 * 12 * d * d * layers + 2 * d * vocab) + 2.0 * 512 * 512 * d * layers);
-    std::vector<int32_t> prompt = ids(1023, 8);
-    r.input("tokens", {1023}, prompt.data(), KILN_I32);
+    std::vector<int32_t> t = ids(ctx, 7);
+    r.input("tokens", {ctx}, t.data(), KILN_I32);
+    const double L = (double)ctx;
+    emit("gpt2_small_forward", ctx, "", r.ms("forward", 3), (double)kilnrt_session_arena_bytes(r.s),
+         L * (2 * 12 * d * d * layers + 2 * d * vocab) + 2.0 * L * L * d * layers);
+    std::vector<int32_t> prompt = ids(past, 8);
+    r.input("tokens", {past}, prompt.data(), KILN_I32);
     if (kilnrt_session_run(r.s, "forward")) die();
-    int32_t past = 1023, tok = 1234;
-    r.input("past", {1}, &past, KILN_I32);
+    int32_t pos = (int32_t)past, tok = 1234;
+    r.input("past", {1}, &pos, KILN_I32);
     r.input("token", {1}, &tok, KILN_I32);
-    emit("gpt2_small_decode", 1024, "", r.ms("decode", 5), (double)kilnrt_session_arena_bytes(r.s),
-         2 * 12 * d * d * layers + 2 * d * vocab + 4.0 * 1024 * d * layers);
+    emit("gpt2_small_decode", past + 1, "", r.ms("decode", 5), (double)kilnrt_session_arena_bytes(r.s),
+         2 * 12 * d * d * layers + 2 * d * vocab + 4.0 * (past + 1) * d * layers);
   }
   return 0;
 }
