@@ -14,6 +14,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 
@@ -1162,6 +1163,39 @@ std::string extractPtx(const std::string &object) {
   return ptx;
 }
 
+// Halide's compile-time warnings, kept per kernel (Halide compiles in the calling thread).
+// Errors are thrown as Halide does by default.
+class KernelWarnings : public CompileTimeErrorReporter {
+public:
+  void warning(const char *msg) override {
+    if (sink) *sink += msg;
+    else fputs(msg, stderr);
+  }
+  void error(const char *msg) override { throw CompileError(msg); }
+  static thread_local std::string *sink;
+};
+thread_local std::string *KernelWarnings::sink = nullptr;
+
+// A kernel's warnings: the asserts Halide drops from GPU kernels (the bound_extent contracts the
+// GPU schedules keep by construction, which a GPU kernel cannot check) go to the kernel's
+// schedule; any other warning is also printed, with the kernel's name.
+void reportWarnings(const std::string &kernel, const std::string &text, std::ostream &log) {
+  std::stringstream in(text);
+  std::string dropped;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (line.find("Ignoring assertion inside") != std::string::npos) {
+      dropped += "  " + line + "\n";
+      continue;
+    }
+    fprintf(stderr, "kiln: kernel %s: Halide %s\n", kernel.c_str(), line.c_str());
+    log << "Halide " << line << "\n";
+  }
+  if (!dropped.empty())
+    log << "checks Halide leaves out of the GPU kernel (bound_extent sizes the schedule guarantees by construction):\n"
+        << dropped;
+}
+
 }  // namespace
 
 bool buildKernel(const std::string &name, const KernelSpec &spec, const std::string &halideTarget,
@@ -1214,7 +1248,16 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     // Write under temporary names, then rename: a concurrent or interrupted build never
     // leaves a half-written kernel in the cache.
     std::string tmp = dir + "/." + name + "." + std::to_string(getpid());
+    static KernelWarnings reporter;
+    static std::once_flag installed;
+    std::call_once(installed, [] { set_custom_compile_time_error_reporter(&reporter); });
+    std::string warnings;
+    KernelWarnings::sink = &warnings;
+    struct Reset {
+      ~Reset() { KernelWarnings::sink = nullptr; }
+    } reset;
     Pipeline(f).compile_to({{OutputFileType::object, tmp + ".o"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
+    reportWarnings(name, warnings, B.log);
     out->schedule = B.log.str();
     if (cuda) {  // the PTX Halide embedded in the object (empty: every stage runs on the host)
       std::ofstream(tmp + ".ptx") << extractPtx(slurp(tmp + ".o"));
