@@ -55,6 +55,10 @@ TEST(Emit, OpsCarryTheUsersLine) {
 
 namespace {
 std::string gpt2Compile() { return std::string(KILN_BIN) + "/gpt2-compile"; }
+// A one-layer GPT-2's compile command (add flags), with the tests' kernel cache.
+std::string smallGpt2Compile() {
+  return gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " + KILN_TEST_CACHE;
+}
 }  // namespace
 
 TEST(Driver, ModelErrorsExitOneAtTheUsersLine) {
@@ -90,8 +94,7 @@ TEST(Driver, BadFlagsAreUserErrors) {
 }
 
 TEST(Driver, EmitsEveryPhaseAndArtefact) {
-  std::string small = gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " +
-                      KILN_TEST_CACHE;
+  std::string small = smallGpt2Compile();
   auto r = kt::run(small + " --compile-to=input");
   EXPECT_EQ(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("kiln.attention"));
@@ -180,8 +183,7 @@ TEST(Codegen, HalideErrorsBecomeMessagesNotCrashes) {
 // error on a machine without a CUDA driver (these machines have none; skipped where one exists).
 TEST(Driver, CudaTargetEmitsPtxAndFailsCleanlyWithoutADriver) {
   std::string dir = kt::workDir("cuda");
-  std::string small = gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " +
-                      KILN_TEST_CACHE;
+  std::string small = smallGpt2Compile();
   auto r = kt::run(small + " --emit=ptx -o " + dir + "/ptx");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("--emit=ptx needs --target=cuda"));
@@ -217,8 +219,7 @@ TEST(Driver, CudaTargetEmitsPtxAndFailsCleanlyWithoutADriver) {
 
 TEST(Driver, OpenclTargetRunsTheGpuSchedulesOrFailsCleanlyWithoutADevice) {
   std::string dir = kt::workDir("opencl");
-  std::string small = gpt2Compile() + " --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --quiet --cache-dir " +
-                      KILN_TEST_CACHE;
+  std::string small = smallGpt2Compile();
   auto r = kt::run(small + " --target=opencl --emit=ptx -o " + dir + "/ptx");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("--emit=ptx needs --target=cuda"));
