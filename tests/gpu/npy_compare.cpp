@@ -1,6 +1,7 @@
 // kiln-npy-compare: the shared comparison for two .npy files, for machines without the test
 // suite (tests/gpu/run.sh on the GPU machine). Exit 0 when every element satisfies
-// |got - want| <= tol |want| + tol max|want| (same shape, same dtype), 1 otherwise.
+// |got - want| <= tol |want| + tol max|want| (same shape, same dtype; max over finite values;
+// equal infinities and NaN against NaN match), 1 otherwise.
 //
 //   kiln-npy-compare WANT.npy GOT.npy [TOL]      (TOL default 1e-4; reordered GPU sums: 2e-4)
 #include <algorithm>
@@ -32,12 +33,17 @@ int main(int argc, char **argv) {
     return t.dtype == KILN_I32 ? (double)((const int32_t *)t.data)[i] : (double)((const float *)t.data)[i];
   };
   double scale = 0, worst = 0;
-  for (int64_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(at(a, i)));
+  // The scale is over finite values; equal values (the same infinity, e.g. a fully masked row's
+  // log-sum-exp) and NaN against NaN match; an infinity or NaN against anything else does not.
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(at(a, i))) scale = std::max(scale, std::fabs(at(a, i)));
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; ++i) {
-    double w = at(a, i), g = at(b, i), d = std::fabs(g - w);
-    worst = std::max(worst, d);
-    if (!(d <= tol * std::fabs(w) + tol * scale)) bad += 1, first = first < 0 ? i : first;
+    double w = at(a, i), g = at(b, i);
+    if (w == g || (std::isnan(w) && std::isnan(g))) continue;
+    double d = std::fabs(g - w);
+    worst = std::max(worst, std::isnan(d) ? INFINITY : d);
+    if (!std::isfinite(w) || !std::isfinite(g) || !(d <= tol * std::fabs(w) + tol * scale)) bad += 1, first = first < 0 ? i : first;
   }
   printf("%s: %lld elements, max |diff| %.3g (max |want| %.3g), %lld outside tolerance %.1g\n", argv[2], (long long)n,
          worst, scale, (long long)bad, tol);

@@ -7,7 +7,8 @@
 #                                        # CPU and for --target=cuda, shared weights, the CPU
 #                                        # outputs and kiln-npy-compare (a few MB in all)
 #   tests/gpu/run.sh device [BUNDLE]    # on the GPU machine: runs every CUDA executable with the
-#                                        # same weights and inputs, compares with the CPU outputs
+#                                        # same weights and inputs, compares with the CPU outputs;
+#                                        # then the end-to-end test models' recorded cases
 #
 # KILN_GPU_API=opencl compiles for --target=opencl instead (no bench): the same GPU schedules on
 # any OpenCL device. ctest gpu/opencl-examples runs both halves here, on PoCL's CPU device.
@@ -56,6 +57,21 @@ prepare() {
     echo "$rargs" >"$dir/args"
     echo "prepared $name ($(ls "$dir/want" | wc -l) outputs)"
   done
+  # The end-to-end test models: the suite runs here on the CPU; every model it compiles is also
+  # compiled for the GPU, and every run with outputs becomes a case (tests/support/harness.h).
+  # Random weights are regenerated from their seed there, so no weights travel.
+  local work=$bundle.work
+  rm -rf "$work" && mkdir -p "$work"
+  if ! KILN_TEST_GPU_BUNDLE="$work/e2e" KILN_TEST_GPU_BUNDLE_API=$api KILN_TEST_WORK_DIR="$work/tests" \
+      "$bin/kiln_e2e_tests" --gtest_brief=1 >"$work/e2e.log" 2>&1; then
+    tail -30 "$work/e2e.log"; echo "the end-to-end tests failed on the CPU"; exit 1
+  fi
+  strip "$work"/e2e/models/* 2>/dev/null
+  # xz with a dictionary spanning the whole archive: the models share their runtime, so 70
+  # executables (about 60 MB) pack into a few MB and the bundle fits what a GPU machine carries.
+  tar -C "$work" -cf - e2e | xz -9 -T2 --lzma2=preset=9,dict=64MiB >"$bundle/e2e.tar.xz" || exit 1
+  echo "prepared $(ls "$work/e2e/cases" | wc -l) end-to-end cases of $(ls "$work/e2e/models" | wc -l) models"
+  rm -rf "$work"
   echo "bundle: $bundle ($(du -sh "$bundle" | cut -f1))"
 }
 
@@ -85,6 +101,28 @@ device() {
       echo "$name ($variant): ran in $(echo "$t1 - $t0" | bc 2>/dev/null || echo "?") s (process, first call included)"
     done
   done
+  if [ -f "$bundle/e2e.tar.xz" ] && ! command -v xz >/dev/null; then
+    echo "SKIPPED: the end-to-end test models (no xz here to unpack e2e.tar.xz)"
+  elif [ -f "$bundle/e2e.tar.xz" ]; then  # the end-to-end test models' cases
+    rm -rf "$bundle/e2e" && { xz -dc "$bundle/e2e.tar.xz" | tar -C "$bundle" -xf -; } || fail=1
+    local n=0 bad=0 c
+    for c in "$bundle"/e2e/cases/*/; do
+      local exe
+      exe=$(cat "$c/model")
+      [ -n "${KILN_GPU_DRY_RUN:-}" ] && { n=$((n + 1)); continue; }
+      # shellcheck disable=SC2046
+      if ! (cd "$c" && "./$exe" $(cat args) --output-dir got >run.log 2>&1); then
+        echo "FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")):"; tail -5 "$c/run.log"; bad=$((bad + 1)); continue
+      fi
+      for want in "$c"/want/*.npy; do
+        "$bundle/kiln-npy-compare" "$want" "$c/got/$(basename "$want")" $tol >"$c/compare.log" 2>&1 ||
+          { echo "FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")):"; cat "$c/compare.log"; bad=$((bad + 1)); }
+      done
+      n=$((n + 1))
+    done
+    echo "end-to-end models: $n cases, $bad failing"
+    [ $bad = 0 ] || fail=1
+  fi
   [ $fail = 0 ] && echo "all models match the CPU outputs" || echo "SOME MODELS DIFFER"
   if [ "${3:-}" != nobench ] && [ -z "${KILN_GPU_DRY_RUN:-}" ] && [ -x "$bundle/kiln-gpu-bench" ]; then
     echo "kiln-gpu-bench:"

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -20,6 +22,73 @@ std::string workDir(const std::string &test) {
   return d;
 }
 
+const char *gpuBundle() {
+  const char *b = getenv("KILN_TEST_GPU_BUNDLE");
+  return b && *b ? b : nullptr;
+}
+
+namespace {
+std::map<std::string, std::string> &gpuVariants() {  // CPU executable -> its GPU build in the bundle
+  static std::map<std::string, std::string> m;
+  return m;
+}
+
+// Records a successful run of a bundled model as a case the GPU machine reruns (see harness.h).
+// Only plain commands are recorded: the executable, flags, and the files of --weights, --input
+// and --output-dir (--save-weights is dropped; random weights are regenerated from the seed).
+void recordGpuCase(const std::string &cmd) {
+  namespace fs = std::filesystem;
+  std::stringstream ss(cmd);
+  std::vector<std::string> tok;
+  for (std::string t; ss >> t;) tok.push_back(t);
+  if (tok.empty() || !gpuVariants().count(tok[0])) return;
+  static int cases = 0;
+  char id[16];
+  snprintf(id, sizeof id, "%04d", cases);
+  fs::path dir = fs::path(gpuBundle()) / "cases" / id;
+  fs::remove_all(dir);
+  fs::create_directories(dir / "want");
+  std::string args, outDir;
+  for (size_t i = 1; i < tok.size(); ++i) {
+    const std::string &t = tok[i];
+    bool hasValue = i + 1 < tok.size();
+    if (t == "--save-weights" && hasValue) {
+      ++i;
+    } else if (t == "--output-dir" && hasValue) {
+      outDir = tok[++i];
+    } else if (t == "--weights" && hasValue) {
+      fs::copy_file(tok[++i], dir / "w.safetensors");
+      args += " --weights w.safetensors";
+    } else if (t == "--input" && hasValue && tok[i + 1].find('=') != std::string::npos) {
+      std::string v = tok[++i], name = v.substr(0, v.find('='));
+      fs::copy_file(v.substr(v.find('=') + 1), dir / (name + ".npy"));
+      args += " --input " + name + "=" + name + ".npy";
+    } else if (t.find_first_of("/|&;<>'\"$`") != std::string::npos) {
+      fs::remove_all(dir);  // a path or shell syntax this recorder does not know: not a case
+      return;
+    } else {
+      args += " " + t;
+    }
+  }
+  if (outDir.empty()) {
+    fs::remove_all(dir);
+    return;
+  }
+  int outputs = 0;
+  for (auto &e : fs::directory_iterator(outDir))
+    if (e.path().extension() == ".npy") fs::copy_file(e.path(), dir / "want" / e.path().filename()), ++outputs;
+  if (outputs == 0) {
+    fs::remove_all(dir);
+    return;
+  }
+  std::ofstream(dir / "model") << fs::relative(gpuVariants()[tok[0]], dir).string() << "\n";
+  std::ofstream(dir / "args") << args.substr(args.empty() ? 0 : 1) << "\n";
+  ++cases;
+}
+}  // namespace
+
+void registerGpuVariant(const std::string &exe, const std::string &gpuExe) { gpuVariants()[exe] = gpuExe; }
+
 RunResult run(const std::string &cmd) {
   RunResult r{0, ""};
   FILE *p = popen((cmd + " 2>&1").c_str(), "r");
@@ -28,6 +97,7 @@ RunResult run(const std::string &cmd) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
   int st = pclose(p);
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  if (r.code == 0 && gpuBundle()) recordGpuCase(cmd);
   return r;
 }
 

@@ -19,6 +19,12 @@ std::string workDir(const std::string &test);
 // failure if the compile fails). `flags` are extra driver flags.
 std::string compile(const std::string &dir, const std::string &name, const std::function<void(kiln::Model &)> &build,
                     std::vector<std::string> flags = {});
+// KILN_TEST_GPU_BUNDLE=DIR (tests/gpu/run.sh prepare): every model kt::compile builds is also
+// compiled for the GPU (KILN_TEST_GPU_BUNDLE_API, default cuda; device-resident buffers) into
+// DIR/models, and every successful kt::run of such a model with --output-dir is recorded as a case
+// DIR/cases/NNNN: its arguments, input files and the CPU's outputs, which the GPU machine reruns.
+const char *gpuBundle();  // DIR, or null
+void registerGpuVariant(const std::string &exe, const std::string &gpuExe);
 struct RunResult {
   int code;
   std::string output;  // stdout and stderr

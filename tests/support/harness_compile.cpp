@@ -48,6 +48,23 @@ std::string compile(const std::string &dir, const std::string &name, const std::
     ADD_FAILURE() << "compiling " << name << " failed with exit code " << rc;
     return "";
   }
+  // tests/gpu/run.sh prepare: the same model for the GPU, into the bundle (see harness.h).
+  if (const char *bundle = gpuBundle(); bundle && !ownTarget && !getenv("KILN_TEST_GPU")) {
+    static int models = 0;
+    const char *api = getenv("KILN_TEST_GPU_BUNDLE_API");
+    std::string gpuOut = std::string(bundle) + "/models/" + std::to_string(models++) + "-" + name;
+    std::filesystem::create_directories(std::string(bundle) + "/models");
+    std::vector<std::string> gargs{name + "-compile", "--target=" + std::string(api && *api ? api : "cuda"),
+                                   "--gpu-buffers=device", "-o", gpuOut, "--quiet", "--cache-dir", KILN_TEST_CACHE};
+    for (auto &f : flags) gargs.push_back(f);
+    std::vector<char *> gargv;
+    for (auto &a : gargs) gargv.push_back(a.data());
+    kiln::Driver gpu(name, "test model, GPU");
+    if (int grc = gpu.run((int)gargv.size(), gargv.data(), build); grc != 0)
+      ADD_FAILURE() << "compiling " << name << " for the GPU bundle failed with exit code " << grc;
+    else
+      registerGpuVariant(out, gpuOut);
+  }
   // ctest gpu/ptxas-e2e: the same model for --target=cuda, every kernel's PTX through ptxas.
   const char *ptxas = getenv("KILN_TEST_PTXAS");
   if (ptxas && *ptxas && !ownTarget) {

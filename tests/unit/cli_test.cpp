@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 
 #include "harness.h"
 
@@ -123,4 +124,24 @@ TEST(Cli, BadWeightsFilesNameTheProblem) {
   r = gpt2("--weights " + dir() + "/good.safetensors --random-weights --tokens 1");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("not both"));
+}
+
+// kiln-npy-compare, the comparison tests/gpu/run.sh uses where the test suite is absent.
+TEST(NpyCompare, ToleranceInfinitiesAndNans) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto cmp = [](std::vector<float> want, std::vector<float> got) {
+    ref::T w({(int64_t)want.size()}), g({(int64_t)got.size()});
+    w.v = want, g.v = got;
+    kt::saveNpy(dir() + "/want.npy", w);
+    kt::saveNpy(dir() + "/got.npy", g);
+    return kt::run(std::string(KILN_BIN) + "/kiln-npy-compare " + dir() + "/want.npy " + dir() + "/got.npy 1e-4").code;
+  };
+  EXPECT_EQ(cmp({1, 2, 3}, {1, 2, 3.0001f}), 0);  // within 1e-4 |want| + 1e-4 max|want|
+  EXPECT_EQ(cmp({1, 2, 3}, {1, 2, 3.01f}), 1);
+  EXPECT_EQ(cmp({-inf, 1, 2}, {-inf, 1, 2}), 0);  // a fully masked row's log-sum-exp on both sides
+  EXPECT_EQ(cmp({-inf, 1, 2}, {-inf, 1, 2.5f}), 1);  // an infinity does not widen the tolerance
+  EXPECT_EQ(cmp({-inf, 1}, {0, 1}), 1);
+  EXPECT_EQ(cmp({nan, 1}, {nan, 1}), 0);
+  EXPECT_EQ(cmp({nan, 1}, {0, 1}), 1);
+  EXPECT_EQ(cmp({1, 2}, {1, 2, 3}), 1);  // shapes differ
 }
