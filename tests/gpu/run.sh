@@ -6,9 +6,11 @@
 #                                        # build/gpu-bundle) gets each example compiled for the
 #                                        # CPU and for --target=cuda, shared weights, the CPU
 #                                        # outputs and kiln-npy-compare (a few MB in all)
-#   tests/gpu/run.sh device [BUNDLE]    # on the GPU machine: runs every CUDA executable with the
+#   tests/gpu/run.sh device [BUNDLE] [PARTS]
+#                                        # on the GPU machine: runs every CUDA executable with the
 #                                        # same weights and inputs, compares with the CPU outputs;
-#                                        # then the end-to-end test models' recorded cases
+#                                        # PARTS (default examples,e2e,bench): the examples, the
+#                                        # end-to-end test models' recorded cases, kiln-gpu-bench
 #
 # KILN_GPU_API=opencl compiles for --target=opencl instead (no bench): the same GPU schedules on
 # any OpenCL device. ctest gpu/opencl-examples runs both halves here, on PoCL's CPU device.
@@ -77,9 +79,11 @@ prepare() {
 
 device() {
   [ -d "$bundle" ] || { echo "no bundle at $bundle: run '$0 prepare' on the build machine"; exit 1; }
-  local fail=0 api
+  local fail=0 api parts=",${3:-examples,e2e,bench},"
   api=$(cat "$bundle/api")
-  for m in "${models[@]}"; do
+  local limit=""
+  command -v timeout >/dev/null && limit="timeout 300"  # a hung kernel fails its case, not the whole run
+  [[ $parts == *,examples,* ]] && for m in "${models[@]}"; do
     IFS='|' read -r name _ _ <<<"$m"
     for variant in "$api" "$api-resident"; do  # buffers copied per kernel call; buffers kept on the device
       local dir=$bundle/$name exe=$bundle/$name/$variant
@@ -88,7 +92,7 @@ device() {
       local t0 t1
       t0=$(date +%s.%N)
       # shellcheck disable=SC2046
-      if ! "$exe" --weights "$dir/w.safetensors" $(cat "$dir/args") --output-dir "$dir/got" >"$dir/run.log" 2>&1; then
+      if ! $limit "$exe" --weights "$dir/w.safetensors" $(cat "$dir/args") --output-dir "$dir/got" >"$dir/run.log" 2>&1; then
         if [ "$api" = opencl ] && grep -q "no OpenCL platform or device" "$dir/run.log"; then
           echo "SKIP: $(cat "$dir/run.log")"; exit 77  # ctest: a visible skip where there is no OpenCL
         fi
@@ -101,7 +105,9 @@ device() {
       echo "$name ($variant): ran in $(echo "$t1 - $t0" | bc 2>/dev/null || echo "?") s (process, first call included)"
     done
   done
-  if [ -f "$bundle/e2e.tar.xz" ] && ! command -v xz >/dev/null; then
+  if [[ $parts != *,e2e,* ]]; then
+    :
+  elif [ -f "$bundle/e2e.tar.xz" ] && ! command -v xz >/dev/null; then
     echo "SKIPPED: the end-to-end test models (no xz here to unpack e2e.tar.xz)"
   elif [ -f "$bundle/e2e.tar.xz" ]; then  # the end-to-end test models' cases
     rm -rf "$bundle/e2e" && { xz -dc "$bundle/e2e.tar.xz" | tar -C "$bundle" -xf -; } || fail=1
@@ -111,7 +117,7 @@ device() {
       exe=$(cat "$c/model")
       [ -n "${KILN_GPU_DRY_RUN:-}" ] && { n=$((n + 1)); continue; }
       # shellcheck disable=SC2046
-      if ! (cd "$c" && "./$exe" $(cat args) --output-dir got >run.log 2>&1); then
+      if ! (cd "$c" && $limit "./$exe" $(cat args) --output-dir got >run.log 2>&1); then
         echo "FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")):"; tail -5 "$c/run.log"; bad=$((bad + 1)); continue
       fi
       for want in "$c"/want/*.npy; do
@@ -120,11 +126,11 @@ device() {
       done
       n=$((n + 1))
     done
-    echo "end-to-end models: $n cases, $bad failing"
+    echo "end-to-end models: $n cases, $bad failing ($SECONDS s since the start)"
     [ $bad = 0 ] || fail=1
   fi
   [ $fail = 0 ] && echo "all models match the CPU outputs" || echo "SOME MODELS DIFFER"
-  if [ "${3:-}" != nobench ] && [ -z "${KILN_GPU_DRY_RUN:-}" ] && [ -x "$bundle/kiln-gpu-bench" ]; then
+  if [[ $parts == *,bench,* ]] && [ -z "${KILN_GPU_DRY_RUN:-}" ] && [ -x "$bundle/kiln-gpu-bench" ]; then
     echo "kiln-gpu-bench:"
     "$bundle/kiln-gpu-bench" || fail=1
   fi
