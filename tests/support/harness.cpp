@@ -85,6 +85,37 @@ void recordGpuCase(const std::string &cmd) {
   std::ofstream(dir / "args") << args.substr(args.empty() ? 0 : 1) << "\n";
   ++cases;
 }
+// A model compiled by the command line (`<model>-compile ... -o PATH`, `kilnc`) rather than
+// kt::compile, e.g. the PyTorch fixtures' models: the same command again for the GPU bundle.
+void bundleCompile(const std::string &cmd) {
+  std::stringstream ss(cmd);
+  std::vector<std::string> tok;
+  for (std::string t; ss >> t;) tok.push_back(t);
+  if (tok.empty() || getenv("KILN_TEST_GPU")) return;
+  std::string tool = std::filesystem::path(tok[0]).filename().string();
+  if (tool != "kilnc" && (tool.size() < 8 || tool.substr(tool.size() - 8) != "-compile")) return;
+  std::string out, gcmd;
+  for (size_t i = 0; i < tok.size(); ++i) {
+    if (tok[i].rfind("--target", 0) == 0 || tok[i].rfind("--emit", 0) == 0 || tok[i].rfind("--compile-to", 0) == 0 ||
+        tok[i].find_first_of("|&;<>") != std::string::npos)
+      return;  // not a plain compile to an executable
+    if (tok[i] == "-o" && i + 1 < tok.size()) {
+      out = tok[++i];
+      continue;
+    }
+    gcmd += tok[i] + " ";
+  }
+  if (out.empty()) return;
+  static int models = 0;
+  const char *api = getenv("KILN_TEST_GPU_BUNDLE_API");
+  std::string gpuOut = std::string(gpuBundle()) + "/models/cli" + std::to_string(models++) + "-" +
+                       std::filesystem::path(out).filename().string();
+  std::filesystem::create_directories(std::string(gpuBundle()) + "/models");
+  auto g = run(gcmd + "--target=" + (api && *api ? api : "cuda") + " --gpu-buffers=device -o " + gpuOut);
+  EXPECT_EQ(g.code, 0) << "compiling " << out << " for the GPU bundle:\n" << g.output;
+  if (g.code == 0) registerGpuVariant(out, gpuOut);
+}
+
 }  // namespace
 
 void registerGpuVariant(const std::string &exe, const std::string &gpuExe) { gpuVariants()[exe] = gpuExe; }
@@ -97,7 +128,10 @@ RunResult run(const std::string &cmd) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
   int st = pclose(p);
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  if (r.code == 0 && gpuBundle()) recordGpuCase(cmd);
+  if (r.code == 0 && gpuBundle()) {
+    recordGpuCase(cmd);
+    bundleCompile(cmd);
+  }
   return r;
 }
 
