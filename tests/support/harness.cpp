@@ -33,14 +33,19 @@ std::map<std::string, std::string> &gpuVariants() {  // CPU executable -> its GP
   return m;
 }
 
+std::vector<std::string> words(const std::string &cmd) {
+  std::stringstream ss(cmd);
+  std::vector<std::string> w;
+  for (std::string t; ss >> t;) w.push_back(t);
+  return w;
+}
+
 // Records a successful run of a bundled model as a case the GPU machine reruns (see harness.h).
 // Only plain commands are recorded: the executable, flags, and the files of --weights, --input
 // and --output-dir (--save-weights is dropped; random weights are regenerated from the seed).
 void recordGpuCase(const std::string &cmd) {
   namespace fs = std::filesystem;
-  std::stringstream ss(cmd);
-  std::vector<std::string> tok;
-  for (std::string t; ss >> t;) tok.push_back(t);
+  std::vector<std::string> tok = words(cmd);
   if (tok.empty() || !gpuVariants().count(tok[0])) return;
   static int cases = 0;
   char id[16];
@@ -88,9 +93,7 @@ void recordGpuCase(const std::string &cmd) {
 // A model compiled by the command line (`<model>-compile ... -o PATH`, `kilnc`) rather than
 // kt::compile, e.g. the PyTorch fixtures' models: the same command again for the GPU bundle.
 void bundleCompile(const std::string &cmd) {
-  std::stringstream ss(cmd);
-  std::vector<std::string> tok;
-  for (std::string t; ss >> t;) tok.push_back(t);
+  std::vector<std::string> tok = words(cmd);
   if (tok.empty() || getenv("KILN_TEST_GPU")) return;
   std::string tool = std::filesystem::path(tok[0]).filename().string();
   if (tool != "kilnc" && (tool.size() < 8 || tool.substr(tool.size() - 8) != "-compile")) return;

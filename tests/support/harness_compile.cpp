@@ -24,6 +24,15 @@ struct GpuEnvironment : ::testing::Environment {
   }
 };
 [[maybe_unused]] auto *const gpuEnvironment = ::testing::AddGlobalTestEnvironment(new GpuEnvironment);
+
+// Runs the kiln driver on `args` (argv[0] first) with `build` as the model; its exit code.
+int drive(const std::string &name, const char *what, std::vector<std::string> args,
+          const std::function<void(kiln::Model &)> &build) {
+  std::vector<char *> argv;
+  for (auto &a : args) argv.push_back(a.data());
+  kiln::Driver driver(name, what);
+  return driver.run((int)argv.size(), argv.data(), build);
+}
 }  // namespace
 
 std::string compile(const std::string &dir, const std::string &name, const std::function<void(kiln::Model &)> &build,
@@ -40,11 +49,7 @@ std::string compile(const std::string &dir, const std::string &name, const std::
     if (g.find(",device") != std::string::npos) args.push_back("--gpu-buffers=device");
   }
   for (auto &f : flags) args.push_back(f);
-  std::vector<char *> argv;
-  for (auto &a : args) argv.push_back(a.data());
-  kiln::Driver driver(name, "test model");
-  int rc = driver.run((int)argv.size(), argv.data(), build);
-  if (rc != 0) {
+  if (int rc = drive(name, "test model", args, build); rc != 0) {
     ADD_FAILURE() << "compiling " << name << " failed with exit code " << rc;
     return "";
   }
@@ -57,10 +62,7 @@ std::string compile(const std::string &dir, const std::string &name, const std::
     std::vector<std::string> gargs{name + "-compile", "--target=" + std::string(api && *api ? api : "cuda"),
                                    "--gpu-buffers=device", "-o", gpuOut, "--quiet", "--cache-dir", KILN_TEST_CACHE};
     for (auto &f : flags) gargs.push_back(f);
-    std::vector<char *> gargv;
-    for (auto &a : gargs) gargv.push_back(a.data());
-    kiln::Driver gpu(name, "test model, GPU");
-    if (int grc = gpu.run((int)gargv.size(), gargv.data(), build); grc != 0)
+    if (int grc = drive(name, "test model, GPU", gargs, build); grc != 0)
       ADD_FAILURE() << "compiling " << name << " for the GPU bundle failed with exit code " << grc;
     else
       registerGpuVariant(out, gpuOut);
@@ -73,10 +75,7 @@ std::string compile(const std::string &dir, const std::string &name, const std::
     std::vector<std::string> cargs{name + "-compile", "--target=cuda", "--emit=ptx", "-o", ptxDir, "--quiet", "--cache-dir",
                                    KILN_TEST_CACHE};
     for (auto &f : flags) cargs.push_back(f);
-    std::vector<char *> cargv;
-    for (auto &a : cargs) cargv.push_back(a.data());
-    kiln::Driver cuda(name, "test model, CUDA");
-    if (int crc = cuda.run((int)cargv.size(), cargv.data(), build); crc != 0) {
+    if (int crc = drive(name, "test model, CUDA", cargs, build); crc != 0) {
       ADD_FAILURE() << "compiling " << name << " for --target=cuda failed with exit code " << crc;
       return out;
     }
