@@ -36,8 +36,10 @@ void Model::check_new_name(const std::string &what, const std::string &name, con
 
 Dim Model::seq(const std::string &name, int64_t max, SourceLoc loc) {
   if (max < 1) throw Error("seq: the bound of '" + name + "' must be at least 1, got " + std::to_string(max), loc);
-  if (max > (1 << 24))
-    throw Error("seq: the bound of '" + name + "' is " + std::to_string(max) + ", more than kiln supports (16777216)", loc);
+  if (max > kMaxSeqBound)
+    throw Error("seq: the bound of '" + name + "' is " + std::to_string(max) + ", more than kiln supports (" +
+                    std::to_string(kMaxSeqBound) + ")",
+                loc);
   for (auto &s : syms_)
     if (s.name == name) throw Error("seq: a sequence length named '" + name + "' already exists", loc);
   if (syms_.size() == 4) throw Error("seq: a model has at most 4 sequence lengths", loc);

@@ -1,5 +1,10 @@
 // kilnrt common: error reporting, dtypes, timing, CPU feature checks.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +28,69 @@ std::string shape_str(const int64_t *shape, int rank) {
   os << "]";
   return os.str();
 }
+
+int64_t checked_numel(const int64_t *shape, int rank, int64_t limit) {
+  for (int i = 0; i < rank; ++i)
+    if (shape[i] < 0) return -1;
+  for (int i = 0; i < rank; ++i)
+    if (shape[i] == 0) return 0;  // an empty array, whatever its other dims
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i)
+    if (__builtin_mul_overflow(n, shape[i], &n) || n > limit) return -1;
+  return n;
+}
+
+kilnrt_status AtomicFile::open(const std::string &path, const std::string &what) {
+  path_ = path;
+  what_ = what;
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  tmp_ = dir + "." + base + ".kiln-tmp-" + std::to_string(getpid());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    tmp_.clear();
+    return user_error("cannot write " + what_ + " '" + path_ + "': " + strerror(errno));
+  }
+  return KILNRT_OK;
+}
+
+kilnrt_status AtomicFile::failed(const std::string &why) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty()) unlink(tmp_.c_str());
+  tmp_.clear();
+  return user_error("error writing " + what_ + " '" + path_ + "': " + why + " (the file was left as it was)");
+}
+
+kilnrt_status AtomicFile::write(const void *data, size_t bytes) {
+  if (fd_ < 0) return user_error("internal: " + what_ + " '" + path_ + "' is not open");
+  const char *p = (const char *)data;
+  while (bytes > 0) {
+    ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return failed(n < 0 ? strerror(errno) : "no progress");
+    p += n;
+    bytes -= (size_t)n;
+  }
+  return KILNRT_OK;
+}
+
+kilnrt_status AtomicFile::commit() {
+  if (fd_ < 0) return user_error("internal: " + what_ + " '" + path_ + "' is not open");
+  if (fsync(fd_) != 0 && errno != EINVAL) return failed(strerror(errno));
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) return failed(strerror(errno));
+  if (rename(tmp_.c_str(), path_.c_str()) != 0) return failed(std::string("cannot rename the finished file: ") + strerror(errno));
+  tmp_.clear();
+  return KILNRT_OK;
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) unlink(tmp_.c_str());
+}
 }  // namespace kilnrt
 
 using namespace kilnrt;
@@ -30,9 +98,8 @@ using namespace kilnrt;
 extern "C" const char *kilnrt_last_error(void) { return g_last_error.c_str(); }
 
 extern "C" int64_t kilnrt_tensor_numel(const kilnrt_tensor *t) {
-  int64_t n = 1;
-  for (int i = 0; i < t->rank; ++i) n *= t->shape[i];
-  return n;
+  if (t->rank < 0 || t->rank > KILN_MAX_RANK) return -1;
+  return checked_numel(t->shape, t->rank);
 }
 
 extern "C" int64_t kilnrt_time_now_ns(void) {

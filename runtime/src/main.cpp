@@ -174,13 +174,15 @@ int run(int argc, char **argv) {
   CLI::App app{std::string(M.name) + ": a model compiled by kiln " + M.kiln_version};
   app.footer(describe());
   std::string weights, save_weights, output_dir, entry = M.n_entries ? M.entries[0].name : "forward";
-  bool random = false, version = false;
+  bool random = false, version = false, allow_non_finite = false;
   uint64_t seed = 0;
   int threads = 0, repeat = 1, generate = 0;
   int32_t start_token = 0;
   std::vector<std::string> inputs, tokens;
   app.add_option("--weights", weights, "safetensors file with the model's parameters (read with mmap)");
   app.add_flag("--random-weights", random, "use deterministic random weights instead of a file");
+  app.add_flag("--allow-non-finite-weights", allow_non_finite,
+               "load weights holding NaN or infinities (refused by default: they give silently wrong outputs)");
   app.add_option("--seed", seed, "seed for --random-weights")->capture_default_str();
   app.add_option("--save-weights", save_weights, "write the weights in use as safetensors");
   app.add_option("--input", inputs, "NAME=FILE.npy: an input (int32/int64 token ids or float32)");
@@ -215,7 +217,9 @@ int run(int argc, char **argv) {
   std::unique_ptr<kilnrt_session, void (*)(kilnrt_session *)> guard(s, kilnrt_session_destroy);
   if (!weights.empty() && random) die(1, "give either --weights or --random-weights, not both");
   if (!weights.empty()) {
-    check(kilnrt_session_load_weights(s, weights.c_str()));
+    kilnrt_load_options lo{};
+    lo.allow_non_finite = allow_non_finite;
+    check(kilnrt_session_load_weights_with(s, weights.c_str(), &lo));
     if (int n = kilnrt_session_ignored_count(s)) {
       fprintf(stderr, "%s: ignored %d tensor%s of the weights file that the model does not use:", M.name, n, n > 1 ? "s" : "");
       for (int i = 0; i < n && i < 8; ++i) fprintf(stderr, " %s", kilnrt_session_ignored_name(s, i));

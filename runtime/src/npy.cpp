@@ -51,7 +51,6 @@ extern "C" kilnrt_status kilnrt_npy_read(const char *path, kilnrt_tensor *out) {
   std::string dims = m[1];
   kilnrt_tensor t{};
   std::stringstream ss(dims);
-  __int128 numel = 1;
   for (std::string tok; std::getline(ss, tok, ',');) {
     tok.erase(0, tok.find_first_not_of(" \t"));
     tok.erase(tok.find_last_not_of(" \t") + 1);
@@ -59,8 +58,12 @@ extern "C" kilnrt_status kilnrt_npy_read(const char *path, kilnrt_tensor *out) {
     if (t.rank == KILN_MAX_RANK) return bad(path, "more than 4 dimensions");
     if (tok.find_first_not_of("0123456789") != std::string::npos || tok.size() > 15) return bad(path, "bad shape entry '" + tok + "'");
     t.shape[t.rank++] = std::stoll(tok);
-    numel *= t.shape[t.rank - 1];
   }
+  // Every multiplication checked: the data can be no larger than the file.
+  int64_t numel = checked_numel(t.shape, t.rank, fsize / 4);
+  if (numel < 0)
+    return bad(path, "shape " + shape_str(t.shape, t.rank) + " has more elements than the " + std::to_string(fsize) +
+                         "-byte file can hold");
   size_t esize;
   bool is_i64 = false;
   if (descr == "<f4") { t.dtype = KILN_F32; esize = 4; }
@@ -68,12 +71,13 @@ extern "C" kilnrt_status kilnrt_npy_read(const char *path, kilnrt_tensor *out) {
   else if (descr == "<i8") { t.dtype = KILN_I32; esize = 8; is_i64 = true; }
   else return bad(path, "dtype '" + descr + "' is not supported (float32, int32 or int64, little-endian)");
   int64_t avail = fsize - (int64_t)f.tellg();
-  if (numel * (__int128)esize != avail)
-    return bad(path, "shape " + shape_str(t.shape, t.rank) + " needs " + std::to_string((int64_t)(numel * esize)) +
+  if (numel * (int64_t)esize != avail)
+    return bad(path, "shape " + shape_str(t.shape, t.rank) + " needs " + std::to_string(numel * (int64_t)esize) +
                          " data bytes but the file holds " + std::to_string(avail));
   std::vector<char> raw((size_t)avail);
   f.read(raw.data(), avail);
   void *data = malloc(numel ? (size_t)numel * 4 : 4);
+  if (!data) return bad(path, "cannot allocate " + std::to_string(numel * 4) + " bytes");
   if (is_i64) {
     int32_t *dst = (int32_t *)data;
     for (int64_t i = 0; i < (int64_t)numel; ++i) {
@@ -101,16 +105,18 @@ extern "C" kilnrt_status kilnrt_npy_write(const char *path, const kilnrt_tensor 
                   "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + h.size() + 1) % 64) h.push_back(' ');
   h.push_back('\n');
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return user_error(std::string("cannot write '") + path + "'");
-  f.write("\x93NUMPY\x01\x00", 8);
+  int64_t n = kilnrt_tensor_numel(t);
+  if (n < 0 || (t->dtype != KILN_F32 && t->dtype != KILN_I32))
+    return user_error(std::string("cannot write '") + path + "': not a valid f32 or i32 tensor");
   uint16_t hl = (uint16_t)h.size();
   char le[2] = {(char)(hl & 0xff), (char)(hl >> 8)};
-  f.write(le, 2);
-  f.write(h.data(), (std::streamsize)h.size());
-  f.write((const char *)t->data, (std::streamsize)(kilnrt_tensor_numel(t) * 4));
-  if (!f) return user_error(std::string("error writing '") + path + "'");
-  return KILNRT_OK;
+  AtomicFile f;
+  kilnrt_status st = f.open(path, ".npy file");
+  if (!st) st = f.write("\x93NUMPY\x01\x00", 8);
+  if (!st) st = f.write(le, 2);
+  if (!st) st = f.write(h.data(), h.size());
+  if (!st) st = f.write(t->data, (size_t)n * 4);
+  return st ? st : f.commit();
 }
 
 extern "C" void kilnrt_tensor_free(kilnrt_tensor *t) {

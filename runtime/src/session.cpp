@@ -132,7 +132,21 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
 
 extern "C" void kilnrt_session_destroy(kilnrt_session *s) { delete s; }
 
+// The first non-finite value of n floats (by bit pattern: an all-ones exponent), or -1.
+static int64_t firstNonFinite(const float *f, int64_t n) {
+  const uint32_t *u = (const uint32_t *)f;
+  for (int64_t i = 0; i < n; ++i)
+    if ((u[i] & 0x7f800000u) == 0x7f800000u) return i;
+  return -1;
+}
+
 extern "C" kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const char *path) {
+  return kilnrt_session_load_weights_with(s, path, nullptr);
+}
+
+extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, const char *path,
+                                                          const kilnrt_load_options *options) {
+  kilnrt_load_options opt = options ? *options : kilnrt_load_options{};
   kilnrt_weights *w;
   if (kilnrt_status st = kilnrt_weights_open(path, &w)) return st;
   std::unique_ptr<kilnrt_weights, void (*)(kilnrt_weights *)> guard(w, kilnrt_weights_close);
@@ -175,6 +189,12 @@ extern "C" kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const ch
                           shape_str(want, p.rank) + " " + dtype_name((kiln_dtype)p.dtype) + ")");
       continue;
     }
+    if (!opt.allow_non_finite && t.dtype == KILN_F32)
+      if (int64_t at = firstNonFinite((const float *)t.data, kilnrt_tensor_numel(&t)); at >= 0)
+        return user_error("weights file '" + std::string(path) + "': tensor '" + name + "' holds a non-finite value (" +
+                          std::to_string(((const float *)t.data)[at]) + ") at flat index " + std::to_string(at) +
+                          "; kiln refuses non-finite weights, which give silently wrong outputs (load them anyway "
+                          "with --allow-non-finite-weights)");
     ptrs[it->second] = t.data;
   }
   std::vector<std::string> missing;

@@ -3,8 +3,9 @@
 // Layout: u64 little-endian header length N, N bytes of JSON
 // {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, "__metadata__": {...}},
 // then the data. Every entry is checked: known dtype, non-negative shape whose byte size equals
-// end - begin, offsets inside the file, no two tensors overlapping. A header that claims more
-// than the file holds is rejected before anything is allocated for it.
+// end - begin, offsets inside the file, no two tensors overlapping, no name (or field) given
+// twice. A header that claims more than the file holds is rejected before anything is
+// allocated for it. Files are written through a temporary name and renamed when complete.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,9 +14,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -75,12 +76,26 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
                          std::to_string(fsize - 8) + " after the length field (truncated or not safetensors)");
   const uint8_t *data = base + 8 + hlen;
   uint64_t data_size = fsize - 8 - hlen;
+  // The parser keeps only the last of two equal keys: duplicates are found while parsing
+  // (a tensor named twice, or a field given twice in one entry), before they can collapse.
   json header;
+  std::vector<std::set<std::string>> keys;  // the keys of each open object
+  std::string duplicate;
+  auto onEvent = [&](int depth, json::parse_event_t event, json &parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+             duplicate.empty())
+      duplicate = depth == 1 ? "tensor '" + parsed.get<std::string>() + "' appears twice in the header"
+                             : "key '" + parsed.get<std::string>() + "' appears twice in one entry of the header";
+    return true;
+  };
   try {
-    header = json::parse(base + 8, base + 8 + hlen);
+    header = json::parse(base + 8, base + 8 + hlen, onEvent);
   } catch (const json::exception &e) {
     return bad(path, std::string("corrupt JSON header: ") + e.what());
   }
+  if (!duplicate.empty()) return bad(path, duplicate);
   if (!header.is_object()) return bad(path, "header is not a JSON object");
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -137,14 +152,20 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
     }
     t.data = const_cast<uint8_t *>(p);  // read-only mapping: kilnrt never writes weights
     entry.t = t;
-    if (w->index.count(name)) return tb("appears twice");
     w->index[name] = (int)w->entries.size();
     w->entries.push_back(std::move(entry));
   }
+  // Sorted by start, a tensor overlaps an earlier one exactly when it starts before the largest
+  // end so far (not only the previous range's end: an empty or short range may sit between).
+  // Empty tensors own no bytes.
   std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second && ranges[i].second > ranges[i].first)
-      return bad(path, "two tensors overlap in the data section");
+  uint64_t end = 0;
+  for (auto &[b, e] : ranges) {
+    if (b == e) continue;
+    if (b < end) return bad(path, "two tensors overlap in the data section (one starts at byte " + std::to_string(b) +
+                                     " before another ends at byte " + std::to_string(end) + ")");
+    end = std::max(end, e);
+  }
   *out = w.release();
   return KILNRT_OK;
 }
@@ -171,6 +192,10 @@ extern "C" kilnrt_status kilnrt_weights_save(const char *path, int32_t n, const 
                                              const kilnrt_tensor *ts) {
   json header = json::object();
   uint64_t off = 0;
+  for (int i = 0; i < n; ++i)
+    if (kilnrt_tensor_numel(&ts[i]) < 0 || dtype_size(ts[i].dtype) == 0)
+      return user_error(std::string("cannot write weights file '") + path + "': tensor '" + names[i] +
+                        "' is not a valid f32 or i32 tensor");
   for (int i = 0; i < n; ++i) {
     uint64_t bytes = (uint64_t)kilnrt_tensor_numel(&ts[i]) * dtype_size(ts[i].dtype);
     json shape = json::array();
@@ -183,15 +208,13 @@ extern "C" kilnrt_status kilnrt_weights_save(const char *path, int32_t n, const 
   header["__metadata__"] = {{"format", "pt"}, {"producer", "kiln"}};
   std::string h = header.dump();
   while ((h.size() + 8) % 8) h.push_back(' ');  // keep the data 8-byte aligned
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return user_error(std::string("cannot write weights file '") + path + "'");
   uint64_t hl = h.size();
   uint8_t le[8];
   for (int i = 0; i < 8; ++i) le[i] = (uint8_t)(hl >> (8 * i));
-  f.write((const char *)le, 8);
-  f.write(h.data(), (std::streamsize)h.size());
-  for (int i = 0; i < n; ++i)
-    f.write((const char *)ts[i].data, (std::streamsize)(kilnrt_tensor_numel(&ts[i]) * dtype_size(ts[i].dtype)));
-  if (!f) return user_error(std::string("error writing weights file '") + path + "'");
-  return KILNRT_OK;
+  AtomicFile f;
+  kilnrt_status st = f.open(path, "weights file");
+  if (!st) st = f.write(le, 8);
+  if (!st) st = f.write(h.data(), h.size());
+  for (int i = 0; i < n && !st; ++i) st = f.write(ts[i].data, (size_t)kilnrt_tensor_numel(&ts[i]) * dtype_size(ts[i].dtype));
+  return st ? st : f.commit();
 }

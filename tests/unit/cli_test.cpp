@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -124,6 +126,62 @@ TEST(Cli, BadWeightsFilesNameTheProblem) {
   r = gpt2("--weights " + dir() + "/good.safetensors --random-weights --tokens 1");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("not both"));
+}
+
+// A NaN in a weight (review finding: the first element of h.0.ln_1.weight gave finite logits
+// where PyTorch gives NaN) is refused with the tensor's name and index, unless allowed.
+TEST(Cli, NonFiniteWeightsAreRefusedUnlessAllowed) {
+  ASSERT_EQ(gpt2("--random-weights --save-weights " + dir() + "/finite.safetensors --tokens 1").code, 0);
+  auto w = kt::loadWeights(dir() + "/finite.safetensors");
+  ASSERT_TRUE(w.count("transformer.h.0.ln_1.weight"));
+  w["transformer.h.0.ln_1.weight"].v[0] = std::numeric_limits<float>::quiet_NaN();
+  kt::saveWeights(dir() + "/nan.safetensors", w);
+  auto r = gpt2("--weights " + dir() + "/nan.safetensors --tokens 1,2,3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("tensor 'transformer.h.0.ln_1.weight' holds a non-finite value (nan) at flat index 0"));
+  EXPECT_THAT(r.output, HasSubstr("--allow-non-finite-weights"));
+  r = gpt2("--weights " + dir() + "/nan.safetensors --allow-non-finite-weights --tokens 1,2,3");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// Outputs are written to a temporary name and renamed when complete. Under a file-size limit a
+// process killed by SIGXFSZ leaves the previous file intact; with SIGXFSZ ignored the write
+// fails with a clear error and exit code 1, the previous file intact, no temporary file left.
+TEST(Cli, WritesNeverLeaveATruncatedFile) {
+  namespace fs = std::filesystem;
+  std::string d = dir() + "/atomic";
+  fs::remove_all(d);
+  fs::create_directories(d + "/out");
+  std::string tokens;
+  for (int i = 0; i < 128; ++i) tokens += (i ? "," : "") + std::to_string(i % 200);
+  std::string run = kExe + " --random-weights --tokens " + tokens;
+  ASSERT_EQ(kt::run(run + " --seed 2 --save-weights " + d + "/w.safetensors --output-dir " + d + "/out").code, 0);
+  const std::string weights = file(d + "/w.safetensors"), logits = file(d + "/out/logits.npy");
+  ASSERT_GT(weights.size(), 100000u);
+  ASSERT_GT(logits.size(), 100000u);
+  auto temps = [&] {  // temporary files left in the output folders (removed as they are counted)
+    int n = 0;
+    for (const char *sub : {"", "/out"})
+      for (auto &e : fs::directory_iterator(d + sub))
+        if (e.path().filename().string().find(".kiln-tmp-") != std::string::npos) fs::remove(e.path()), ++n;
+    return n;
+  };
+  // 64 blocks of 512 bytes (dash) or 1 KiB (bash): far less than either file.
+  for (const std::string &what : {std::string(" --save-weights ") + d + "/w.safetensors",
+                                  std::string(" --output-dir ") + d + "/out"}) {
+    SCOPED_TRACE(what);
+    auto killed = kt::run("sh -c 'ulimit -f 64; exec " + run + " --seed 5" + what + "'");
+    EXPECT_EQ(killed.code, 128 + SIGXFSZ) << killed.output;
+    EXPECT_EQ(file(d + "/w.safetensors"), weights);
+    EXPECT_EQ(file(d + "/out/logits.npy"), logits);
+    temps();  // a killed process cannot remove its temporary file
+    auto failed = kt::run("sh -c \"trap '' XFSZ; ulimit -f 64; exec " + run + " --seed 5" + what + "\"");
+    EXPECT_EQ(failed.code, 1) << failed.output;
+    EXPECT_THAT(failed.output, HasSubstr("File too large (the file was left as it was)"));
+    EXPECT_EQ(file(d + "/w.safetensors"), weights);
+    EXPECT_EQ(file(d + "/out/logits.npy"), logits);
+    EXPECT_EQ(temps(), 0);
+  }
 }
 
 // kiln-npy-compare, the comparison tests/gpu/run.sh uses where the test suite is absent.

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "harness.h"
 #include "kilnrt/api.h"
@@ -104,6 +105,26 @@ TEST(Npy, ZeroElementArray) {
   kilnrt_tensor_free(&r);
 }
 
+// A shape whose element count overflows: four dims of 2^32 once wrapped around to 0 elements
+// and were accepted with no data (review finding); every multiplication is now checked.
+TEST(Npy, ShapeProductOverflowIsRejected) {
+  std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296, 4294967296), }";
+  writeFile(dir() + "/huge.npy", std::string("\x93NUMPY\x01\x00", 8) + (char)h.size() + '\0' + h);
+  kilnrt_tensor r;
+  EXPECT_EQ(kilnrt_npy_read((dir() + "/huge.npy").c_str(), &r), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("has more elements than the"));
+  h = "{'descr': '<f4', 'fortran_order': False, 'shape': (65536, 65536), }";  // 2^32 elements, 4 data bytes
+  writeFile(dir() + "/big.npy", std::string("\x93NUMPY\x01\x00", 8) + (char)h.size() + '\0' + h + std::string(4, '\0'));
+  EXPECT_EQ(kilnrt_npy_read((dir() + "/big.npy").c_str(), &r), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("has more elements than the"));
+  kilnrt_tensor t{KILN_F32, 4, {int64_t(1) << 32, int64_t(1) << 32, int64_t(1) << 32, int64_t(1) << 32}, nullptr};
+  EXPECT_EQ(kilnrt_tensor_numel(&t), -1);
+  t.shape[3] = 0;
+  EXPECT_EQ(kilnrt_tensor_numel(&t), 0);
+  t.shape[2] = -1;
+  EXPECT_EQ(kilnrt_tensor_numel(&t), -1);
+}
+
 TEST(Npy, BadFilesAreRejectedByName) {
   kilnrt_tensor r;
   writeFile(dir() + "/bad.npy", "hello world, not numpy");
@@ -178,6 +199,20 @@ INSTANTIATE_TEST_SUITE_P(
                 safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                             std::string(12, '\0')),
                 "overlap"},
+        // Review findings: an overlap behind an empty tensor (sorted, b is compared with e only),
+        // and a name or field given twice (the JSON parser kept only the last).
+        BadFile{"overlap_behind_empty",
+                safetensors(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                            std::string(12, '\0')),
+                "two tensors overlap in the data section (one starts at byte 8 before another ends at byte 12)"},
+        BadFile{"duplicate_name",
+                safetensors(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                            std::string(16, '\0')),
+                "tensor 'w' appears twice in the header"},
+        BadFile{"duplicate_field",
+                safetensors(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"shape":[1]}})", std::string(8, '\0')),
+                "key 'shape' appears twice in one entry of the header"},
         BadFile{"negative", safetensors(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", std::string(8, '\0')),
                 "non-negative"},
         BadFile{"absurd", safetensors(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", std::string(8, '\0')),
@@ -271,6 +306,27 @@ TEST(Session, WeightsFilesMustMatchTheModel) {
   check("missing", 1, other, &good, "missing (1): w\n  unexpected (1): v");
   check("shape", 1, w, &bad_shape, "mis-shaped (1): w ([3] f32, expected [4] f32)");
   check("dtype", 1, w, &bad_type, "mis-shaped (1): w ([4] i32, expected [4] f32)");
+  kilnrt_session_destroy(s);
+}
+
+// A NaN or infinity in a weight is refused by default (it gives silently wrong outputs), naming
+// the tensor and the first index; the load option accepts it. Ignored tensors are not checked.
+TEST(Session, NonFiniteWeightsAreRefusedUnlessAllowed) {
+  kilnrt_session *s;
+  ASSERT_EQ(kilnrt_session_create(&kModel, &s), KILNRT_OK);
+  const char *names[] = {"w"};
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    float w[4] = {1, 2, bad, bad};
+    kilnrt_tensor t{KILN_F32, 1, {4}, w};
+    std::string p = dir() + "/nonfinite.safetensors";
+    ASSERT_EQ(kilnrt_weights_save(p.c_str(), 1, names, &t), KILNRT_OK);
+    EXPECT_EQ(kilnrt_session_load_weights(s, p.c_str()), KILNRT_USER_ERROR);
+    EXPECT_THAT(kilnrt_last_error(), HasSubstr("tensor 'w' holds a non-finite value"));
+    EXPECT_THAT(kilnrt_last_error(), HasSubstr("at flat index 2"));
+    kilnrt_load_options opt{};
+    opt.allow_non_finite = 1;
+    EXPECT_EQ(kilnrt_session_load_weights_with(s, p.c_str(), &opt), KILNRT_OK) << kilnrt_last_error();
+  }
   kilnrt_session_destroy(s);
 }
 

@@ -99,14 +99,39 @@ struct Driver::Impl {
     return (fs::temp_directory_path() / "kiln-cache").string();
   }
 
+  // An output written under a temporary name beside `path` and renamed when complete, so an
+  // interrupted or failed write never leaves a truncated file under the final name; the
+  // temporary file is removed if the output is never committed.
+  struct PendingFile {
+    std::string path, tmp;
+    bool done = false;
+    explicit PendingFile(const std::string &p)
+        : path(p), tmp((fs::path(p).parent_path() / ("." + fs::path(p).filename().string() + ".kiln-tmp-" +
+                                                     std::to_string(getpid())))
+                           .string()) {}
+    void commit() {
+      std::error_code ec;
+      fs::rename(tmp, path, ec);
+      if (ec) throw UserError{"cannot write '" + path + "': " + ec.message()};
+      done = true;
+    }
+    ~PendingFile() {
+      std::error_code ec;
+      if (!done) fs::remove(tmp, ec);
+    }
+  };
+
   void writeText(const std::string &path, const std::string &text) {
     if (path.empty() || path == "-") {
       fputs(text.c_str(), stdout);
       return;
     }
-    std::ofstream f(path);
+    PendingFile out(path);
+    std::ofstream f(out.tmp);
     f << text;
+    f.close();
     if (!f) throw UserError{"cannot write '" + path + "'"};
+    out.commit();
   }
 
   // A path as one shell word.
@@ -355,7 +380,9 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
     return 0;
   }
   if (emit == "obj") {
-    fs::copy_file(orchestration, output, fs::copy_options::overwrite_existing);
+    PendingFile out(output);
+    fs::copy_file(orchestration, out.tmp, fs::copy_options::overwrite_existing);
+    out.commit();
     return 0;
   }
   sh(std::string(KILN_CC) + " -c -O1 -I" + q(KILN_RUNTIME_INCLUDE) + " " + q(work + "/model_info.c") + " -o " +
@@ -367,8 +394,9 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
   if (outPath.has_parent_path()) fs::create_directories(outPath.parent_path(), ec);
   if (emit == "lib") {
     std::string lib = output;
-    fs::remove(lib, ec);
-    sh("ar rcs " + q(lib) + " " + objs);
+    PendingFile out(output);
+    sh("ar rcs " + q(out.tmp) + " " + objs);
+    out.commit();
     std::string header = fs::path(output).replace_extension(".h").string();
     writeText(header, "/* " + name + ": a model compiled by kiln " KILN_VERSION
                       ". Link " + fs::path(output).filename().string() +
@@ -378,8 +406,10 @@ int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {
     progress("wrote " + lib + " and " + header);
     return 0;
   }
-  sh(std::string(KILN_CXX) + " -o " + q(output) + " " + objs + " " + q(KILN_MAIN_LIB) + " " + q(KILN_RUNTIME_LIB) +
+  PendingFile exe(output);
+  sh(std::string(KILN_CXX) + " -o " + q(exe.tmp) + " " + objs + " " + q(KILN_MAIN_LIB) + " " + q(KILN_RUNTIME_LIB) +
      " -lpthread -ldl -lm");
+  exe.commit();
   progress("phase exe: wrote " + output);
   return 0;
 }

@@ -12,6 +12,7 @@
 #include "kiln/Dialect/KilnDialect.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
+#include "kiln/dsl/Model.h"
 #include "kilnrt/api.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -135,7 +136,8 @@ static LogicalResult verifyInterface(ModuleOp module) {
     return module.emitError("expected module attributes kiln.seq_names (strings) and kiln.seq_bounds (array<i64>) "
                             "of the same length, naming each sequence length and its compiled bound");
   for (int64_t b : bounds.asArrayRef())
-    if (b < 1) return module.emitError("expected every kiln.seq_bounds entry to be at least 1");
+    if (b < 1 || b > kMaxSeqBound)
+      return module.emitError("expected every kiln.seq_bounds entry in [1, ") << kMaxSeqBound << "], got " << b;
   int64_t nsyms = (int64_t)names.size();
   if (nsyms > 4) return module.emitError("expected at most 4 sequence lengths");
   if (module.getOps<func::FuncOp>().empty()) return module.emitError("expected at least one func.func entry point");

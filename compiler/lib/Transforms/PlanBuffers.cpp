@@ -16,6 +16,8 @@
 //      buffer (the host copies each step's yielded value into it); the step number gets a
 //      4-byte slot (`kiln.step_buffer`). A value defined outside a loop and used inside it, and
 //      every value the body yields, stays live until the loop's last kernel: the body runs again.
+#include <cstdio>
+
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -72,6 +74,20 @@ static Syms inferSyms(Operation *op, llvm::DenseMap<Value, Syms> &known) {
   return r;
 }
 
+// Halide's buffers have 32-bit extents and strides and its kernels index with 32-bit
+// arithmetic: a tensor must have fewer than 2^31 elements at the sequence-length bounds.
+static LogicalResult checkElements(Operation *at, Value v, const Syms &s, ArrayRef<int64_t> bounds) {
+  auto rt = cast<RankedTensorType>(v.getType());
+  double n = 1;
+  for (int64_t d = 0; d < rt.getRank(); ++d)
+    n *= (double)(s[d] >= 0 && s[d] < (int64_t)bounds.size() ? bounds[s[d]] : rt.getDimSize(d));
+  if (n <= (double)INT32_MAX) return success();
+  char count[32];
+  snprintf(count, sizeof count, "%.4g", n);
+  return at->emitError() << "expected fewer than 2^31 elements per tensor (Halide's 32-bit extents and strides), but "
+                         << rt << " has " << count << " at the sequence-length bounds; lower the bound";
+}
+
 namespace {
 struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
   void runOnOperation() override {
@@ -102,6 +118,8 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
     module->setAttr("kiln.io", b.getArrayAttr(ioNames));
     module->setAttr("kiln.states", b.getArrayAttr(stateNames));
 
+    auto boundsAttr = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
+    SmallVector<int64_t> bounds(boundsAttr ? boundsAttr.asArrayRef() : ArrayRef<int64_t>{});
     for (auto f : module.getOps<func::FuncOp>()) {
       llvm::DenseMap<Value, Syms> syms;
       llvm::DenseMap<Value, int64_t> slot;  // buffer id of each value
@@ -141,7 +159,10 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
           }
         syms[op->getResult(0)] = s;
         op->setAttr("kiln.syms", b.getDenseI64ArrayAttr(s));
+        if (failed(checkElements(op, op->getResult(0), s, bounds))) bad = true;
       });
+      for (BlockArgument a : f.getArguments())
+        if (failed(checkElements(f, a, syms[a], bounds))) bad = true;
       if (bad) return signalPassFailure();
       // 3. Outputs first, so the kernel producing an output writes it in place.
       auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());

@@ -40,6 +40,8 @@ typedef struct kilnrt_tensor {
   int64_t shape[KILN_MAX_RANK];
   void *data;
 } kilnrt_tensor;
+/* The element count; -1 when the rank is outside [0, 4], a dimension is negative or the product
+ * overflows int64 (never a wrapped-around small count). */
 int64_t kilnrt_tensor_numel(const kilnrt_tensor *t);
 
 /* ---- weights files (safetensors, read with mmap) ---- */
@@ -73,6 +75,15 @@ void kilnrt_session_destroy(kilnrt_session *s);
  * with its shape and dtype; tensors matching the model's ignore patterns are skipped. Otherwise
  * USER_ERROR lists the missing, unexpected and mis-shaped tensors. */
 kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const char *path);
+/* How weights are loaded; zero-initialize for the defaults. */
+typedef struct kilnrt_load_options {
+  /* 0 (default): a NaN or infinity in an f32 parameter is a USER_ERROR naming the tensor and the
+   * first flat index (such weights give silently wrong outputs: max-based ops drop a NaN on some
+   * rows); 1: loaded as they are. */
+  int32_t allow_non_finite;
+} kilnrt_load_options;
+/* kilnrt_session_load_weights with options (NULL: the defaults). */
+kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, const char *path, const kilnrt_load_options *options);
 /* The tensors the last load skipped (the model's ignore patterns); valid until the next load. */
 int32_t kilnrt_session_ignored_count(const kilnrt_session *s);
 const char *kilnrt_session_ignored_name(const kilnrt_session *s, int32_t i);

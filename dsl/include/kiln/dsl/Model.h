@@ -26,6 +26,10 @@ namespace kiln {
 
 using SourceLoc = std::source_location;
 
+// The largest compiled bound of a sequence length (the DSL and kilnc input alike): lengths and
+// per-dimension extents stay far inside Halide's 32-bit extents.
+inline constexpr int64_t kMaxSeqBound = int64_t(1) << 24;
+
 // A user error in a model program, reported at the user's line.
 class Error : public std::runtime_error {
  public:
