@@ -56,7 +56,7 @@
 #include "libbench_linear_3072x768.h"
 #include "libbench_linear_768x3072.h"
 #include "libbench_linear_768x768.h"
-#include "kiln/Codegen/SparsePattern.h"
+#include "kiln/Support/SparsePattern.h"
 #include "models.h"
 #ifdef KILN_HAVE_OPENBLAS
 #include <cblas.h>

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "kiln/Codegen/HalideKernels.h"
-#include "kiln/Codegen/KernelSpec.h"
+#include "kiln/Codegen/KernelCache.h"
+#include "kiln/Support/KernelSpec.h"
 #include "kiln/Pipelines/Pipeline.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/dsl/Emit.h"

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "kiln/Codegen/KernelSpec.h"
+#include "kiln/Support/KernelSpec.h"
 #include "kiln/Dialect/KilnDialect.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"

@@ -8,7 +8,7 @@
 //      target)> as `kiln.kernel`. Equal specs give equal names: the kernel is generated once.
 #include <cstdio>
 
-#include "kiln/Codegen/KernelSpec.h"
+#include "kiln/Support/KernelSpec.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 

@@ -4,10 +4,10 @@
 //   1. Block size: a user layout's own block; otherwise the option, or the largest power of two
 //      not above the pattern's size, between 16 and 64 (a window of 16 visits about 2 blocks of
 //      16 per row, not 2 blocks of 64).
-//   2. The parts of the pattern (kiln/Codegen/SparsePattern.h: one, or two for a union) with
+//   2. The parts of the pattern (kiln/Support/SparsePattern.h: one, or two for a union) with
 //      their query order, key order and block rule become the `kiln.sparse` dictionary, one
 //      readable string per part; the kernel generator derives the same parts from the pattern.
-#include "kiln/Codegen/SparsePattern.h"
+#include "kiln/Support/SparsePattern.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 

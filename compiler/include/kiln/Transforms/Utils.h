@@ -1,6 +1,6 @@
 // Utils.h - helpers shared by kiln's passes.
 #pragma once
-#include "kiln/Codegen/SparsePattern.h"
+#include "kiln/Support/SparsePattern.h"
 #include "kiln/Dialect/KilnDialect.h"
 #include "mlir/IR/BuiltinAttributes.h"
 

@@ -1,5 +1,5 @@
 // SparsePattern.cpp - counting a sparse pattern's work and drawing its block schedule.
-#include "kiln/Codegen/SparsePattern.h"
+#include "kiln/Support/SparsePattern.h"
 
 #include <sstream>
 

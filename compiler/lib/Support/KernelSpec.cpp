@@ -1,5 +1,5 @@
 // KernelSpec.cpp - canonical text, parsing and content hash of a kernel spec.
-#include "kiln/Codegen/KernelSpec.h"
+#include "kiln/Support/KernelSpec.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +42,29 @@ std::string KernelSpec::text() const {
   return s + "->" + output.text();
 }
 
+static std::optional<KernelFamily> familyOf(const KernelSpec &k) {
+  static const std::map<std::string, KernelFamily> kFamilies = {
+      {"linear", KernelFamily::Matmul},          {"matmul", KernelFamily::Matmul},
+      {"batch_matmul", KernelFamily::Matmul},    {"ffn", KernelFamily::Ffn},
+      {"attention", KernelFamily::Attention},    {"lsh_hash", KernelFamily::LshHash},
+      {"lsh_chunk_attention", KernelFamily::LshChunkAttention},
+      {"layer_norm", KernelFamily::RowReduce},   {"softmax", KernelFamily::RowReduce},
+      {"add", KernelFamily::Elementwise},        {"mul", KernelFamily::Elementwise},
+      {"scale", KernelFamily::Elementwise},      {"relu", KernelFamily::Elementwise},
+      {"gelu", KernelFamily::Elementwise},       {"embedding", KernelFamily::DataMovement},
+      {"position_embedding", KernelFamily::DataMovement}, {"transpose", KernelFamily::DataMovement},
+      {"slice", KernelFamily::DataMovement},     {"concat", KernelFamily::DataMovement},
+      {"mask", KernelFamily::DataMovement},      {"sinusoidal_positions", KernelFamily::DataMovement},
+      {"cache_write", KernelFamily::DataMovement}, {"depthwise_conv", KernelFamily::DepthwiseConv},
+      {"act_init", KernelFamily::Act},           {"act_input", KernelFamily::Act},
+      {"act_update", KernelFamily::Act},         {"act_running", KernelFamily::Act},
+      {"act_output", KernelFamily::Act},         {"lsh_sort", KernelFamily::Host}};
+  auto it = kFamilies.find(k.kind);
+  if (it == kFamilies.end()) return std::nullopt;
+  if (it->second == KernelFamily::Attention && k.attrs.count("pattern_size")) return KernelFamily::SparseAttention;
+  return it->second;
+}
+
 std::optional<KernelSpec> KernelSpec::parse(const std::string &text) {
   KernelSpec k;
   auto bar = text.find('|'), arrow = text.find("->");
@@ -62,6 +85,7 @@ std::optional<KernelSpec> KernelSpec::parse(const std::string &text) {
   auto out = parseTensor(text.substr(arrow + 2));
   if (!out || k.kind.empty()) return std::nullopt;
   k.output = *out;
+  k.family = familyOf(k).value_or(KernelFamily::Host);  // Host: the generator names the missing kernel
   return k;
 }
 

@@ -20,8 +20,26 @@ struct TensorDesc {
   std::string text() const;
 };
 
+// The kernel families: one Halide algorithm (with a CPU and a GPU schedule) each, in
+// compiler/lib/Codegen/Kernels/. Host: served by the runtime (kilnrt), not generated.
+enum class KernelFamily {
+  Matmul,             // linear, matmul, batch_matmul
+  Ffn,                // the chunked FFN
+  Attention,          // whole-sequence (online block engine) and cache/decode (row strips)
+  SparseAttention,    // block-sparse patterns on the online block engine
+  LshHash,            // the Reformer's bucketing
+  LshChunkAttention,  // attention within sorted chunks on the online block engine
+  RowReduce,          // layer_norm, softmax
+  Elementwise,        // add, mul, scale, activations
+  DataMovement,       // embeddings, positions, transpose, slice, concat, mask, cache writes
+  DepthwiseConv,
+  Act,                // adaptive computation time on the recurrent carry
+  Host,               // lsh_sort (kilnrt_kernel_lsh_sort)
+};
+
 struct KernelSpec {
   std::string kind;                          // the kiln op name: linear, attention, ...
+  KernelFamily family = KernelFamily::Host;
   std::map<std::string, std::string> attrs;  // op attributes, and the schedule under "s."
   std::vector<TensorDesc> inputs;
   TensorDesc output;

@@ -1,0 +1,138 @@
+// Builder.cpp - kernel inputs, logged scheduling calls and the row-wise schedules shared by the
+// kernel families (see Builder.h).
+#include "Builder.h"
+
+namespace kiln::codegen {
+
+std::string str(const VarOrRVar &v) { return v.name(); }
+std::string funcName(const std::string &name) {
+  // "out$9" and "acc$1.update(0)" -> "out" and "acc.update(0)"
+  std::string r;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '$' && i + 1 < name.size() && isdigit((unsigned char)name[i + 1])) {
+      while (i + 1 < name.size() && isdigit((unsigned char)name[i + 1])) ++i;
+      continue;
+    }
+    r += name[i];
+  }
+  return r;
+}
+std::string str(const Expr &e) {
+  std::ostringstream os;
+  os << e;
+  return os.str();
+}
+const char *str(TailStrategy t) {
+  switch (t) {
+    case TailStrategy::RoundUp: return "RoundUp";
+    case TailStrategy::GuardWithIf: return "GuardWithIf";
+    case TailStrategy::Predicate: return "Predicate";
+    case TailStrategy::PredicateLoads: return "PredicateLoads";
+    case TailStrategy::PredicateStores: return "PredicateStores";
+    case TailStrategy::ShiftInwards: return "ShiftInwards";
+    case TailStrategy::Auto: return "Auto";
+  }
+  return "?";
+}
+const char *str(MemoryType m) {
+  switch (m) {
+    case MemoryType::Auto: return "Auto";
+    case MemoryType::Heap: return "Heap";
+    case MemoryType::Stack: return "Stack";
+    case MemoryType::Register: return "Register";
+    case MemoryType::GPUShared: return "GPUShared";
+    case MemoryType::GPUTexture: return "GPUTexture";
+    case MemoryType::LockedCache: return "LockedCache";
+    case MemoryType::VTCM: return "VTCM";
+    case MemoryType::AMXTile: return "AMXTile";
+  }
+  return "?";
+}
+
+void constrain(OutputImageParam p, const TensorDesc &d) {
+  int r = (int)d.dims.size();
+  Expr stride = 1;
+  for (int k = 0; k < r; ++k) {
+    int64_t ext = d.dims[r - 1 - k];
+    p.dim(k).set_min(0);
+    p.dim(k).set_stride(stride);
+    if (ext >= 0) p.dim(k).set_extent((int)ext);
+    stride = stride * (ext >= 0 ? Expr((int)ext) : p.dim(k).extent());
+  }
+}
+
+std::vector<Expr> ex(const std::vector<Var> &v) { return std::vector<Expr>(v.begin(), v.end()); }
+
+std::vector<Var> makeVars(int r) {
+  std::vector<Var> v;
+  for (int i = 0; i < r; ++i) v.push_back(Var("c" + std::to_string(i)));  // not "v<n>": Halide names its own vars so
+  return v;
+}
+
+int largestDivisor(int n, int upTo) {
+  int w = 1;
+  while (w * 2 <= upTo && n % (w * 2) == 0) w *= 2;
+  return w;
+}
+
+Builder::Builder(const KernelSpec &spec) : k(spec), vec((int)spec.geti("s.vec", 8)) {
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    ImageParam p(k.inputs[i].is_int ? Int(32) : Float(32), (int)k.inputs[i].dims.size(), "in" + std::to_string(i));
+    constrain(p, k.inputs[i]);
+    in.push_back(p);
+  }
+}
+
+void Builder::vectorize(Func f, Var v, int64_t extent) {
+  int w = vec;
+  if (extent >= 0)
+    while (w > 1 && w > extent) w /= 2;
+  if (w <= 1) return;
+  s(f).vectorize(v, w, extent >= w ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf);
+}
+
+Var Builder::rowwise(Func out, std::vector<Var> vars) {
+  if (gpu) return gpuRows(out, vars);
+  int r = (int)vars.size();
+  vectorize(out, vars[0], outDim(r - 1));
+  if (r == 1) {
+    Var o("o");
+    s(out).split(vars[0], o, vars[0], std::max(vec, 1) * 64, TailStrategy::GuardWithIf).parallel(o);
+    return vars[0];
+  }
+  Var row = vars[1];
+  for (int i = 2; i < r; ++i) {
+    Var f("f" + std::to_string(i));
+    s(out).fuse(row, vars[i], f);
+    row = f;
+  }
+  int64_t rows = std::max<int64_t>(1, k.geti("s.rows_per_task", 16));
+  Var ro("ro"), ri("ri");
+  s(out).split(row, ro, ri, (int)rows, TailStrategy::GuardWithIf);
+  if (k.geti("s.parallel", 1)) s(out).parallel(ro);
+  return ri;
+}
+
+Var Builder::gpuRows(Func out, std::vector<Var> vars) {
+  int r = (int)vars.size();
+  if (r == 1) {
+    Var bo("bo"), ti("ti");
+    s(out).gpu_tile(vars[0], bo, ti, 256, TailStrategy::GuardWithIf);
+    return bo;
+  }
+  Var row = vars[1];
+  for (int i = 2; i < r; ++i) {
+    Var f("f" + std::to_string(i));
+    s(out).fuse(row, vars[i], f);
+    row = f;
+  }
+  int64_t inner = outDim(r - 1);
+  int tx = 128;
+  if (inner >= 0)
+    while (tx > 32 && tx / 2 >= inner) tx /= 2;
+  Var co("co"), ci("ci");
+  s(out).split(vars[0], co, ci, tx, TailStrategy::GuardWithIf).reorder(ci, co, row).gpu_blocks(row).gpu_threads(ci);
+  return row;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,78 @@
+// Act.cpp - ACT (adaptive computation time) on the carry [L, 2d + 3]: columns [0, d) the state,
+// [d, 2d) the halting-weighted output, 2d the halting sum h, 2d + 1 the remainder r, 2d + 2
+// the update count n. A position runs while h < 1; halting sets h to exactly 1.
+#include "Kernels.h"
+
+namespace kiln::codegen {
+
+Func buildAct(Builder &B) {
+  const KernelSpec &k = B.k;
+  ImageParam C = B.in[0];
+  const int d = k.kind == "act_init" ? (int)k.inputs[0].dims[1] : (int)(k.inputs[0].dims[1] - 3) / 2;
+  std::vector<Var> v = makeVars(B.rank());
+  Func out("out");
+  auto col = [&](int c, Expr i) { return C(c, i); };
+  if (k.kind == "act_init") {  // the input is the first state x [L, d]
+    out(v) = select(v[0] < d, B.in[0](clamp(v[0], 0, d - 1), v[1]), 0.0f);
+  } else if (k.kind == "act_input") {  // state + position signal + timestep signal
+    Func sig("sig");  // the timestep's sinusoid: d values, computed once per call
+    Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / (float)d));
+    Expr angle = cast<float>(B.in[2](0)) * freq;
+    sig(v[0]) = select(v[0] % 2 == 0, sin(angle), cos(angle));
+    out(v) = C(v[0], v[1]) + B.in[1](v[0], v[1]) + sig(v[0]);
+    /* THE SCHEDULE: row-wise; the sinusoid once per call. */
+    B.rowwise(out, v);
+    B.s(sig).compute_root();
+    if (B.gpu) {
+      Var bo("bo"), ti("ti");
+      B.s(sig).gpu_tile(v[0], bo, ti, 64, TailStrategy::GuardWithIf);
+    }
+    return out;
+  } else if (k.kind == "act_update") {
+    ImageParam X = B.in[1], Y = B.in[2], WH = B.in[3], BH = B.in[4], STEP = B.in[5];
+    const int T = (int)k.geti("max_steps", 1);
+    const float thr = (float)k.getf("threshold", 0.99);
+    Var i = v[1], c = v[0];
+    Func dot("dot"), p("p");
+    RDom rk(0, d, "rk");
+    dot(i) = 0.0f;
+    dot(i) += X(rk, i) * WH(rk);
+    p(i) = 1.0f / (1.0f + exp(-(dot(i) + BH(0))));
+    Expr h = col(2 * d, i), r = col(2 * d + 1, i), n = col(2 * d + 2, i);
+    Expr running = h < 1.0f;
+    Expr halt = running && (h + p(i) > thr || STEP(0) >= T - 1);
+    Expr w = select(running, select(halt, 1.0f - h, p(i)), 0.0f);
+    Expr cs = clamp(c, 0, d - 1), ca = clamp(c - d, 0, d - 1);
+    Expr outS = C(cs + d, i) + w * Y(cs, i), outA = C(ca + d, i) + w * Y(ca, i);
+    out(c, i) = select(c < d, select(halt, outS, running, Y(cs, i), C(cs, i)),  // a halted state is its output
+                       c < 2 * d, outA,                                           // output += w * step's state
+                       c == 2 * d, select(halt, 1.0f, running, h + p(i), h),      // halting sum
+                       c == 2 * d + 1, select(halt, 1.0f - h, r),                 // remainder
+                       n + select(running, 1.0f, 0.0f));                          // updates
+    /* THE SCHEDULE: row-wise; p = sigmoid(x.w + b) once per row. */
+    Var row = B.rowwise(out, v);
+    B.s(p).compute_at(out, row);
+    B.s(dot).compute_at(out, row);
+    return out;
+  } else if (k.kind == "act_running") {
+    RDom r(0, C.dim(1).extent(), "r");
+    out(v) = 0;
+    out(v) = max(out(v), select(C(2 * d, r) < 1.0f, 1, 0));
+    /* THE SCHEDULE: serial (GPU: one thread; the flag stays on the device until the host reads it). */
+    if (B.gpu) {
+      B.s(out).gpu_single_thread();
+      B.s(out.update()).gpu_single_thread();
+    }
+    return out;
+  } else {  // act_output
+    std::string field = k.gets("field");
+    if (field == "hidden") out(v) = C(v[0] + d, v[1]);
+    else if (field == "ponder") out(v) = col(2 * d + 2, v[0]) + col(2 * d + 1, v[0]);
+    else out(v) = cast<int>(col(2 * d + 2, v[0]));
+  }
+  /* THE SCHEDULE: row-wise. */
+  B.rowwise(out, v);
+  return out;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,116 @@
+// Ffn.cpp - the chunked feed-forward network:
+//   out(j, i) = sum_f act(sum_k x(k, i) W1(f, k) + b1(f)) W2(j, f) + b2(j) [+ res(j, i)]
+// The intermediate h [chunk x d_ff] exists for one chunk of rows at a time.
+#include "Kernels.h"
+
+namespace kiln::codegen {
+
+Func buildFfn(Builder &B) {
+  const KernelSpec &k = B.k;
+  ImageParam X = B.in[0], W1 = B.in[1], B1 = B.in[2], W2 = B.in[3], B2 = B.in[4];
+  int d = (int)k.inputs[0].dims[1];
+  bool oi1 = k.gets("layout1") == "out_in", oi2 = k.gets("layout2") == "out_in";
+  int dff = (int)(oi1 ? k.inputs[1].dims[0] : k.inputs[1].dims[1]);
+  int dout = (int)k.output.dims[1];
+  Expr M = X.dim(1).extent();
+  Var j("j"), i("i"), f("f"), kk("kk"), pi("pi"), po("po");
+  RDom r1(0, d, "r1"), r2(0, dff, "r2");
+  int vec = B.vec, tm = (int)k.geti("s.tile_m", 4), chunk = (int)k.geti("chunk", 32);
+  auto tileFor = [&](int n) {
+    int w = vec;
+    while (w > 1 && w > n) w /= 2;
+    int tn = std::max(w, std::min<int>((int)k.geti("s.tile_n", 4 * vec), n / w * w));
+    return std::make_pair(w, tn);
+  };
+  auto [w2, tn2] = tileFor(dout);
+  auto [w1, tn1] = tileFor(dff);
+
+  /* THE ALGORITHM */
+  // Each weight is packed once per call into panels: P(pi, kk, po) is column po * tn + pi of
+  // row kk, so the panel a column tile reads (K x tn) is contiguous, as for a linear.
+  Func P1("P1"), P2("P2"), acc1("acc1"), h("h"), acc2("acc2"), out("out");
+  Expr c1 = min(po * tn1 + pi, dff - 1), c2 = min(po * tn2 + pi, dout - 1);
+  P1(pi, kk, po) = oi1 ? W1(kk, c1) : W1(c1, kk);
+  P2(pi, kk, po) = oi2 ? W2(kk, c2) : W2(c2, kk);
+  // The GEMMs' operands as Funcs (inlined on the CPU; staged through shared memory on the GPU).
+  Func Xr("Xr"), W1p("W1p"), Hr("Hr"), W2p("W2p");
+  Xr(kk, i) = X(kk, clamp(i, 0, M - 1));
+  W1p(f, kk) = P1(f % tn1, kk, f / tn1);
+  acc1(f, i) = 0.0f;
+  acc1(f, i) += Xr(r1, i) * W1p(f, r1);
+  h(f, i) = activation(k.gets("act", "none"), acc1(f, i) + B1(f));
+  Hr(kk, i) = h(kk, i);
+  W2p(j, kk) = P2(j % tn2, kk, j / tn2);
+  acc2(j, i) = 0.0f;
+  acc2(j, i) += Hr(r2, i) * W2p(j, r2);
+  Expr v = acc2(j, i) + B2(j);
+  if (k.inputs.size() > 5) v = v + B.in[5](j, i);
+  out(j, i) = v;
+
+  /* THE SCHEDULE: GPU
+   * Chunks of rows in a host loop; per chunk h [rows, d_ff] on the device, then the second GEMM.
+   * kiln-chunk-ffn picks GPU-sized chunks (1024 rows unless --ffn-chunk says otherwise): each
+   * chunk's two GEMMs still fill the GPU, and h never exceeds chunk x d_ff. Inputs shorter than
+   * a chunk are one chunk of their own length (the factor is min(L, chunk)). */
+  if (B.gpu) {
+    for (Func P : {P1, P2}) {
+      Var kp("kp"), bx("bx"), by("by"), tx("tx"), ty("ty");
+      B.s(P).compute_root().fuse(kk, po, kp).gpu_tile(pi, kp, bx, by, tx, ty, 16, 16, TailStrategy::GuardWithIf);
+    }
+    Var ic("ic"), ir("ir");
+    B.s(out).split(i, ic, ir, min(M, chunk), TailStrategy::GuardWithIf);
+    B.s(h).compute_at(out, ic);
+    GpuStage s1{Xr, W1p, gpuKChunk(d, k.inputs[0].dims[0])}, s2{Hr, W2p, gpuKChunk(dff, k.inputs[0].dims[0])};
+    gpuGemm(B, h, acc1, f, i, r1, nullptr, dff, false, s1.kc ? &s1 : nullptr);
+    gpuGemm(B, out, acc2, j, ir, r2, nullptr, dout, /*fullTiles=*/true, s2.kc ? &s2 : nullptr);
+    return out;
+  }
+
+  /* THE SCHEDULE: CPU
+   * Chunks of `chunk` rows run in parallel; within a chunk the intermediate h is computed once
+   * (a GEMM with the same register blocks as a linear) and consumed by the second GEMM. As for
+   * linears, inputs shorter than a chunk get chunks of 1, 2, 4... register blocks: GuardWithIf
+   * would otherwise compute a whole chunk of h for one row. */
+  Var io("io"), ii("ii"), jo("jo"), ji("ji"), yi("yi"), yii("yii");
+  auto tileOut = [&](Stage st, int rows) {
+    auto ls = B.s(st);
+    ls.split(i, io, ii, rows, TailStrategy::GuardWithIf)
+        .split(j, jo, ji, tn2, TailStrategy::ShiftInwards)
+        .split(ii, yi, yii, tm, TailStrategy::GuardWithIf)
+        .reorder(ji, yii, yi, jo, io);
+    if (k.geti("s.parallel", 1)) ls.parallel(io).parallel(jo);  // nested: short inputs are one chunk
+    if (w2 > 1) ls.vectorize(ji, w2, TailStrategy::GuardWithIf);
+  };
+  for (int rows = tm; rows < chunk; rows *= 2) {
+    B.note("out.specialize(M <= " + std::to_string(rows) + ")");
+    tileOut(out.specialize(M <= rows), rows);
+  }
+  tileOut(out, chunk);
+  B.s(acc2).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn2);
+  B.s(acc2.update()).reorder(j, i, r2);
+  if (w2 > 1) B.s(acc2).vectorize(j, w2), B.s(acc2.update()).vectorize(j, w2);
+  B.s(acc2).unroll(i);
+  B.s(acc2.update()).unroll(j).unroll(i).unroll(r2, 2, TailStrategy::GuardWithIf);
+  // The chunk's intermediate, itself a register-blocked GEMM.
+  Var fo("fo"), fi("fi"), hy("hy"), hyy("hyy");
+  B.s(h).compute_at(out, io)
+      .split(f, fo, fi, tn1, TailStrategy::ShiftInwards)
+      .split(i, hy, hyy, tm, TailStrategy::GuardWithIf)
+      .reorder(fi, hyy, hy, fo);
+  if (k.geti("s.parallel", 1)) B.s(h).parallel(fo);
+  if (w1 > 1) B.s(h).vectorize(fi, w1, TailStrategy::GuardWithIf);
+  B.s(acc1).compute_at(h, hy).bound_extent(i, tm).bound_extent(f, tn1);
+  B.s(acc1.update()).reorder(f, i, r1);
+  if (w1 > 1) B.s(acc1).vectorize(f, w1), B.s(acc1.update()).vectorize(f, w1);
+  B.s(acc1).unroll(i);
+  B.s(acc1.update()).unroll(f).unroll(i).unroll(r1, 2, TailStrategy::GuardWithIf);
+  // The panels are packed once per call (not once per chunk, which would repeat the packing
+  // L/chunk times).
+  for (auto [P, w] : {std::pair<Func, int>{P1, w1}, {P2, w2}}) {
+    B.s(P).compute_root().parallel(po);
+    if (w > 1) B.s(P).vectorize(pi, w, TailStrategy::GuardWithIf);
+  }
+  return out;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,119 @@
+// SparseAttention.cpp - block-sparse attention: one block schedule per part of the pattern
+// (kiln/Support/SparsePattern.h), each on the online block engine over its visited key blocks,
+// two parts merged by log-sum-exp.
+#include <sstream>
+
+#include "BlockAttention.h"
+#include "kiln/Support/SparsePattern.h"
+
+namespace kiln::codegen {
+namespace {
+
+// SparsePattern.h's arithmetic on Halide expressions.
+struct ExprOps {
+  using I = Expr;
+  using B = Expr;
+  Func table;  // the user layout: 1 where (query block, key block) is visited
+  int n = 0;   // layout rows
+  Expr lit(int64_t v) const { return Expr((int)v); }
+  Expr truth(bool b) const { return b ? Internal::const_true() : Internal::const_false(); }
+  Expr sel(Expr c, Expr a, Expr b) const { return select(c, a, b); }
+  Expr min(Expr a, Expr b) const { return Halide::min(a, b); }
+  Expr max(Expr a, Expr b) const { return Halide::max(a, b); }
+  Expr layout(Expr r, Expr c) const {
+    return r >= 0 && c >= 0 && r < n && c < n && table(clamp(c, 0, n - 1), clamp(r, 0, n - 1)) != 0;
+  }
+};
+
+sparse::Pattern patternOf(const KernelSpec &k) {
+  sparse::Pattern p;
+  p.kind = k.gets("mask");
+  p.part = k.gets("part", "union");
+  p.size = k.geti("pattern_size", 1);
+  p.summary = k.geti("summary", 0);
+  p.block = k.geti("s.block", 64);
+  p.causal = k.gets("noncausal") != "1";
+  std::stringstream ss(k.gets("layout"));
+  for (std::string row; std::getline(ss, row, '/');) p.layout.push_back(row);
+  return p;
+}
+
+}  // namespace
+
+Func buildSparseAttention(Builder &B) {
+  const KernelSpec &k = B.k;
+  const sparse::Pattern p = patternOf(k);
+  ImageParam Q = B.in[0];
+  const int Bq = (int)p.block, E = (int)k.inputs[2].dims[2];
+  Expr L = Q.dim(1).extent();
+
+  /* THE ALGORITHM */
+  ExprOps ops;
+  std::vector<std::vector<int64_t>> tables;  // a layout's key blocks per query block
+  if (p.kind == "layout") {
+    ops.n = (int)p.layout.size();
+    Buffer<uint8_t> t(ops.n, ops.n, "layout");
+    for (int r = 0; r < ops.n; ++r)
+      for (int c = 0; c < ops.n; ++c) t(c, r) = p.layoutAt(r, c);
+    ops.table(Var("c0"), Var("c1")) = t(Var("c0"), Var("c1"));
+    for (int r = 0; r < ops.n; ++r) tables.push_back(sparse::tableBlocks(p, r));
+  }
+  sparse::Math<ExprOps> m{p, ops, L};
+  Var e("e"), i("i"), h("h");
+  std::vector<sparse::Part> parts = p.parts();
+  std::vector<Func> P;  // per part: Tuple(o, lse)(e, x, h), x in the part's query order
+  Func out("out");
+  for (size_t n = 0; n < parts.size(); ++n) {
+    const sparse::Part &pt = parts[n];
+    BlockAttention ba;
+    ba.block = Bq;
+    ba.nkb = m.blocks(pt.k);
+    if (pt.rule == sparse::Rule::Table) {
+      size_t maxSlots = 1;
+      for (auto &t : tables) maxSlots = std::max(maxSlots, t.size());
+      Buffer<int32_t> idx((int)maxSlots, ops.n, "idx" + std::to_string(n)), cnt(ops.n, "cnt" + std::to_string(n));
+      for (int r = 0; r < ops.n; ++r) {
+        cnt(r) = (int32_t)tables[r].size();
+        for (size_t s = 0; s < maxSlots; ++s) idx((int)s, r) = s < tables[r].size() ? (int32_t)tables[r][s] : 0;
+      }
+      int rows = ops.n, ms = (int)maxSlots;
+      ba.keyBlock = [=](Expr qo, Expr j) { return idx(clamp(j, 0, ms - 1), clamp(qo, 0, rows - 1)); };
+      ba.slots = Expr(ms);
+      ba.slotLimit = [=](Expr qo) { return cnt(clamp(qo, 0, rows - 1)); };
+    } else {
+      ba.keyBlock = [=](Expr qo, Expr j) { return m.lo(pt, qo) + j; };
+      ba.slots = ba.nkb;
+      ba.slotLimit = [=](Expr qo) { return m.hi(pt, qo) - m.lo(pt, qo) + 1; };
+    }
+    ba.qrow = [=](Expr qx, Expr) { return m.pos(pt.q, qx); };
+    ba.krow = [=](Expr kx, Expr) { return m.pos(pt.k, kx); };
+    ba.head = [](Expr g) { return g; };
+    ba.ok = [=](Expr qx, Expr kx, Expr qrow, Expr krow, Expr) {
+      return qx < m.length(pt.q) && qrow < L && kx < m.length(pt.k) && krow < L && m.allowedPart(pt, qrow, krow);
+    };
+    P.push_back(onlineBlockAttention(B, B.in[0], B.in[1], B.in[2], ba, std::to_string(n), out, h));
+  }
+  auto rowOf = [&](size_t n) { return clamp(m.inv(parts[n].q, i), 0, m.blocks(parts[n].q) * Bq - 1); };
+  if (P.size() == 1) {
+    out(e, i, h) = P[0](e, rowOf(0), h)[0];
+  } else {  // log-sum-exp merge of the two parts' normalized outputs
+    Expr o1 = P[0](e, rowOf(0), h)[0], s1 = P[0](e, rowOf(0), h)[1];
+    Expr o2 = P[1](e, rowOf(1), h)[0], s2 = P[1](e, rowOf(1), h)[1];
+    Expr mx = max(s1, s2), w1 = exp(s1 - mx), w2 = exp(s2 - mx);
+    out(e, i, h) = (o1 * w1 + o2 * w2) / (w1 + w2);
+  }
+  B.log << sparse::picture(p, 16 * p.block);
+
+  /* THE SCHEDULE: GPU */
+  if (B.gpu) {
+    B.gpuRows(out, {e, i, h});
+    return out;
+  }
+  /* THE SCHEDULE: CPU: heads in sequence, P of one head at a time with its query blocks in
+   * parallel; out read through each part's inverse query order. */
+  int we = largestDivisor(E, B.vec);
+  if (we > 1) B.s(out).vectorize(e, we);
+  return out;
+}
+
+}  // namespace kiln::codegen
