@@ -6,7 +6,7 @@
 //   kiln-bench-models --case lsh --heads 4 --dim 64 --buckets 64 --hashes 2 --chunk 64 --ctx 65536 ...
 //   kiln-bench-models --case ffn --d 768 --dff 3072 --ctx 4096 [--ffn-chunk off] ...
 //   kiln-bench-models --case ut_layer --d 256 --heads 4 --ctx 512 ...   (the Universal Transformer's block, once)
-#include "kiln/Pipelines/Driver.h"
+#include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Blocks.h"
 
 int main(int argc, char **argv) {

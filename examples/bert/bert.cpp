@@ -9,7 +9,7 @@
 //
 //   build/bin/bert-compile --layers 2 --d-model 64 --heads 4 --vocab 512 --ctx 128 -o bert
 //   ./bert --weights model.safetensors --tokens 101,7592,102
-#include "kiln/Pipelines/Driver.h"
+#include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Ops.h"
 
 struct BertConfig {

@@ -12,7 +12,7 @@
 //
 //   build/bin/gpt2-compile --layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128 -o gpt2
 //   ./gpt2 --weights model.safetensors --tokens 464,3290,318
-#include "kiln/Pipelines/Driver.h"
+#include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Ops.h"
 
 struct Gpt2Config {

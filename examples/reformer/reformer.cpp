@@ -13,7 +13,7 @@
 //   ./reformer --random-weights --input tokens=ids.npy
 #include <cmath>
 
-#include "kiln/Pipelines/Driver.h"
+#include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Blocks.h"
 
 struct ReformerConfig {

@@ -19,7 +19,7 @@
 //
 //   build/bin/sparse-compile --combine merged -o sparse     # 4 layers, d 256, 8 heads, ctx 8192
 //   ./sparse --random-weights --tokens 1,2,3
-#include "kiln/Pipelines/Driver.h"
+#include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Blocks.h"
 
 struct SparseConfig {

@@ -23,7 +23,7 @@
 // --generate runs the encoder once, then one decode step per token from --start-token.
 #include <cmath>
 
-#include "kiln/Pipelines/Driver.h"
+#include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Ops.h"
 
 struct TransformerConfig {

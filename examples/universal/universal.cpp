@@ -17,7 +17,7 @@
 //   ./universal --random-weights --tokens 1,2,3
 #include <cmath>
 
-#include "kiln/Pipelines/Driver.h"
+#include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Blocks.h"
 
 struct UniversalConfig {

@@ -24,11 +24,12 @@ extern "C" const struct halide_device_interface_t *halide_opencl_device_interfac
 
 namespace kilnrt {
 
-const halide_device_interface_t *deviceInterface(const char *target) {
-  if (!target) return nullptr;
-  if (strstr(target, "-cuda")) return halide_cuda_device_interface ? halide_cuda_device_interface() : nullptr;
-  if (strstr(target, "-opencl")) return halide_opencl_device_interface ? halide_opencl_device_interface() : nullptr;
-  return nullptr;
+const halide_device_interface_t *deviceInterface(int32_t gpuApi) {
+  switch (gpuApi) {
+    case KILN_GPU_CUDA: return halide_cuda_device_interface ? halide_cuda_device_interface() : nullptr;
+    case KILN_GPU_OPENCL: return halide_opencl_device_interface ? halide_opencl_device_interface() : nullptr;
+    default: return nullptr;
+  }
 }
 
 static kilnrt_status device_error(const char *what, int code) {

@@ -8,9 +8,9 @@
 
 namespace kilnrt {
 
-// The Halide device interface of the GPU API a model's target names ("...-cuda..." or
-// "...-opencl..."); null when the target has none or the executable lacks that runtime.
-const halide_device_interface_t *deviceInterface(const char *target);
+// The Halide device interface of a model's GPU API (kiln_model_info.gpu_api); null for none,
+// or when the executable lacks that runtime.
+const halide_device_interface_t *deviceInterface(int32_t gpuApi);
 
 struct DeviceBuffer {
   const halide_device_interface_t *iface = nullptr;  // the GPU API (set before reserve)

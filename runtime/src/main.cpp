@@ -208,7 +208,8 @@ int run(int argc, char **argv) {
     die(1, e.what() + std::string(" (see --help)"));
   }
   if (version) {
-    printf("kiln %s\nmodel %s hash %s\ntarget %s\n", M.kiln_version, M.name, M.model_hash, M.target);
+    printf("kiln %s\nmodel %s hash %s\ntarget %s%s\n", M.kiln_version, M.name, M.model_hash, M.target,
+           M.gpu_api != KILN_GPU_NONE ? (M.gpu_resident ? " (buffers on the device)" : " (buffers on the host)") : "");
     return 0;
   }
   if (threads) kilnrt_threads_set(threads);

@@ -102,16 +102,15 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
     return internal_error("model table has ABI version " + std::to_string(model ? model->abi_version : -1) +
                           ", this runtime expects " + std::to_string(KILN_ABI_VERSION));
   if (halide_set_error_handler) halide_set_error_handler(on_halide_error);
-  const bool cuda = model->target && strstr(model->target, "-cuda"), opencl = model->target && strstr(model->target, "-opencl");
-  if (cuda || opencl) {
-    if (kilnrt_status st = cuda ? kilnrt_cuda_check() : kilnrt_opencl_check()) return st;
+  if (model->gpu_api == KILN_GPU_CUDA || model->gpu_api == KILN_GPU_OPENCL) {
+    if (kilnrt_status st = model->gpu_api == KILN_GPU_CUDA ? kilnrt_cuda_check() : kilnrt_opencl_check()) return st;
     if (halide_reuse_device_allocations) halide_reuse_device_allocations(nullptr, true);
   }
   auto s = std::make_unique<kilnrt_session>();
   s->m = model;
-  s->resident = model->target && strstr(model->target, "-resident");
+  s->resident = model->gpu_api != KILN_GPU_NONE && model->gpu_resident;
   if (s->resident) {
-    const halide_device_interface_t *iface = kilnrt::deviceInterface(model->target);
+    const halide_device_interface_t *iface = kilnrt::deviceInterface(model->gpu_api);
     s->dev_params = deviceBuffers(model->n_params, iface);
     s->dev_io = deviceBuffers(model->n_io, iface);
     s->dev_states = deviceBuffers(model->n_states, iface);

@@ -2,7 +2,7 @@
 
 // An activation that is a linear's only user is folded into the linear and disappears.
 // CHECK-LABEL: func.func @gelu_folds
-// CHECK: kiln.linear {{.*}}activation = "gelu_tanh"
+// CHECK: kiln.linear {{.*}}activation = #kiln.activation<gelu_tanh>
 // CHECK-NOT: kiln.gelu
 func.func @gelu_folds(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
   %w = kiln.param "w" : tensor<16x8xf32>
@@ -15,8 +15,8 @@ func.func @gelu_folds(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
 
 // ReLU folds too, and the exact GELU keeps its form.
 // CHECK-LABEL: func.func @relu_and_erf
-// CHECK: kiln.linear {{.*}}activation = "relu"
-// CHECK: kiln.linear {{.*}}activation = "gelu_erf"
+// CHECK: kiln.linear {{.*}}activation = #kiln.activation<relu>
+// CHECK: kiln.linear {{.*}}activation = #kiln.activation<gelu_erf>
 // CHECK-NOT: kiln.relu
 func.func @relu_and_erf(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %w = kiln.param "w" : tensor<8x8xf32>

@@ -1,5 +1,5 @@
 // RUN: kiln-opt %s --kiln-lower-act | FileCheck %s
-// RUN: kiln-opt %s --kiln-lower-act --kiln-tile-ops --kiln-assign-schedule --kiln-outline-kernels --kiln-plan-buffers | FileCheck %s --check-prefix=PLAN
+// RUN: kiln-opt %s --kiln-lower-act --kiln-phase-tiled --kiln-phase-scheduled --kiln-phase-kernels | FileCheck %s --check-prefix=PLAN
 
 // A recurrent step with ACT becomes one loop: the position signal and the carry before it, the
 // step's ops once inside it between act_input and act_update, the results read after it.
@@ -23,7 +23,7 @@
 // 7-9 act_output. The position signal (made before the loop, read inside) lives to the loop's
 // last kernel, 6; the carry from 1 to the last act_output, 9; the yielded carry and flag to 6;
 // the step from the loop's first kernel to its last.
-// PLAN: kiln.arena = [array<i64: 64, 1, 0, 0, 0, 0, 6>, array<i64: 140, 1, 0, 0, 0, 1, 9>, array<i64: 64, 1, 0, 0, 0, 2, 5>, array<i64: 64, 1, 0, 0, 0, 3, 4>, array<i64: 64, 1, 0, 0, 0, 4, 5>, array<i64: 140, 1, 0, 0, 0, 5, 6>, array<i64: 4, 0, 0, 0, 0, 6, 6>, array<i64: 4, 0, 0, 0, 0, 2, 6>]
+// PLAN: kiln.arena = [#kiln.arena_slot<bytes = 64, powers = [1, 0, 0, 0], first = 0, last = 6>, #kiln.arena_slot<bytes = 140, powers = [1, 0, 0, 0], first = 1, last = 9>, #kiln.arena_slot<bytes = 64, powers = [1, 0, 0, 0], first = 2, last = 5>, #kiln.arena_slot<bytes = 64, powers = [1, 0, 0, 0], first = 3, last = 4>, #kiln.arena_slot<bytes = 64, powers = [1, 0, 0, 0], first = 4, last = 5>, #kiln.arena_slot<bytes = 140, powers = [1, 0, 0, 0], first = 5, last = 6>, #kiln.arena_slot<bytes = 4, powers = [0, 0, 0, 0], first = 6, last = 6>, #kiln.arena_slot<bytes = 4, powers = [0, 0, 0, 0], first = 2, last = 6>]
 // PLAN: %[[C0:.*]] = kiln.act_init {{.*}}kiln.buffer = [[CB:[0-9]+]] : i64
 // PLAN: kiln.loop %[[C0]] {kiln.buffer = [[CB]] : i64, kiln.step_buffer = {{[0-9]+}} : i64
 module attributes {kiln.seq_names = ["L"], kiln.seq_bounds = array<i64: 64>} {

@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --kiln-outline-kernels --kiln-plan-buffers --kiln-lower-to-llvm | FileCheck %s
+// RUN: kiln-opt %s --kiln-phase-kernels --kiln-lower-to-llvm | FileCheck %s
 
 // The entry calls each kernel with halide_buffer_t views, returns the first failure with the
 // kernel's index, and no kiln or func op is left.

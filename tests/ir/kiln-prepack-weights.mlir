@@ -24,7 +24,7 @@ func.func @a(%x: tensor<?x16xf32>, %ids: tensor<?xi32>) -> (tensor<?x32xf32>, te
   %b1 = kiln.param "b1" : tensor<64xf32>
   %w2 = kiln.param "w2" : tensor<16x64xf32>
   %b2 = kiln.param "b2" : tensor<16xf32>
-  %f = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "out_in", layout2 = "out_in", activation = "relu", chunk = 32 : i64} : (tensor<?x16xf32>, tensor<64x16xf32>, tensor<64xf32>, tensor<16x64xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  %f = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "out_in", layout2 = "out_in", activation = #kiln.activation<relu>, chunk = 32 : i64} : (tensor<?x16xf32>, tensor<64x16xf32>, tensor<64xf32>, tensor<16x64xf32>, tensor<16xf32>) -> tensor<?x16xf32>
   %wi = kiln.param "io" : tensor<16x16xf32>
   %z = kiln.linear %x, %wi {weight_layout = "in_out"} : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
   return %y, %logits, %f, %z : tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>

@@ -1,13 +1,22 @@
 // RUN: kiln-opt %s --kiln-tile-ops=vector-width=16 --split-input-file | FileCheck %s
 // RUN: kiln-opt %s --kiln-tile-ops=vector-width=8 --split-input-file | FileCheck %s --check-prefix=AVX2
+// RUN: kiln-opt %s --kiln-tile-ops="vector-width=16 gpu=true" --split-input-file | FileCheck %s --check-prefix=GPU
 
-// Linears get a 4-row register tile, 4 vectors wide; narrow outputs get a narrower tile.
+// Linears get a 4-row register block, 4 vectors wide, in task tiles of 32 rows; narrow outputs
+// get narrower blocks of whole vectors of their lanes (10 columns: 8-lane vectors, a block of 8).
+// With 8 or more column tiles the tasks are column tiles (256 columns in 8 tiles of 32 with
+// 8-lane vectors). A weight read transposed ([out, in], x·Wᵀ) is packed per task. On GPUs,
+// block tiles of up to 64 columns (halved down to the columns, at least 16) x 32 rows, each K
+// staged through shared memory in the largest of 32, 16, 8, 4 that divides it.
 // CHECK-LABEL: func.func @linear_tiles
-// CHECK: kiln.linear {{.*}}kiln.schedule = {tile_m = 4 : i64, tile_n = 64 : i64}
-// CHECK: kiln.linear {{.*}}kiln.schedule = {tile_m = 4 : i64, tile_n = 16 : i64}
+// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 0, pack = per_task>
+// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task>
 // AVX2-LABEL: func.func @linear_tiles
-// AVX2: kiln.schedule = {tile_m = 4 : i64, tile_n = 32 : i64}
-// AVX2: kiln.schedule = {tile_m = 4 : i64, tile_n = 16 : i64}
+// AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 32, tile_rows = 32, column_tasks = 1, pack = per_task>
+// AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task>
+// GPU-LABEL: func.func @linear_tiles
+// GPU: kiln.schedule = #kiln.schedule<pack = per_call, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 8>
+// GPU: kiln.schedule = #kiln.schedule<pack = per_call, gpu_tile_n = 16, gpu_tile_m = 32, gpu_k_chunk = 32>
 func.func @linear_tiles(%x: tensor<?x8xf32>) -> tensor<?x10xf32> {
   %w = kiln.param "w" : tensor<256x8xf32>
   %h = kiln.linear %x, %w : (tensor<?x8xf32>, tensor<256x8xf32>) -> tensor<?x256xf32>
@@ -18,13 +27,59 @@ func.func @linear_tiles(%x: tensor<?x8xf32>) -> tensor<?x10xf32> {
 
 // -----
 
-// Attention gets a query block; row-wise ops get rows per task; parameters get nothing.
+// A weight stored [in, out] (x·W) with a short K is read in place; a long K (>= 1024) packs it.
+// A decode step (one static row) on a GPU stages nothing: whole 32-row tiles would be padding.
+// CHECK-LABEL: func.func @packing
+// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = none>
+// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task>
+// GPU-LABEL: func.func @packing
+// GPU: kiln.linear {{.*}}#kiln.schedule<pack = none, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 0>
+func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>) -> (tensor<1x2048xf32>, tensor<?x2048xf32>) {
+  %w = kiln.param "w" : tensor<64x2048xf32>
+  %a = kiln.linear %x, %w {weight_layout = "in_out"} : (tensor<1x64xf32>, tensor<64x2048xf32>) -> tensor<1x2048xf32>
+  %w2 = kiln.param "w2" : tensor<1024x2048xf32>
+  %b = kiln.linear %y, %w2 {weight_layout = "in_out"} : (tensor<?x1024xf32>, tensor<1024x2048xf32>) -> tensor<?x2048xf32>
+  return %a, %b : tensor<1x2048xf32>, tensor<?x2048xf32>
+}
+
+// -----
+
+// The FFN's two GEMMs: the output's block over d_out (64 columns: one 64-wide block), the
+// intermediate's over d_ff (256: 64); both weights packed once per call.
+// CHECK-LABEL: func.func @ffn
+// CHECK: kiln.ffn {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, pack = per_call, hidden_vec = 16, hidden_tile_n = 64, chunk = 32>
+// GPU-LABEL: func.func @ffn
+// GPU: kiln.ffn {{.*}}kiln.schedule = #kiln.schedule<pack = per_call, chunk = 32, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 32, gpu_hidden_tile_n = 64, gpu_hidden_k_chunk = 32>
+func.func @ffn(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %w1 = kiln.param "w1" : tensor<64x256xf32>
+  %b1 = kiln.param "b1" : tensor<256xf32>
+  %w2 = kiln.param "w2" : tensor<256x64xf32>
+  %b2 = kiln.param "b2" : tensor<64xf32>
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
+      : (tensor<?x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// Attention over a whole sequence runs on the online block engine with blocks of 64 queries
+// and keys; a decode step over a cache on row strips of 8 queries (32 x 4 tiles per pass on a
+// GPU target). Row-wise ops get rows per task (16 KiB per task; threads across a row on GPUs). A decision
+// already made (the softmax's rows) is kept; parameters get nothing.
 // CHECK-LABEL: func.func @others
 // CHECK-NOT: kiln.param {{.*}}kiln.schedule
-// CHECK: kiln.attention {{.*}}kiln.schedule = {q_block = 8 : i64}
-// CHECK: kiln.softmax {{.*}}kiln.schedule = {rows_per_task = 128 : i64}
-func.func @others(%q: tensor<4x?x32xf32>) -> tensor<4x?x32xf32> {
+// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = online_block, q_block = 64>
+// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 8>
+// CHECK: kiln.softmax {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 7>
+// CHECK: kiln.relu {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 128>
+// GPU-LABEL: func.func @others
+// GPU: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = online_block, q_block = 64, gpu_threads = 32>
+// GPU: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 8, gpu_tile_n = 32, gpu_tile_m = 4>
+// GPU: kiln.relu {{.*}}kiln.schedule = #kiln.schedule<gpu_threads = 32>
+func.func @others(%q: tensor<4x?x32xf32>, %q1: tensor<4x1x32xf32>, %c: tensor<4x64x32xf32>, %past: tensor<1xi32>) -> (tensor<4x?x32xf32>, tensor<4x1x32xf32>) {
   %a = kiln.attention %q, %q, %q {mask = "causal", scale = 0.17677 : f32} : (tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
-  %s = kiln.softmax %a : (tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
-  return %s : tensor<4x?x32xf32>
+  %d = kiln.attention %q1, %c, %c, %past {mask = "causal", scale = 0.17677 : f32} : (tensor<4x1x32xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>, tensor<1xi32>) -> tensor<4x1x32xf32>
+  %s = kiln.softmax %a {kiln.schedule = #kiln.schedule<rows_per_task = 7>} : (tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
+  %r = kiln.relu %s : (tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
+  return %r, %d : tensor<4x?x32xf32>, tensor<4x1x32xf32>
 }

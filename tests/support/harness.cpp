@@ -138,6 +138,18 @@ RunResult run(const std::string &cmd) {
   return r;
 }
 
+ref::T runModel(const std::string &dir, const std::string &exe, const std::string &inputArgs, const std::string &name,
+                std::map<std::string, ref::T> &weights, int seed) {
+  std::string wpath = dir + "/weights.safetensors", odir = dir + "/out";
+  std::string cmd = exe + " --random-weights --seed " + std::to_string(seed) + " --save-weights " + wpath + " " + inputArgs +
+                    " --output-dir " + odir;
+  fprintf(stderr, "[ run      ] %s\n", cmd.c_str());
+  auto r = run(cmd);
+  EXPECT_EQ(r.code, 0) << r.output;
+  weights = loadWeights(wpath);
+  return loadNpy(odir + "/" + name + ".npy");
+}
+
 std::map<std::string, ref::T> loadWeights(const std::string &path) {
   std::map<std::string, ref::T> out;
   kilnrt_weights *w;

@@ -30,6 +30,10 @@ struct RunResult {
   std::string output;  // stdout and stderr
 };
 RunResult run(const std::string &cmd);
+// Runs `exe` with random weights from `seed` (saved to dir/weights.safetensors) and `inputArgs`,
+// its outputs into dir/out; returns output `name` and sets `weights` to the weights used.
+ref::T runModel(const std::string &dir, const std::string &exe, const std::string &inputArgs, const std::string &name,
+                std::map<std::string, ref::T> &weights, int seed = 3);
 std::map<std::string, ref::T> loadWeights(const std::string &path);
 // Writes f32 tensors as safetensors (a gtest failure if it cannot).
 void saveWeights(const std::string &path, const std::map<std::string, ref::T> &weights);

@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "harness.h"
-#include "kiln/Pipelines/Driver.h"
+#include "kiln/Driver/Driver.h"
 #include "kilnrt/api.h"
 
 namespace kt {

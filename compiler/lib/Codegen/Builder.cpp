@@ -75,7 +75,7 @@ int largestDivisor(int n, int upTo) {
   return w;
 }
 
-Builder::Builder(const KernelSpec &spec) : k(spec), vec((int)spec.geti("s.vec", 8)) {
+Builder::Builder(const KernelSpec &spec, bool gpuTarget) : k(spec), sch(spec.schedule), gpu(gpuTarget) {
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     ImageParam p(k.inputs[i].is_int ? Int(32) : Float(32), (int)k.inputs[i].dims.size(), "in" + std::to_string(i));
     constrain(p, k.inputs[i]);
@@ -83,8 +83,15 @@ Builder::Builder(const KernelSpec &spec) : k(spec), vec((int)spec.geti("s.vec", 
   }
 }
 
+int Builder::need(const std::optional<int64_t> &field, const char *name) const {
+  if (!field)
+    throw std::runtime_error("kernel " + k.kind + ": its kiln.schedule has no " + name +
+                             " (the pass that decides it did not run)");
+  return (int)*field;
+}
+
 void Builder::vectorize(Func f, Var v, int64_t extent) {
-  int w = vec;
+  int w = vec();
   if (extent >= 0)
     while (w > 1 && w > extent) w /= 2;
   if (w <= 1) return;
@@ -95,9 +102,10 @@ Var Builder::rowwise(Func out, std::vector<Var> vars) {
   if (gpu) return gpuRows(out, vars);
   int r = (int)vars.size();
   vectorize(out, vars[0], outDim(r - 1));
-  if (r == 1) {
+  if (r == 1) {  // tasks of 64 vectors
     Var o("o");
-    s(out).split(vars[0], o, vars[0], std::max(vec, 1) * 64, TailStrategy::GuardWithIf).parallel(o);
+    s(out).split(vars[0], o, vars[0], std::max(vec(), 1) * 64, TailStrategy::GuardWithIf);
+    if (parallel()) s(out).parallel(o);
     return vars[0];
   }
   Var row = vars[1];
@@ -106,18 +114,18 @@ Var Builder::rowwise(Func out, std::vector<Var> vars) {
     s(out).fuse(row, vars[i], f);
     row = f;
   }
-  int64_t rows = std::max<int64_t>(1, k.geti("s.rows_per_task", 16));
   Var ro("ro"), ri("ri");
-  s(out).split(row, ro, ri, (int)rows, TailStrategy::GuardWithIf);
-  if (k.geti("s.parallel", 1)) s(out).parallel(ro);
+  s(out).split(row, ro, ri, need(sch.rows_per_task, "rows_per_task"), TailStrategy::GuardWithIf);
+  if (parallel()) s(out).parallel(ro);
   return ri;
 }
 
 Var Builder::gpuRows(Func out, std::vector<Var> vars) {
   int r = (int)vars.size();
+  int tx = need(sch.gpu_threads, "gpu_threads");
   if (r == 1) {
     Var bo("bo"), ti("ti");
-    s(out).gpu_tile(vars[0], bo, ti, 256, TailStrategy::GuardWithIf);
+    s(out).gpu_tile(vars[0], bo, ti, tx, TailStrategy::GuardWithIf);
     return bo;
   }
   Var row = vars[1];
@@ -126,10 +134,6 @@ Var Builder::gpuRows(Func out, std::vector<Var> vars) {
     s(out).fuse(row, vars[i], f);
     row = f;
   }
-  int64_t inner = outDim(r - 1);
-  int tx = 128;
-  if (inner >= 0)
-    while (tx > 32 && tx / 2 >= inner) tx /= 2;
   Var co("co"), ci("ci");
   s(out).split(vars[0], co, ci, tx, TailStrategy::GuardWithIf).reorder(ci, co, row).gpu_blocks(row).gpu_threads(ci);
   return row;

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/Support/KernelSpec.h"
+#include "kiln/Dialect/KernelSpec.h"
 
 namespace kiln::codegen {
 
@@ -163,12 +163,22 @@ class Logged {
 
 struct Builder {
   const KernelSpec &k;
+  const ScheduleFields &sch;  // the decisions of the kernel's kiln.schedule
   std::vector<ImageParam> in;
   std::ostringstream log;
-  int vec;
-  bool gpu = false;  // CUDA or OpenCL target: GPU schedules (stages without one run on the host)
+  bool gpu;  // CUDA or OpenCL target: the GPU schedules (stages without one run on the host)
 
-  explicit Builder(const KernelSpec &spec);
+  Builder(const KernelSpec &spec, bool gpuTarget);
+  // A decided schedule field; a compiler bug (an exception naming the field) when the pass that
+  // decides it did not run: codegen never substitutes a default of its own.
+  int need(const std::optional<int64_t> &field, const char *name) const;
+  int vec() const { return need(sch.vec, "vec"); }
+  bool parallel() const { return need(sch.parallel, "parallel") != 0; }
+  // The op the kernel computes (one of those sharing the spec), for its typed attributes.
+  template <class OpT>
+  OpT op() const {
+    return mlir::cast<OpT>(k.source);
+  }
   int rank() const { return (int)k.output.dims.size(); }
   int64_t outDim(int tensorDim) const { return k.output.dims[tensorDim]; }
 
@@ -177,14 +187,16 @@ struct Builder {
   // A line of prose in the schedule log (what a group of calls achieves).
   void note(const std::string &text) { log << "# " << text << "\n"; }
 
-  // Vectorizes v by `vec`, shifting the tail inwards when the extent is static and at least
-  // one vector wide, guarding it otherwise.
+  // Vectorizes v by `vec` (a static extent below one vector: the largest power of two within
+  // it), shifting the tail inwards when the extent is static and at least one vector wide,
+  // guarding it otherwise.
   void vectorize(Func f, Var v, int64_t extent);
-  // Row-wise schedule: vars[0] vectorized, the rest fused into rows, split into parallel tasks.
-  // Returns the per-row var (for compute_at of row reductions) or vars[0] when rank is 1.
+  // Row-wise schedule: vars[0] vectorized, the rest fused into rows, split into tasks of
+  // rows_per_task rows (parallel when decided). Returns the per-row var (for compute_at of row
+  // reductions) or vars[0] when rank is 1. On a GPU target: gpuRows.
   Var rowwise(Func out, std::vector<Var> vars);
   // GPU row-wise schedule: one block per row (the leading dims fused), the row's columns across
-  // up to 128 threads. Returns the block's row var.
+  // gpu_threads threads (a 1-D result: gpu_threads elements per block). Returns the block's row var.
   Var gpuRows(Func out, std::vector<Var> vars);
 };
 

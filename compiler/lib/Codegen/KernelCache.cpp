@@ -77,8 +77,9 @@ void reportWarnings(const std::string &kernel, const std::string &text, std::ost
 
 const char *codegenId() { return KILN_CODEGEN_ID; }
 
-bool buildKernel(const std::string &name, const KernelSpec &spec, const std::string &halideTarget,
-                 const std::string &cacheDir, KernelArtifacts *out, std::string *error) {
+bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetInfo &target, const std::string &cacheDir,
+                 KernelArtifacts *out, std::string *error) {
+  const std::string &halideTarget = target.halide;
   namespace fs = std::filesystem;
   std::string dir = cacheDir + "/" KILN_CODEGEN_ID;
   std::error_code ec;
@@ -90,7 +91,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
   out->object = dir + "/" + name + ".o";
   out->stmt = dir + "/" + name + ".stmt";
   std::string schedPath = dir + "/" + name + ".halide-schedule.txt";
-  const bool cuda = halideTarget.find("cuda") != std::string::npos;
+  const bool cuda = target.gpu == GpuApi::Cuda;
   if (cuda) out->ptx = dir + "/" + name + ".ptx";
   if (fs::exists(out->object) && fs::exists(out->stmt) && fs::exists(schedPath) && (!cuda || fs::exists(out->ptx))) {
     out->cached = true;
@@ -98,8 +99,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const std::str
     return true;
   }
   try {
-    codegen::Builder B(spec);
-    B.gpu = cuda || halideTarget.find("opencl") != std::string::npos;
+    codegen::Builder B(spec, target.isGpu());
     Func f = codegen::generate(B);
     codegen::constrain(f.output_buffer(), spec.output);
     std::vector<Argument> args(B.in.begin(), B.in.end());

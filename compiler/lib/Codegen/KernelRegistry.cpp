@@ -1,5 +1,6 @@
 // KernelRegistry.cpp - a kernel spec to its family's Halide algorithm and schedule. The switch
-// is over the family enum: a family without a case is a compiler warning (-Wswitch).
+// is over the KernelOp enum (and an attention's over its engine): a kernel without a case is a
+// compiler warning (-Wswitch).
 #include "KernelRegistry.h"
 
 #include "Kernels/Kernels.h"
@@ -8,22 +9,43 @@ namespace kiln::codegen {
 
 Func generate(Builder &B) {
   const KernelSpec &k = B.k;
-  switch (k.family) {
-    case KernelFamily::Matmul: return buildMatmul(B);
-    case KernelFamily::Ffn: return buildFfn(B);
-    case KernelFamily::Attention:
-      // Over a cache, or a static query length (decode steps): row strips; otherwise the online block engine.
-      if (k.inputs.size() == 3 && k.inputs[0].dims[1] < 0) return buildSequenceAttention(B);
-      return buildCacheAttention(B);
-    case KernelFamily::SparseAttention: return buildSparseAttention(B);
-    case KernelFamily::LshHash: return buildLshHash(B);
-    case KernelFamily::LshChunkAttention: return buildLshChunkAttention(B);
-    case KernelFamily::RowReduce: return buildRowReduce(B);
-    case KernelFamily::Elementwise: return buildElementwise(B);
-    case KernelFamily::DataMovement: return buildDataMovement(B);
-    case KernelFamily::DepthwiseConv: return buildDepthwiseConv(B);
-    case KernelFamily::Act: return buildAct(B);
-    case KernelFamily::Host: break;
+  switch (k.op) {
+    case KernelOp::Linear:
+    case KernelOp::MatMul:
+    case KernelOp::BatchMatMul: return buildMatmul(B);
+    case KernelOp::Ffn: return buildFfn(B);
+    case KernelOp::Attention:
+      switch (B.sch.engine) {
+        case AttentionEngine::online_block: return buildSequenceAttention(B);
+        case AttentionEngine::row_strip: return buildCacheAttention(B);
+        case AttentionEngine::block_sparse: return buildSparseAttention(B);
+        case AttentionEngine::unset: break;
+      }
+      throw std::runtime_error("kernel attention: its kiln.schedule has no engine (kiln-tile-ops did not run)");
+    case KernelOp::LshHash: return buildLshHash(B);
+    case KernelOp::LshChunkAttention: return buildLshChunkAttention(B);
+    case KernelOp::LayerNorm:
+    case KernelOp::Softmax: return buildRowReduce(B);
+    case KernelOp::Add:
+    case KernelOp::Mul:
+    case KernelOp::Scale:
+    case KernelOp::Activation: return buildElementwise(B);
+    case KernelOp::Embedding:
+    case KernelOp::PositionEmbedding:
+    case KernelOp::SinusoidalPositions:
+    case KernelOp::Transpose:
+    case KernelOp::Slice:
+    case KernelOp::Concat:
+    case KernelOp::Mask:
+    case KernelOp::CacheWrite: return buildDataMovement(B);
+    case KernelOp::DepthwiseConv: return buildDepthwiseConv(B);
+    case KernelOp::ActInit:
+    case KernelOp::ActInput:
+    case KernelOp::ActUpdate:
+    case KernelOp::ActRunning:
+    case KernelOp::ActOutput: return buildAct(B);
+    case KernelOp::LshSort:  // the runtime's (kilnrt_kernel_lsh_sort)
+    case KernelOp::None: break;
   }
   throw std::runtime_error("no Halide kernel for op kind '" + k.kind + "'");
 }

@@ -1,392 +1,71 @@
-// KilnDialect.cpp - registration and verifiers of the kiln dialect's ops.
-// Verifier messages start with "expected"; dynamic dims (`?`) match anything.
+// KilnDialect.cpp - the kiln dialect's registration, its generated enums, attributes and
+// interfaces, and the interfaces' default hooks.
 #include "kiln/Dialect/KilnDialect.h"
 
+#include <cstdio>
+
+#include "llvm/ADT/TypeSwitch.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/DialectImplementation.h"
 
 using namespace mlir;
 using namespace kiln;
 
+#include "kiln/Dialect/KilnEnums.cpp.inc"
+#include "kiln/Dialect/KilnInterfaces.cpp.inc"
 #include "kiln/Dialect/KilnOpsDialect.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "kiln/Dialect/KilnAttrs.cpp.inc"
 
 void KilnDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "kiln/Dialect/KilnOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "kiln/Dialect/KilnAttrs.cpp.inc"
+      >();
 }
 
-#define GET_OP_CLASSES
-#include "kiln/Dialect/KilnOps.cpp.inc"
-
-static RankedTensorType ty(Value v) { return cast<RankedTensorType>(v.getType()); }
-static bool compatible(int64_t a, int64_t b) { return a == b || ShapedType::isDynamic(a) || ShapedType::isDynamic(b); }
-static std::string d2s(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
-
-static LogicalResult expectDim(Operation *op, const char *a, int64_t da, const char *b, int64_t db) {
-  if (compatible(da, db)) return success();
-  return op->emitOpError() << "expected " << a << " (" << d2s(da) << ") to equal " << b << " (" << d2s(db) << ")";
-}
-static LogicalResult expectRank(Operation *op, const char *role, Value v, int64_t rank) {
-  if (ty(v).getRank() == rank) return success();
-  return op->emitOpError() << "expected the " << role << " to have rank " << rank << ", got " << ty(v);
-}
-
-LogicalResult ParamOp::verify() {
-  auto t = getResult().getType();
-  if (!cast<RankedTensorType>(t).hasStaticShape()) return emitOpError("expected a static shape for a parameter");
-  if (getTransposed() && cast<RankedTensorType>(t).getRank() != 2) return emitOpError("expected a 2-D transposed parameter");
-  if (getInit() != "normal" && getInit() != "ones" && getInit() != "zeros")
-    return emitOpError("expected init to be \"normal\", \"ones\" or \"zeros\", got \"") << getInit() << "\"";
-  return success();
-}
-
-LogicalResult EmbeddingOp::verify() {
-  if (failed(expectRank(*this, "table", getTable(), 2)) || failed(expectRank(*this, "ids", getIds(), 1))) return failure();
-  if (!ty(getIds()).getElementType().isInteger(32)) return emitOpError("expected i32 token ids");
-  return success(succeeded(expectDim(*this, "result rows", ty(getResult()).getDimSize(0), "ids length",
-                                     ty(getIds()).getDimSize(0))) &&
-                 succeeded(expectDim(*this, "result width", ty(getResult()).getDimSize(1), "table width",
-                                     ty(getTable()).getDimSize(1))));
-}
-
-LogicalResult LinearOp::verify() {
-  if (failed(expectRank(*this, "weight", getWeight(), 2))) return failure();
-  if (getWeightLayout() != "out_in" && getWeightLayout() != "in_out")
-    return emitOpError("expected weight_layout \"out_in\" or \"in_out\"");
-  StringRef act = getActivation();
-  if (act != "none" && act != "relu" && act != "gelu_erf" && act != "gelu_tanh")
-    return emitOpError("expected activation none, relu, gelu_erf or gelu_tanh, got \"") << act << "\"";
-  bool oi = getWeightLayout() == "out_in";
-  int64_t in = ty(getWeight()).getDimSize(oi ? 1 : 0), out = ty(getWeight()).getDimSize(oi ? 0 : 1);
-  auto xt = ty(getX()), rt = ty(getResult());
-  if (xt.getRank() != rt.getRank()) return emitOpError("expected the result to have the input's rank");
-  if (failed(expectDim(*this, "input features", xt.getDimSize(xt.getRank() - 1), "weight in-features", in)) ||
-      failed(expectDim(*this, "result features", rt.getDimSize(rt.getRank() - 1), "weight out-features", out)))
-    return failure();
-  if (getBias() && (ty(getBias()).getRank() != 1 || !compatible(ty(getBias()).getDimSize(0), out)))
-    return emitOpError("expected a bias of shape [") << out << "], got " << ty(getBias());
-  return success();
-}
-
-static LogicalResult verifyMatmul(Operation *op, Value a, Value b, Value r, bool tb, int batch) {
-  int rank = 2 + batch;
-  if (failed(expectRank(op, "lhs", a, rank)) || failed(expectRank(op, "rhs", b, rank))) return failure();
-  auto at = ty(a), bt = ty(b), rt = ty(r);
-  if (batch && failed(expectDim(op, "lhs batch", at.getDimSize(0), "rhs batch", bt.getDimSize(0)))) return failure();
-  int64_t k = bt.getDimSize(batch + (tb ? 1 : 0)), n = bt.getDimSize(batch + (tb ? 0 : 1));
-  if (failed(expectDim(op, "lhs columns", at.getDimSize(batch + 1), "rhs contraction dim", k))) return failure();
-  return success(succeeded(expectDim(op, "result rows", rt.getDimSize(batch), "lhs rows", at.getDimSize(batch))) &&
-                 succeeded(expectDim(op, "result columns", rt.getDimSize(batch + 1), "rhs columns", n)));
-}
-LogicalResult MatMulOp::verify() { return verifyMatmul(*this, getLhs(), getRhs(), getResult(), getTransposeB(), 0); }
-LogicalResult BatchMatMulOp::verify() {
-  return verifyMatmul(*this, getLhs(), getRhs(), getResult(), getTransposeB(), 1);
-}
-
-static LogicalResult verifyBinary(Operation *op, Value a, Value b, Value r) {
-  auto at = ty(a), bt = ty(b);
-  if (bt.getRank() > at.getRank()) return op->emitOpError("expected the rhs rank to be at most the lhs rank");
-  for (int64_t i = 1; i <= bt.getRank(); ++i)
-    if (!compatible(at.getDimSize(at.getRank() - i), bt.getDimSize(bt.getRank() - i)))
-      return op->emitOpError() << "expected broadcast-compatible operands, got " << at << " and " << bt;
-  if (ty(r).getShape().size() != at.getShape().size()) return op->emitOpError("expected the result to have the lhs shape");
-  return success();
-}
-LogicalResult AddOp::verify() { return verifyBinary(*this, getLhs(), getRhs(), getResult()); }
-LogicalResult MulOp::verify() { return verifyBinary(*this, getLhs(), getRhs(), getResult()); }
-
-LogicalResult LayerNormOp::verify() {
-  auto xt = ty(getInput());
-  int64_t d = xt.getDimSize(xt.getRank() - 1);
-  if (failed(expectRank(*this, "gamma", getGamma(), 1)) || failed(expectRank(*this, "beta", getBeta(), 1))) return failure();
-  if (failed(expectDim(*this, "gamma length", ty(getGamma()).getDimSize(0), "input width", d)) ||
-      failed(expectDim(*this, "beta length", ty(getBeta()).getDimSize(0), "input width", d)))
-    return failure();
-  if (!(getEpsilon().convertToFloat() > 0)) return emitOpError("expected a positive epsilon");
-  return success();
-}
-
-LogicalResult ReshapeOp::verify() {
-  auto it = ty(getInput()), rt = ty(getResult());
-  int64_t a = 1, b = 1, da = 0, db = 0;
-  for (int64_t d : it.getShape()) ShapedType::isDynamic(d) ? (void)++da : (void)(a *= d);
-  for (int64_t d : rt.getShape()) ShapedType::isDynamic(d) ? (void)++db : (void)(b *= d);
-  if (a != b || da != db)
-    return emitOpError() << "expected the same number of elements, got " << it << " and " << rt;
-  return success();
-}
-
-LogicalResult TransposeOp::verify() {
-  auto it = ty(getInput()), rt = ty(getResult());
-  auto perm = getPermutation();
-  if ((int64_t)perm.size() != it.getRank() || rt.getRank() != it.getRank())
-    return emitOpError("expected a permutation with one entry per dim");
-  std::vector<bool> seen(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] < 0 || perm[i] >= it.getRank() || seen[perm[i]]) return emitOpError("expected a permutation");
-    seen[perm[i]] = true;
-    if (!compatible(rt.getDimSize(i), it.getDimSize(perm[i])))
-      return emitOpError() << "expected result dim " << i << " to be input dim " << perm[i];
+// The decisions passes attach to ops and entries must have their typed attributes: a schedule
+// written as a dictionary (or anything else) would be silently replaced.
+LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute a = attr.getValue();
+  if (name == "kiln.schedule" && !isa<ScheduleAttr>(a))
+    return op->emitError("expected kiln.schedule to be a #kiln.schedule<...>, got ") << a;
+  if (name == "kiln.sparse" && !isa<SparseScheduleAttr>(a))
+    return op->emitError("expected kiln.sparse to be a #kiln.sparse_schedule<...>, got ") << a;
+  if (name == "kiln.arena") {
+    auto arr = dyn_cast<ArrayAttr>(a);
+    if (!arr || !llvm::all_of(arr, [](Attribute e) { return isa<ArenaSlotAttr>(e); }))
+      return op->emitError("expected kiln.arena to be an array of #kiln.arena_slot<...>, got ") << a;
   }
   return success();
 }
 
-LogicalResult ConcatOp::verify() {
-  if (getInputs().empty()) return emitOpError("expected at least one input");
-  int64_t axis = getAxis(), rank = ty(getResult()).getRank(), sum = 0;
-  if (axis < 0 || axis >= rank) return emitOpError("expected an axis within the rank");
-  for (Value v : getInputs()) {
-    if (ty(v).getRank() != rank) return emitOpError("expected inputs of the result's rank");
-    if (ShapedType::isDynamic(ty(v).getDimSize(axis))) return emitOpError("expected a static concat axis");
-    sum += ty(v).getDimSize(axis);
-  }
-  return expectDim(*this, "result axis size", ty(getResult()).getDimSize(axis), "sum of input sizes", sum);
+namespace kiln {
+
+void KernelAttrs::setFloat(llvm::StringRef key, float value) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.9g", value);
+  map_[key.str()] = buf;
 }
 
-LogicalResult SliceOp::verify() {
-  auto it = ty(getInput()), rt = ty(getResult());
-  int64_t axis = getAxis();
-  if (axis < 0 || axis >= it.getRank() || rt.getRank() != it.getRank()) return emitOpError("expected an axis within the rank");
-  if (ShapedType::isDynamic(it.getDimSize(axis))) return emitOpError("expected a static slice axis");
-  int64_t off = (int64_t)getOffset();
-  if (off < 0 || off + rt.getDimSize(axis) > it.getDimSize(axis))
-    return emitOpError() << "expected the slice [" << off << ", " << off + rt.getDimSize(axis)
-                         << ") to lie within " << it.getDimSize(axis);
-  return success();
+Syms defaultSeqLengths(Operation *op, ArrayRef<Syms> operands) {
+  if (op->getNumResults() == 0) return {};
+  int64_t rank = cast<RankedTensorType>(op->getResult(0).getType()).getRank();
+  Syms r = operands.empty() ? Syms() : operands[0];  // elementwise, norms, concat, slice, FFN, ACT: operand 0's
+  r.resize(rank, -1);
+  return r;
 }
 
-LogicalResult AttentionOp::verify() {
-  for (auto [role, v] : {std::pair<const char *, Value>{"query", getQuery()}, {"key", getKey()}, {"value", getValue()}})
-    if (failed(expectRank(*this, role, v, 3))) return failure();
-  auto q = ty(getQuery()), k = ty(getKey()), v = ty(getValue());
-  if (failed(expectDim(*this, "query heads", q.getDimSize(0), "key heads", k.getDimSize(0))) ||
-      failed(expectDim(*this, "query head dim", q.getDimSize(2), "key head dim", k.getDimSize(2))) ||
-      failed(expectDim(*this, "key length", k.getDimSize(1), "value length", v.getDimSize(1))))
-    return failure();
-  StringRef mk = getMask();
-  if (!llvm::is_contained({"none", "causal", "window", "strided", "fixed", "layout"}, mk))
-    return emitOpError("expected mask \"none\", \"causal\", \"window\", \"strided\", \"fixed\" or \"layout\", got \"")
-           << mk << "\"";
-  bool pattern = mk != "none" && mk != "causal";
-  if (pattern) {
-    if (!getPatternSize() || *getPatternSize() < 1) return emitOpError("expected a positive pattern_size with mask \"") << mk << "\"";
-    if (failed(expectDim(*this, "query length", q.getDimSize(1), "key length", k.getDimSize(1)))) return failure();
-    if (getPast()) return emitOpError("expected no past or key count with a sparse pattern");
-  }
-  if ((mk == "strided" || mk == "fixed") && (!getPart() || !llvm::is_contained({"union", "local", "global"}, *getPart())))
-    return emitOpError("expected part \"union\", \"local\" or \"global\" with mask \"") << mk << "\"";
-  if (mk == "fixed" && (!getSummary() || *getSummary() < 1 || *getSummary() > *getPatternSize()))
-    return emitOpError("expected summary in [1, pattern_size] with mask \"fixed\"");
-  if (mk == "layout") {
-    auto rows = getLayout();
-    if (!rows || rows->empty()) return emitOpError("expected a layout (one string per query block) with mask \"layout\"");
-    for (Attribute r : *rows) {
-      StringRef s = cast<StringAttr>(r).getValue();
-      if ((int64_t)s.size() != (int64_t)rows->size() || s.find_first_not_of("#.") != StringRef::npos)
-        return emitOpError("expected every layout row to have ") << rows->size() << " characters '#' or '.', got \"" << s << "\"";
-    }
-  }
-  if (getNoncausal() && mk != "layout") return emitOpError("expected noncausal only with mask \"layout\"");
-  if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
-                    !ty(getPast()).getElementType().isInteger(32)))
-    return emitOpError("expected past to be a tensor<1xi32>");
-  if (getKeyCount() && !getPast()) return emitOpError("expected a key count operand with key_count");
-  return success();
+OpCost defaultCost(Operation *op, llvm::function_ref<double(Value)> numel) {
+  OpCost c;
+  for (Value v : op->getOperands()) c.read += 4 * numel(v);
+  for (Value v : op->getResults()) c.written += 4 * numel(v);
+  return c;
 }
 
-LogicalResult LshAttentionOp::verify() {
-  if (failed(expectRank(*this, "qk", getQk(), 3)) || failed(expectRank(*this, "value", getValue(), 3)) ||
-      failed(expectRank(*this, "rotations", getRotations(), 3)))
-    return failure();
-  auto q = ty(getQk()), v = ty(getValue()), r = ty(getRotations());
-  int64_t nb = (int64_t)getBuckets(), nh = (int64_t)getHashes();
-  if (nb < 2 || nb % 2) return emitOpError("expected an even number of buckets, at least 2, got ") << nb;
-  if (nh < 1 || getChunk() < 1) return emitOpError("expected at least one hash round and a positive chunk");
-  if (failed(expectDim(*this, "qk heads", q.getDimSize(0), "value heads", v.getDimSize(0))) ||
-      failed(expectDim(*this, "qk length", q.getDimSize(1), "value length", v.getDimSize(1))) ||
-      failed(expectDim(*this, "rotation rounds", r.getDimSize(0), "hashes", nh)) ||
-      failed(expectDim(*this, "rotation rows", r.getDimSize(1), "qk head dim", q.getDimSize(2))) ||
-      failed(expectDim(*this, "rotation columns", r.getDimSize(2), "buckets / 2", nb / 2)))
-    return failure();
-  return success();
-}
-
-LogicalResult LshHashOp::verify() {
-  if (failed(expectRank(*this, "qk", getQk(), 3)) || failed(expectRank(*this, "rotations", getRotations(), 3)) ||
-      failed(expectRank(*this, "result", getResult(), 3)))
-    return failure();
-  auto q = ty(getQk()), r = ty(getRotations()), o = ty(getResult());
-  if (!o.getElementType().isInteger(32)) return emitOpError("expected i32 buckets");
-  if (failed(expectDim(*this, "rotation rows", r.getDimSize(1), "qk head dim", q.getDimSize(2))) ||
-      failed(expectDim(*this, "result rounds", o.getDimSize(1), "rotation rounds", r.getDimSize(0))) ||
-      failed(expectDim(*this, "result length", o.getDimSize(2), "qk length", q.getDimSize(1))))
-    return failure();
-  return success();
-}
-
-LogicalResult LshSortOp::verify() {
-  if (failed(expectRank(*this, "buckets", getBuckets(), 3)) || failed(expectRank(*this, "result", getResult(), 4)))
-    return failure();
-  auto b = ty(getBuckets()), o = ty(getResult());
-  if (!b.getElementType().isInteger(32) || !o.getElementType().isInteger(32)) return emitOpError("expected i32 tensors");
-  if (o.getDimSize(2) != 2) return emitOpError("expected the result's dim 2 to be 2 (order and inverse)");
-  return expectDim(*this, "result length", o.getDimSize(3), "buckets length", b.getDimSize(2));
-}
-
-LogicalResult LshChunkAttentionOp::verify() {
-  if (failed(expectRank(*this, "qk", getQk(), 3)) || failed(expectRank(*this, "value", getValue(), 3)) ||
-      failed(expectRank(*this, "buckets", getBuckets(), 3)) || failed(expectRank(*this, "sorted", getSorted(), 4)))
-    return failure();
-  if (getChunk() < 1) return emitOpError("expected a positive chunk");
-  return expectDim(*this, "sorted rounds", ty(getSorted()).getDimSize(1), "bucket rounds", ty(getBuckets()).getDimSize(1));
-}
-
-LogicalResult MaskOp::verify() {
-  if (getKind() != "causal") return emitOpError("expected kind \"causal\", got \"") << getKind() << "\"";
-  if (ty(getScores()).getRank() < 2) return emitOpError("expected scores of rank 2 or more");
-  if (getScores().getType() != getResult().getType()) return emitOpError("expected the result to have the scores' type");
-  return success();
-}
-
-LogicalResult FfnOp::verify() {
-  for (StringRef l : {getLayout1(), getLayout2()})
-    if (l != "out_in" && l != "in_out") return emitOpError("expected layouts \"out_in\" or \"in_out\"");
-  if (getChunk() < 1) return emitOpError("expected a positive chunk");
-  auto x = ty(getX()), r = ty(getResult());
-  if (x.getRank() != 2 || r.getRank() != 2) return emitOpError("expected [rows, features] input and result");
-  bool oi1 = getLayout1() == "out_in", oi2 = getLayout2() == "out_in";
-  int64_t in1 = ty(getW1()).getDimSize(oi1 ? 1 : 0), ff = ty(getW1()).getDimSize(oi1 ? 0 : 1);
-  int64_t ff2 = ty(getW2()).getDimSize(oi2 ? 1 : 0), out = ty(getW2()).getDimSize(oi2 ? 0 : 1);
-  if (failed(expectDim(*this, "input features", x.getDimSize(1), "W1 in-features", in1)) ||
-      failed(expectDim(*this, "W1 out-features", ff, "W2 in-features", ff2)) ||
-      failed(expectDim(*this, "result features", r.getDimSize(1), "W2 out-features", out)) ||
-      failed(expectDim(*this, "b1 length", ty(getB1()).getDimSize(0), "W1 out-features", ff)) ||
-      failed(expectDim(*this, "b2 length", ty(getB2()).getDimSize(0), "W2 out-features", out)))
-    return failure();
-  if (getResidual() && getResidual().getType() != getResult().getType())
-    return emitOpError("expected the residual to have the result's type");
-  return success();
-}
-
-LogicalResult SinusoidalPositionsOp::verify() {
-  auto r = ty(getResult());
-  if (r.getRank() != 2 || ShapedType::isDynamic(r.getDimSize(1)) || r.getDimSize(1) % 2)
-    return emitOpError("expected a [L, d] result with a static even d");
-  if (getStart() && (ty(getStart()).getRank() != 1 || ty(getStart()).getDimSize(0) != 1 ||
-                     !ty(getStart()).getElementType().isInteger(32)))
-    return emitOpError("expected start to be a tensor<1xi32>");
-  return expectDim(*this, "result rows", r.getDimSize(0), "positions", ty(getLike()).getDimSize(0));
-}
-
-LogicalResult DepthwiseConvOp::verify() {
-  if (failed(expectRank(*this, "input", getX(), 2)) || failed(expectRank(*this, "weight", getWeight(), 2)) ||
-      failed(expectRank(*this, "bias", getBias(), 1)))
-    return failure();
-  int64_t k = ty(getWeight()).getDimSize(0);
-  if (k % 2 == 0) return emitOpError("expected an odd kernel size (weight dim 0), got ") << k;
-  if (getX().getType() != getResult().getType()) return emitOpError("expected the result to have the input's type");
-  if (failed(expectDim(*this, "weight width", ty(getWeight()).getDimSize(1), "input width", ty(getX()).getDimSize(1))) ||
-      failed(expectDim(*this, "bias length", ty(getBias()).getDimSize(0), "input width", ty(getX()).getDimSize(1))))
-    return failure();
-  return success();
-}
-
-// The carry of a state [L, d] is [L, 2d + 3].
-static LogicalResult expectCarry(Operation *op, Value carry, RankedTensorType state) {
-  auto c = ty(carry);
-  if (c.getRank() != 2 || state.getRank() != 2 || ShapedType::isDynamic(state.getDimSize(1)) ||
-      c.getDimSize(1) != 2 * state.getDimSize(1) + 3)
-    return op->emitOpError() << "expected an ACT carry [L, 2d + 3] for the state " << state << ", got " << c;
-  return expectDim(op, "carry rows", c.getDimSize(0), "state rows", state.getDimSize(0));
-}
-static bool isStep(Value v) {
-  auto t = ty(v);
-  return t.getRank() == 1 && t.getDimSize(0) == 1 && t.getElementType().isInteger(32);
-}
-static LogicalResult expectStep(Operation *op, Value v, const char *role) {
-  if (!isStep(v)) return op->emitOpError() << "expected the " << role << " to be a tensor<1xi32>, got " << ty(v);
-  return success();
-}
-
-LogicalResult RecurrentOp::verify() {
-  auto x = ty(getInit());
-  if (x.getRank() != 2 || ShapedType::isDynamic(x.getDimSize(1)))
-    return emitOpError("expected the initial state to be [L, d] with a static d");
-  if (getMaxSteps() < 1) return emitOpError("expected max_steps to be at least 1");
-  float th = getThreshold().convertToFloat();
-  if (!(th > 0.0f && th < 1.0f)) return emitOpError("expected the threshold in (0, 1)");
-  if (getHaltWeight().getType() != RankedTensorType::get({x.getDimSize(1)}, x.getElementType()) ||
-      getHaltBias().getType() != RankedTensorType::get({1}, x.getElementType()))
-    return emitOpError("expected the halting weight [d] and bias [1] of the state's width");
-  Block &body = getBody().front();
-  if (body.getNumArguments() != 1 || body.getArgument(0).getType() != x)
-    return emitOpError("expected the body to take one argument of the state's type ") << x;
-  auto y = dyn_cast<YieldOp>(body.getTerminator());
-  if (!y || y.getValues().size() != 1 || y.getValues()[0].getType() != x)
-    return emitOpError("expected the body to yield one value of the state's type ") << x;
-  auto row = RankedTensorType::get({x.getDimSize(0)}, x.getElementType());
-  if (getHidden().getType() != x || getPonder().getType() != row ||
-      getSteps().getType() != RankedTensorType::get({x.getDimSize(0)}, IntegerType::get(getContext(), 32)))
-    return emitOpError("expected results hidden [L, d], ponder [L] f32 and steps [L] i32");
-  return success();
-}
-
-LogicalResult LoopOp::verify() {
-  if (getMaxSteps() < 1) return emitOpError("expected max_steps to be at least 1");
-  Block &body = getBody().front();
-  Type c = getInit().getType();
-  if (body.getNumArguments() != 2 || body.getArgument(0).getType() != c || !isStep(body.getArgument(1)))
-    return emitOpError("expected the body to take the carried value and the step (tensor<1xi32>)");
-  auto y = dyn_cast<YieldOp>(body.getTerminator());
-  if (!y || y.getValues().size() != 2 || !isStep(y.getValues()[0]) ||
-      y.getValues()[1].getType() != c)
-    return emitOpError("expected the body to yield a flag (tensor<1xi32>) and the next carried value");
-  if (getResult().getType() != c) return emitOpError("expected the result to have the carried type");
-  return success();
-}
-
-LogicalResult ActInitOp::verify() { return expectCarry(*this, getResult(), ty(getX())); }
-
-LogicalResult ActInputOp::verify() {
-  if (getPositions().getType() != getResult().getType()) return emitOpError("expected the positions to have the result's type");
-  if (failed(expectStep(*this, getStep(), "step"))) return failure();
-  return expectCarry(*this, getCarry(), ty(getResult()));
-}
-
-LogicalResult ActUpdateOp::verify() {
-  auto x = ty(getX());
-  if (getY().getType() != x) return emitOpError("expected the step's output to have its input's type");
-  if (getCarry().getType() != getResult().getType()) return emitOpError("expected the result to have the carry's type");
-  if (failed(expectStep(*this, getStep(), "step")) || failed(expectCarry(*this, getCarry(), x))) return failure();
-  if (getHaltWeight().getType() != RankedTensorType::get({x.getDimSize(1)}, x.getElementType()) ||
-      getHaltBias().getType() != RankedTensorType::get({1}, x.getElementType()))
-    return emitOpError("expected the halting weight [d] and bias [1]");
-  float th = getThreshold().convertToFloat();
-  if (!(th > 0.0f && th < 1.0f) || getMaxSteps() < 1) return emitOpError("expected a threshold in (0, 1) and max_steps >= 1");
-  return success();
-}
-
-LogicalResult ActRunningOp::verify() {
-  auto c = ty(getCarry());
-  if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 3) % 2 || c.getDimSize(1) < 5)
-    return emitOpError("expected an ACT carry [L, 2d + 3]");
-  return expectStep(*this, getResult(), "result");
-}
-
-LogicalResult ActOutputOp::verify() {
-  auto c = ty(getCarry()), r = ty(getResult());
-  if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 3) % 2 || c.getDimSize(1) < 5)
-    return emitOpError("expected an ACT carry [L, 2d + 3]");
-  int64_t d = (c.getDimSize(1) - 3) / 2;
-  StringRef f = getField();
-  Type f32 = Float32Type::get(getContext()), i32 = IntegerType::get(getContext(), 32);
-  RankedTensorType want;
-  if (f == "hidden") want = RankedTensorType::get({c.getDimSize(0), d}, f32);
-  else if (f == "ponder") want = RankedTensorType::get({c.getDimSize(0)}, f32);
-  else if (f == "steps") want = RankedTensorType::get({c.getDimSize(0)}, i32);
-  else return emitOpError("expected field \"hidden\", \"ponder\" or \"steps\", got \"") << f << "\"";
-  if (r != want) return emitOpError("expected the ") << f << " result to be " << want << ", got " << r;
-  return success();
-}
+}  // namespace kiln

@@ -9,7 +9,7 @@
 //   3. chunk = the chunk-rows option, or the largest multiple of 32 rows whose [chunk, d_ff]
 //      f32 intermediate fits in half of l2-bytes, kept within [32, 64] rows so that a few
 //      hundred rows still make several chunks to run in parallel.
-//   4. Replace the chain with kiln.ffn.
+//   4. Replace the chain with kiln.ffn, the chunk its schedule's `chunk`.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "mlir/IR/Builders.h"
@@ -29,7 +29,9 @@ struct ChunkFfnPass : kiln::impl::ChunkFfnBase<ChunkFfnPass> {
     getOperation().walk([&](kiln::LinearOp l) { seconds.push_back(l); });
     for (kiln::LinearOp y : seconds) {
       auto h = y.getX().getDefiningOp<kiln::LinearOp>();
-      if (!h || h.getActivation() == "none" || !h.getBias() || !y.getBias() || y.getActivation() != "none") continue;
+      if (!h || h.getActivation() == kiln::ActivationKind::none || !h.getBias() || !y.getBias() ||
+          y.getActivation() != kiln::ActivationKind::none)
+        continue;
       if (!h.getResult().hasOneUse() || cast<RankedTensorType>(h.getX().getType()).getRank() != 2) continue;
       Operation *replaced = y;
       Value residual;
@@ -50,7 +52,10 @@ struct ChunkFfnPass : kiln::impl::ChunkFfnBase<ChunkFfnPass> {
       Location loc = FusedLoc::get(&getContext(), {h.getLoc(), y.getLoc(), replaced->getLoc()});
       auto ffn = kiln::FfnOp::create(b, loc, replaced->getResult(0).getType(), h.getX(), h.getWeight(), h.getBias(),
                                      y.getWeight(), y.getBias(), residual, h.getWeightLayoutAttr(), y.getWeightLayoutAttr(),
-                                     h.getActivationAttr(), b.getI64IntegerAttr(chunk));
+                                     h.getActivationAttr());
+      kiln::ScheduleFields decided;
+      decided.chunk = chunk;
+      kiln::mergeSchedule(ffn, decided);
       replaced->getResult(0).replaceAllUsesWith(ffn.getResult());
       if (replaced != y.getOperation()) replaced->erase();
       y.erase();

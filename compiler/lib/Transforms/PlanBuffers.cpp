@@ -2,22 +2,25 @@
 //
 // Algorithm:
 //   1. Sequence lengths: function arguments carry `kiln.syms` (the length index of each dim,
-//      -1 for static dims); propagate through every op by its shape rule and write `kiln.syms`
-//      on each result, checking that exactly the dynamic dims got a length.
+//      -1 for static dims); kiln/Dialect/SeqLengths.h propagates them through every op's
+//      inferSeqLengths hook; each result gets its `kiln.syms`. Every tensor must have fewer
+//      than 2^31 elements at the bounds (Halide's 32-bit extents).
 //   2. Parameters are numbered module-wide by first appearance (`kiln.params`); inputs and
 //      outputs likewise by name (`kiln.io`), states too (`kiln.states`). Buffer ids: parameters,
 //      then io, then states, then arena slots.
 //   3. A reshape is a view and a cache write works in place: their results take their input's
 //      buffer. A returned value is computed straight into its output buffer. Every other kernel
 //      result gets a new arena slot.
-//   4. Each arena slot records [static bytes, the power of each length, first kernel, last
-//      kernel] in the function's `kiln.arena`; the runtime sizes and places them at start-up.
+//   4. Each arena slot records its static bytes, the power of each length and its first and
+//      last kernel as a #kiln.arena_slot in the function's `kiln.arena`; the runtime sizes and
+//      places them at start-up.
 //   5. Loops (kiln.loop): the carried value, its initial value and the loop's result share one
 //      buffer (the host copies each step's yielded value into it); the step number gets a
 //      4-byte slot (`kiln.step_buffer`). A value defined outside a loop and used inside it, and
 //      every value the body yields, stays live until the loop's last kernel: the body runs again.
 #include <cstdio>
 
+#include "kiln/Dialect/SeqLengths.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,51 +31,7 @@ namespace kiln {
 }  // namespace kiln
 
 using namespace mlir;
-using Syms = SmallVector<int64_t, 4>;
-
-static Syms inferSyms(Operation *op, llvm::DenseMap<Value, Syms> &known) {
-  auto in = [&](unsigned i) { return known.lookup(op->getOperand(i)); };
-  auto rt = cast<RankedTensorType>(op->getResult(0).getType());
-  Syms r(rt.getRank(), -1);
-  if (isa<kiln::ParamOp, kiln::StateOp>(op)) return r;
-  if (isa<kiln::EmbeddingOp, kiln::PositionEmbeddingOp>(op)) {
-    r[0] = in(1)[0];
-  } else if (isa<kiln::SinusoidalPositionsOp>(op)) {
-    r[0] = in(0)[0];
-  } else if (isa<kiln::LinearOp>(op)) {
-    r = in(0);
-    r.back() = -1;
-  } else if (auto mm = dyn_cast<kiln::MatMulOp>(op)) {
-    r = {in(0)[0], in(1)[mm.getTransposeB() ? 0 : 1]};
-  } else if (auto bm = dyn_cast<kiln::BatchMatMulOp>(op)) {
-    r = {in(0)[0], in(0)[1], in(1)[bm.getTransposeB() ? 1 : 2]};
-  } else if (isa<kiln::ReshapeOp>(op)) {
-    Syms dyn;
-    for (int64_t s : in(0))
-      if (s >= 0) dyn.push_back(s);
-    size_t k = 0;
-    for (int64_t d = 0; d < rt.getRank(); ++d)
-      if (ShapedType::isDynamic(rt.getDimSize(d)) && k < dyn.size()) r[d] = dyn[k++];
-  } else if (auto tr = dyn_cast<kiln::TransposeOp>(op)) {
-    auto perm = tr.getPermutation();
-    for (size_t i = 0; i < perm.size(); ++i) r[i] = in(0)[perm[i]];
-  } else if (isa<kiln::AttentionOp>(op)) {
-    r = {in(0)[0], in(0)[1], in(2)[2]};
-  } else if (isa<kiln::LshAttentionOp, kiln::LshChunkAttentionOp>(op)) {
-    r = {in(0)[0], in(0)[1], in(1)[2]};
-  } else if (isa<kiln::LshHashOp>(op)) {
-    r = {-1, -1, in(0)[1]};
-  } else if (isa<kiln::LshSortOp>(op)) {
-    r = {-1, -1, -1, in(0)[2]};
-  } else if (isa<kiln::ActRunningOp>(op)) {
-    r = {-1};
-  } else if (isa<kiln::ActOutputOp>(op)) {
-    r[0] = in(0)[0];
-  } else {
-    r = in(0);  // elementwise, norms, softmax, concat and slice keep operand 0's lengths
-  }
-  return r;
-}
+using kiln::Syms;
 
 // Halide's buffers have 32-bit extents and strides and its kernels index with 32-bit
 // arithmetic: a tensor must have fewer than 2^31 elements at the sequence-length bounds.
@@ -121,48 +80,32 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
     auto boundsAttr = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
     SmallVector<int64_t> bounds(boundsAttr ? boundsAttr.asArrayRef() : ArrayRef<int64_t>{});
     for (auto f : module.getOps<func::FuncOp>()) {
-      llvm::DenseMap<Value, Syms> syms;
       llvm::DenseMap<Value, int64_t> slot;  // buffer id of each value
       for (unsigned i = 0; i < f.getNumArguments(); ++i) {
         auto n = f.getArgAttrOfType<StringAttr>(i, "kiln.name");
-        auto s = f.getArgAttrOfType<DenseI64ArrayAttr>(i, "kiln.syms");
-        if (!n || !s) {
-          f.emitError("expected every argument to carry kiln.name and kiln.syms");
+        if (!n) {
+          f.emitError("expected every argument to carry kiln.name");
           return signalPassFailure();
         }
-        syms[f.getArgument(i)] = Syms(s.asArrayRef());
         slot[f.getArgument(i)] = nParams + ioIdx[n.getValue()];
         f.setArgAttr(i, "kiln.buffer", b.getI64IntegerAttr(slot[f.getArgument(i)]));
       }
-      // 1. Lengths of every result (a loop's carried argument has its initial value's).
+      // 1. Lengths of every result.
+      FailureOr<kiln::SeqLengths> lengths = kiln::SeqLengths::infer(f);
+      if (failed(lengths)) return signalPassFailure();
       bool bad = false;
       f.walk([&](Operation *op) {
         if (isa<kiln::RecurrentOp>(op)) {
           op->emitError("expected no kiln.recurrent: run kiln-lower-act first");
           bad = true;
         }
-        if (auto loop = dyn_cast<kiln::LoopOp>(op->getParentOp())) {
-          Block &blk = loop.getBody().front();
-          if (!syms.count(blk.getArgument(0))) {
-            syms[blk.getArgument(0)] = syms.lookup(loop.getInit());
-            syms[blk.getArgument(1)] = Syms{-1};
-          }
-        }
-        if (op->getNumResults() != 1 || !op->getDialect() || op->getDialect()->getNamespace() != "kiln") return;
-        Syms s = inferSyms(op, syms);
-        auto rt = cast<RankedTensorType>(op->getResult(0).getType());
-        for (int64_t d = 0; d < rt.getRank(); ++d)
-          if (ShapedType::isDynamic(rt.getDimSize(d)) != (s[d] >= 0)) {
-            op->emitError("expected every dynamic dim to be a sequence length, but dim ") << d << " of " << rt
-                << " is not";
-            bad = true;
-          }
-        syms[op->getResult(0)] = s;
+        if (op->getNumResults() != 1 || !isa<kiln::KilnOpInterface>(op)) return;
+        const Syms &s = lengths->of(op->getResult(0));
         op->setAttr("kiln.syms", b.getDenseI64ArrayAttr(s));
         if (failed(checkElements(op, op->getResult(0), s, bounds))) bad = true;
       });
       for (BlockArgument a : f.getArguments())
-        if (failed(checkElements(f, a, syms[a], bounds))) bad = true;
+        if (failed(checkElements(f, a, lengths->of(a), bounds))) bad = true;
       if (bad) return signalPassFailure();
       // 3. Outputs first, so the kernel producing an output writes it in place.
       auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
@@ -255,9 +198,9 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
         auto rt = cast<RankedTensorType>(s.v.getType());
         int64_t bytes = 4;
         int64_t pow[4] = {0, 0, 0, 0};
-        Syms sy = syms[s.v];
+        const Syms &sy = lengths->of(s.v);
         for (int64_t d = 0; d < rt.getRank(); ++d) sy[d] >= 0 ? (void)++pow[sy[d]] : (void)(bytes *= rt.getDimSize(d));
-        table.push_back(b.getDenseI64ArrayAttr({bytes, pow[0], pow[1], pow[2], pow[3], s.first, s.last}));
+        table.push_back(kiln::ArenaSlotAttr::get(ctx, bytes, b.getDenseI64ArrayAttr(pow), s.first, s.last));
       }
       f->setAttr("kiln.arena", b.getArrayAttr(table));
     }

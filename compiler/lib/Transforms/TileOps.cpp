@@ -1,51 +1,188 @@
-// kiln-tile-ops: choose tile sizes for every compute op.
+// kiln-tile-ops: tiles, engines, weight packing and GPU tiles for every kernel.
 //
-// Algorithm:
-//   1. linear / matmul / batch_matmul: a register tile of tile_m rows x tile_n columns, with
-//      tile_n = 4 vectors (capped by the column count rounded up to a vector) and tile_m = 4
-//      rows; 4 x 4 accumulator vectors fit the 32 AVX-512 (or 16 AVX2) registers with room for
-//      the operands.
-//   2. attention: a query block of 8 rows (the score strip is 8 x Lk per task).
-//   3. row-wise ops (norms, softmax, elementwise, copies): rows_per_task = enough rows that one
-//      task touches about 16 KiB.
+// Algorithm, per kernel op (a decision already in its kiln.schedule is kept):
+//   1. linear / matmul / batch_matmul / ffn on the CPU: a register block of tile_m = 4 rows x
+//      tile_n columns, tile_n = 4 vectors of the op's lanes (the target's halved down to a
+//      static column count), at most the columns rounded down to whole vectors; 4 x 4
+//      accumulator vectors fit the 32 AVX-512 (or 16 AVX2) registers with room for the
+//      operands. Task tiles of tile_rows = 8 blocks. A linear with at least 8 column tiles runs
+//      its column tiles as tasks (column_tasks), each packing its weight panel once; a weight
+//      read transposed, or through a dynamic or long (>= 1024) K, is packed per task (pack),
+//      others are read in place. The FFN packs both weights per call, its first GEMM's tile
+//      (hidden_tile_n, hidden_vec) over d_ff.
+//   2. The same ops on a GPU: block tiles of gpu_tile_n columns (64, halved down to the
+//      columns, at least 16) x gpu_tile_m = 32 rows, 4 x 4 per thread; with a static K that 32,
+//      16, 8 or 4 divides and at least 32 static rows (not a decode step), K is staged through
+//      shared memory in chunks of gpu_k_chunk. A transposed weight is transposed once per call.
+//   3. attention: a sparse pattern's engine and block come from kiln-tile-sparse-pattern; over a
+//      whole sequence (no cache, a dynamic query length) the online block engine with blocks of
+//      q_block = 64 queries and keys; over a cache or for decode steps row strips of q_block = 8
+//      queries (the score strip is 8 x Lk per task; GPU: 32 x 4 tiles per pass).
+//   4. LSH hashing: 64 positions per task (lsh_tile); LSH chunk attention on the GPU: key norms
+//      over 128 positions per block (gpu_tile_n).
+//   5. row-wise ops (norms, softmax, elementwise, data movement, depthwise conv, ACT): CPU
+//      rows_per_task = enough rows that a task touches about 16 KiB; GPU a block per row with
+//      gpu_threads across its columns (128, halved down to the row, at least 32; 256 per block
+//      for a 1-D result).
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_TILEOPS
 #include "kiln/Transforms/Passes.h.inc"
-
-void mergeSchedule(mlir::Operation *op, llvm::ArrayRef<std::pair<llvm::StringRef, int64_t>> entries) {
-  mlir::NamedAttrList list(scheduleOf(op));
-  mlir::Builder b(op->getContext());
-  for (auto &[k, v] : entries)
-    if (!list.get(k)) list.set(k, b.getI64IntegerAttr(v));  // a decision already made (a user hint) stays
-  op->setAttr("kiln.schedule", list.getDictionary(op->getContext()));
-}
 }  // namespace kiln
 
 using namespace mlir;
 
 namespace {
+int64_t dim(Value v, int64_t d) {
+  auto t = cast<RankedTensorType>(v.getType());
+  int64_t s = t.getDimSize(d < 0 ? t.getRank() + d : d);
+  return ShapedType::isDynamic(s) ? -1 : s;
+}
+
+// The CPU register block's columns for N columns (-1: dynamic) with `lanes` lanes per vector:
+// 4 vectors of the target's width, capped by N rounded up to the target's vectors, then
+// rounded down to whole vectors of the op's lanes within N.
+int64_t cpuTileN(int64_t width, int64_t lanes, int64_t N) {
+  int64_t tn = 4 * width;
+  if (N >= 0) tn = std::min(tn, (N + width - 1) / width * width);
+  if (N >= 0) tn = std::max(lanes, std::min(tn, N / lanes * lanes));
+  return std::max(lanes, tn / lanes * lanes);
+}
+
+// The GPU block tile's columns: 64, halved while half still covers N, at least 16.
+int64_t gpuTileN(int64_t N) {
+  int64_t tn = 64;
+  if (N >= 0)
+    while (tn > 16 && tn / 2 >= N) tn /= 2;
+  return tn;
+}
+
+// The K chunk a GPU GEMM stages through shared memory: the largest of 32, 16, 8, 4 dividing a
+// static K; 0 (unstaged) for a dynamic K or a static M under one block's 32 rows (decode
+// steps), where whole staged tiles would mostly be padding.
+int64_t gpuKChunk(int64_t K, int64_t M) {
+  if (M >= 0 && M < 32) return 0;
+  for (int64_t kc : {32, 16, 8, 4})
+    if (K > 0 && K % kc == 0) return kc;
+  return 0;
+}
+
+// Threads across a row of `inner` columns on the GPU (a 1-D result: 256 elements per block).
+int64_t gpuRowThreads(int64_t rank, int64_t inner) {
+  if (rank == 1) return 256;
+  int64_t tx = 128;
+  if (inner >= 0)
+    while (tx > 32 && tx / 2 >= inner) tx /= 2;
+  return tx;
+}
+
 struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   using TileOpsBase::TileOpsBase;
+
+  void gemm(Operation *op, kiln::ScheduleFields &s) {
+    auto lin = dyn_cast<kiln::LinearOp>(op);
+    bool batch = isa<kiln::BatchMatMulOp>(op);
+    int64_t N = dim(op->getResult(0), -1), K = dim(op->getOperand(0), -1), M = dim(op->getOperand(0), -2);
+    bool transposed = lin ? lin.getWeightLayout() == "out_in" : op->getAttrOfType<BoolAttr>("transpose_b").getValue();
+    if (gpu) {
+      s.gpu_tile_n = gpuTileN(N);
+      s.gpu_tile_m = 32;
+      s.gpu_k_chunk = gpuKChunk(K, M);
+      s.pack = transposed ? kiln::Packing::per_call : kiln::Packing::none;
+      return;
+    }
+    int64_t lanes = kiln::lanesFor(vectorWidth, N);
+    s.tile_m = 4;
+    s.tile_n = cpuTileN(vectorWidth, lanes, N);
+    s.tile_rows = 8 * 4;
+    s.column_tasks = N >= 0 && N / *s.tile_n >= 8 && !batch;
+    s.pack = transposed || N < 0 || K < 0 || K >= 1024 ? kiln::Packing::per_task : kiln::Packing::none;
+  }
+
+  void ffn(kiln::FfnOp op, kiln::ScheduleFields &s) {
+    bool oi1 = op.getLayout1() == "out_in";
+    int64_t d = dim(op.getX(), 1), M = dim(op.getX(), 0), dout = dim(op.getResult(), 1);
+    int64_t dff = dim(op.getW1(), oi1 ? 0 : 1);
+    s.pack = kiln::Packing::per_call;
+    if (gpu) {
+      s.gpu_tile_n = gpuTileN(dout);
+      s.gpu_hidden_tile_n = gpuTileN(dff);
+      s.gpu_tile_m = 32;
+      s.gpu_k_chunk = gpuKChunk(dff, M);
+      s.gpu_hidden_k_chunk = gpuKChunk(d, M);
+      return;
+    }
+    int64_t lanes = kiln::lanesFor(vectorWidth, dout), hiddenLanes = kiln::lanesFor(lanes, dff);
+    int64_t tn0 = std::min(4 * vectorWidth, (dout + vectorWidth - 1) / vectorWidth * vectorWidth);
+    s.tile_m = 4;
+    s.tile_n = std::max(lanes, std::min(tn0, dout / lanes * lanes));
+    s.hidden_vec = hiddenLanes;
+    s.hidden_tile_n = std::max(hiddenLanes, std::min(tn0, dff / hiddenLanes * hiddenLanes));
+  }
+
   void runOnOperation() override {
-    int64_t vec = vectorWidth;
     getOperation().walk([&](Operation *op) {
       if (!kiln::isKernelOp(op)) return;
       auto rt = cast<RankedTensorType>(op->getResult(0).getType());
-      int64_t cols = rt.getDimSize(rt.getRank() - 1);
-      if (isa<kiln::LinearOp, kiln::MatMulOp, kiln::BatchMatMulOp, kiln::FfnOp>(op)) {
-        int64_t tn = 4 * vec;
-        if (!ShapedType::isDynamic(cols)) tn = std::min(tn, (cols + vec - 1) / vec * vec);
-        kiln::mergeSchedule(op, {{"tile_m", 4}, {"tile_n", tn}});
-      } else if (isa<kiln::AttentionOp>(op)) {
-        kiln::mergeSchedule(op, {{"q_block", 8}});
-      } else {
-        int64_t width = ShapedType::isDynamic(cols) ? 64 : cols;
-        int64_t rows = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, width));
-        kiln::mergeSchedule(op, {{"rows_per_task", rows}});
+      int64_t inner = dim(op->getResult(0), -1);
+      kiln::ScheduleFields s;
+      switch (cast<kiln::KilnOpInterface>(op).getKernelOp()) {
+        case kiln::KernelOp::Linear:
+        case kiln::KernelOp::MatMul:
+        case kiln::KernelOp::BatchMatMul: gemm(op, s); break;
+        case kiln::KernelOp::Ffn: ffn(cast<kiln::FfnOp>(op), s); break;
+        case kiln::KernelOp::Attention: {
+          auto a = cast<kiln::AttentionOp>(op);
+          if (a.getPatternSize()) {  // kiln-tile-sparse-pattern's block schedule
+            if (gpu) s.gpu_threads = gpuRowThreads(3, inner);
+            break;
+          }
+          bool sequence = !a.getPast() && dim(a.getQuery(), 1) < 0;
+          s.engine = sequence ? kiln::AttentionEngine::online_block : kiln::AttentionEngine::row_strip;
+          s.q_block = sequence ? 64 : 8;
+          if (gpu && sequence) s.gpu_threads = gpuRowThreads(3, inner);
+          if (gpu && !sequence) s.gpu_tile_n = 32, s.gpu_tile_m = 4;
+          break;
+        }
+        case kiln::KernelOp::LshHash: s.lsh_tile = 64; break;
+        case kiln::KernelOp::LshChunkAttention:
+          if (gpu) s.gpu_tile_n = 128, s.gpu_threads = gpuRowThreads(3, inner);
+          break;
+        case kiln::KernelOp::LshSort:
+        case kiln::KernelOp::CacheWrite:
+        case kiln::KernelOp::ActRunning: break;  // host; new rows only; one serial reduction
+        case kiln::KernelOp::ActInput:
+          if (gpu) s.gpu_tile_n = 64;  // the timestep's sinusoid: d values
+          [[fallthrough]];
+        case kiln::KernelOp::LayerNorm:
+        case kiln::KernelOp::Softmax:
+        case kiln::KernelOp::Add:
+        case kiln::KernelOp::Mul:
+        case kiln::KernelOp::Scale:
+        case kiln::KernelOp::Activation:
+        case kiln::KernelOp::Embedding:
+        case kiln::KernelOp::PositionEmbedding:
+        case kiln::KernelOp::SinusoidalPositions:
+        case kiln::KernelOp::Transpose:
+        case kiln::KernelOp::Slice:
+        case kiln::KernelOp::Concat:
+        case kiln::KernelOp::Mask:
+        case kiln::KernelOp::DepthwiseConv:
+        case kiln::KernelOp::ActInit:
+        case kiln::KernelOp::ActUpdate:
+        case kiln::KernelOp::ActOutput:
+          if (gpu) {
+            s.gpu_threads = gpuRowThreads(rt.getRank(), inner);
+          } else {
+            int64_t width = inner < 0 ? 64 : inner;
+            s.rows_per_task = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, width));
+          }
+          break;
+        case kiln::KernelOp::None: break;
       }
+      kiln::mergeSchedule(op, s);
     });
   }
 };

@@ -1,5 +1,5 @@
-// kiln-opt: run kiln passes one at a time (for lit tests), like mlir-opt.
-#include "kiln/Pipelines/Pipeline.h"
+// kiln-opt: run kiln passes, or whole phases (--kiln-phase-tiled), like mlir-opt (for tests/ir).
+#include "kiln/Pipeline/Phases.h"
 #include "kiln/Transforms/Passes.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
@@ -7,5 +7,6 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   kiln::registerKilnDialects(registry);
   kiln::registerKilnPasses();
+  kiln::registerPhasePipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "kiln-opt: kiln passes driver\n", registry));
 }

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 5
+#define KILN_ABI_VERSION 6
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
@@ -29,6 +29,9 @@ typedef struct kiln_dim {
   int64_t size;
   int32_t sym;
 } kiln_dim;
+
+/* The GPU API a model's kernels run on. */
+typedef enum kiln_gpu_api { KILN_GPU_NONE = 0, KILN_GPU_CUDA = 1, KILN_GPU_OPENCL = 2 } kiln_gpu_api;
 
 typedef enum kiln_init { KILN_INIT_NORMAL = 0, KILN_INIT_ONES = 1, KILN_INIT_ZEROS = 2 } kiln_init;
 
@@ -93,6 +96,10 @@ typedef struct kiln_model_info {
   /* State buffers (KV caches): static shapes, shared by the entries, zero when a session starts. */
   int32_t n_states;
   const kiln_tensor_info *states;
+  /* kiln_gpu_api; and with a GPU, 1 when every buffer lives on the device (--gpu-buffers=device):
+   * the entries then take a device pointer per buffer after the host table. */
+  int32_t gpu_api;
+  int32_t gpu_resident;
 } kiln_model_info;
 
 #ifdef __cplusplus

@@ -9,7 +9,8 @@
 #pragma once
 #include <string>
 
-#include "kiln/Support/KernelSpec.h"
+#include "kiln/Dialect/KernelSpec.h"
+#include "kiln/Pipeline/Target.h"
 
 namespace kiln {
 
@@ -21,10 +22,10 @@ struct KernelArtifacts {
   bool cached = false;   // reused from the cache
 };
 
-// Generates (or reuses) kernel `name` for `spec` and the Halide target string. Returns false
-// and sets `error` on failure.
-bool buildKernel(const std::string &name, const KernelSpec &spec, const std::string &halideTarget,
-                 const std::string &cacheDir, KernelArtifacts *out, std::string *error);
+// Generates (or reuses) kernel `name` for `spec` and the target (its Halide target string; a GPU
+// target gets the GPU schedules). Returns false and sets `error` on failure.
+bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetInfo &target, const std::string &cacheDir,
+                 KernelArtifacts *out, std::string *error);
 
 // The Halide runtime for the target, as one object shared by all kernels.
 bool buildHalideRuntime(const std::string &halideTarget, const std::string &cacheDir, std::string *objectPath,

@@ -1,12 +1,55 @@
-// KilnDialect.h - the kiln MLIR dialect (ops generated from KilnOps.td).
+// KilnDialect.h - the kiln MLIR dialect: its ops (KilnOps.td), typed attributes (KilnAttrs.td)
+// and per-op hooks (KilnInterfaces.td).
 #pragma once
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "kiln/Dialect/KilnEnums.h"
+#include "kiln/Dialect/KilnInterfaces.h"
+#include "kiln/Support/SparsePattern.h"
 
 #include "kiln/Dialect/KilnOpsDialect.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "kiln/Dialect/KilnAttrs.h.inc"
 #define GET_OP_CLASSES
 #include "kiln/Dialect/KilnOps.h.inc"
+
+namespace kiln {
+
+// ---- #kiln.schedule as plain fields (KilnAttrs.cpp). Unset: no pass has decided it.
+#define KILN_SCHEDULE_INTS(X)                                                                          \
+  X(vec, Vec) X(parallel, Parallel) X(tile_m, TileM) X(tile_n, TileN) X(tile_rows, TileRows)           \
+  X(column_tasks, ColumnTasks) X(hidden_vec, HiddenVec) X(hidden_tile_n, HiddenTileN)                    \
+  X(rows_per_task, RowsPerTask) X(q_block, QBlock) X(block, Block) X(chunk, Chunk) X(lsh_tile, LshTile) \
+  X(gpu_tile_n, GpuTileN) X(gpu_tile_m, GpuTileM) X(gpu_k_chunk, GpuKChunk)                           \
+  X(gpu_hidden_tile_n, GpuHiddenTileN) X(gpu_hidden_k_chunk, GpuHiddenKChunk) X(gpu_threads, GpuThreads)
+struct ScheduleFields {
+#define KILN_FIELD(name, Getter) std::optional<int64_t> name;
+  KILN_SCHEDULE_INTS(KILN_FIELD)
+#undef KILN_FIELD
+  Packing pack = Packing::unset;
+  AttentionEngine engine = AttentionEngine::unset;
+  // "s.<field>=<value>" for every decided field, sorted: the schedule's part of a kernel key.
+  std::map<std::string, std::string> keyEntries() const;
+};
+ScheduleFields fieldsOf(ScheduleAttr a);  // a null attribute: nothing decided
+ScheduleAttr scheduleAttr(mlir::MLIRContext *ctx, const ScheduleFields &f);
+// The op's `kiln.schedule` (nothing decided when it has none).
+ScheduleFields scheduleOf(mlir::Operation *op);
+// Sets the decisions of `decided` that the op's schedule has not made yet: a decision already
+// in the IR (a user's .mlir, an edited dump) is kept.
+void mergeSchedule(mlir::Operation *op, const ScheduleFields &decided);
+
+// ---- #kiln.sparse_schedule and kiln/Support/SparsePattern.h's parts.
+sparse::Part partOf(SparsePartAttr a);
+SparsePartAttr partAttr(mlir::MLIRContext *ctx, const sparse::Part &p);
+// The sparse pattern an attention states (kind empty when it has none), with the block size of
+// its schedule (64 until kiln-tile-sparse-pattern chose one).
+sparse::Pattern patternOf(AttentionOp op);
+
+}  // namespace kiln

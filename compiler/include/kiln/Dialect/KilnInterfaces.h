@@ -8,6 +8,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "mlir/IR/OpDefinition.h"
+#include "kiln/Dialect/KilnEnums.h"
 
 namespace kiln {
 
@@ -29,7 +30,7 @@ enum class KernelOp {
   Add,
   Mul,
   Scale,
-  Activation,  // relu, gelu, silu
+  Activation,  // every activation op (KilnActivationOpInterface)
   Embedding,
   PositionEmbedding,
   SinusoidalPositions,

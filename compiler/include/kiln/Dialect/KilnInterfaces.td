@@ -21,7 +21,7 @@ def KilnOpInterface : OpInterface<"KilnOpInterface"> {
     InterfaceMethod<[{Adds the op's semantic attributes to its kernel's key (the key also holds
       the op kind, the operand and result types and the schedule). Every attribute the kernel
       reads must be here: equal keys share one kernel.}],
-      "void", "getKernelAttrs", (ins "::kiln::KernelAttrs &":$attrs), [{}], [{}]>,
+      "void", "getKernelAttrs", (ins "::kiln::KernelAttrs &":$attrs), [{}], [{ (void)attrs; }]>,
     InterfaceMethod<[{The sequence length of each result dim (-1: static) from the operands'
       (one array per operand, -1 for static dims): by default operand 0's, or all static.}],
       "::kiln::Syms", "inferSeqLengths", (ins "::llvm::ArrayRef<::kiln::Syms>":$operands), [{}],
@@ -31,6 +31,15 @@ def KilnOpInterface : OpInterface<"KilnOpInterface"> {
       "::kiln::OpCost", "getCost", (ins "::llvm::function_ref<double(::mlir::Value)>":$numel), [{}],
       [{ return ::kiln::defaultCost($_op.getOperation(), numel); }]>,
   ];
+}
+
+def KilnActivationOpInterface : OpInterface<"KilnActivationOpInterface"> {
+  let cppNamespace = "::kiln";
+  let description = [{
+    An elementwise activation op: the ActivationKind it applies. The activation
+    kernel computes it, and kiln-fuse-epilogue folds the op into a linear's epilogue.
+  }];
+  let methods = [InterfaceMethod<"The activation the op applies.", "::kiln::ActivationKind", "getActivation", (ins)>];
 }
 
 #endif

@@ -1,16 +1,21 @@
 // KilnOps.td - the kiln dialect: transformer ops on ranked tensors with dynamic sequence lengths.
 //
 // Activations are [L, d] with L dynamic (`?`); heads are [H, L, head_dim]. Later phases add
-// attributes to these ops (`kiln.tile`, `kiln.schedule`, `kiln.kernel`) rather than changing
-// their operands, so every phase's IR stays readable as the model.
+// attributes to these ops (`kiln.schedule`, `kiln.sparse`, `kiln.kernel`, `kiln.syms`,
+// `kiln.buffer`) rather than changing their operands, so every phase's IR stays readable as
+// the model. Each op carries its hooks (KilnInterfaces.td): the kernel it becomes, its kernel
+// key's attributes, sequence-length inference and cost; those not given in ODS are in
+// KilnOps.cpp beside the op's verifier.
 #ifndef KILN_OPS
 #define KILN_OPS
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "kiln/Dialect/KilnInterfaces.td"
 
 def Kiln_Dialect : Dialect {
   let name = "kiln";
@@ -18,14 +23,34 @@ def Kiln_Dialect : Dialect {
   let summary = "Transformer models: attention, linears, norms, with dynamic sequence lengths";
   let description = [{
     The kiln dialect is what the kiln DSL emits. Each op carries the user's file:line as its
-    location. Function arguments are the model's inputs (`kiln.name`, `kiln.dims` naming the
-    sequence length of each dynamic dim, `kiln.vocab` for token ids); results are its outputs;
-    the function attribute `kiln.seq_bounds` gives each sequence length's compiled bound.
+    location. Function arguments are the model's inputs (`kiln.name`; `kiln.syms`, the index
+    of the sequence length of each dim, -1 for static dims; `kiln.vocab` for token ids);
+    results are its outputs (`kiln.name`). The module attributes `kiln.seq_names` and
+    `kiln.seq_bounds` name each sequence length and give its compiled bound.
   }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;  // kiln.schedule, kiln.sparse and kiln.arena have their types
 }
 
-class Kiln_Op<string mnemonic, list<Trait> traits = []> : Op<Kiln_Dialect, mnemonic, traits> {
+include "kiln/Dialect/KilnAttrs.td"
+
+// The activations a linear or an FFN applies in its epilogue, and the standalone activation ops.
+def Kiln_Activation : I32EnumAttr<"ActivationKind", "an elementwise activation", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"relu", 1>, I32EnumAttrCase<"gelu_erf", 2>,
+    I32EnumAttrCase<"gelu_tanh", 3>]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_ActivationAttr : EnumAttr<Kiln_Dialect, Kiln_Activation, "activation"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+// `kernelOp`: the kernel the op becomes (KernelOp in KilnInterfaces.h; None: not a kernel).
+// `hooks`: the KilnOpInterface methods the op defines itself (the others have defaults).
+class Kiln_Op<string mnemonic, list<Trait> traits = [], string kernelOp = "None", list<string> hooks = []>
+    : Op<Kiln_Dialect, mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<KilnOpInterface, hooks>])> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = "static constexpr ::kiln::KernelOp kKernelOp = ::kiln::KernelOp::" # kernelOp # ";";
 }
 
 def Kiln_ParamOp : Kiln_Op<"param", [Pure]> {
@@ -48,7 +73,7 @@ def Kiln_ParamOp : Kiln_Op<"param", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure], "Embedding", ["inferSeqLengths", "getCost"]> {
   let summary = "gather rows of a table by token id";
   let description = [{
     `result[i] = table[ids[i]]`. Ids are validated against the vocabulary before any work.
@@ -62,7 +87,7 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_PositionEmbeddingOp : Kiln_Op<"position_embedding", [Pure]> {
+def Kiln_PositionEmbeddingOp : Kiln_Op<"position_embedding", [Pure], "PositionEmbedding", ["inferSeqLengths", "getCost"]> {
   let summary = "rows [0, L) of a learned position table, L taken from `like`";
   let description = [{
     ```mlir
@@ -73,7 +98,7 @@ def Kiln_PositionEmbeddingOp : Kiln_Op<"position_embedding", [Pure]> {
   let results = (outs AnyRankedTensor:$result);
 }
 
-def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure]> {
+def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure], "SinusoidalPositions", ["inferSeqLengths"]> {
   let summary = "the fixed sinusoidal position encoding for positions [0, L), L from `like`";
   let description = [{
     pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(p / 10000^(2i/d)); d is the result's
@@ -89,10 +114,10 @@ def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_LinearOp : Kiln_Op<"linear", [Pure]> {
+def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Linear", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
   let summary = "x·Wᵀ + b (weight_layout out_in) or x·W + b (in_out), with a fused activation";
   let description = [{
-    `activation` ("none", "relu", "gelu_erf", "gelu_tanh") is set by `kiln-fuse-epilogue`.
+    `activation` (an ActivationKind) is set by `kiln-fuse-epilogue`.
 
     ```mlir
     %y = kiln.linear %x, %w, %b {weight_layout = "in_out"} : (tensor<?x128xf32>, tensor<128x384xf32>, tensor<384xf32>) -> tensor<?x384xf32>
@@ -100,12 +125,12 @@ def Kiln_LinearOp : Kiln_Op<"linear", [Pure]> {
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$weight, Optional<AnyRankedTensor>:$bias,
                    DefaultValuedAttr<StrAttr, "\"out_in\"">:$weight_layout,
-                   DefaultValuedAttr<StrAttr, "\"none\"">:$activation);
+                   DefaultValuedAttr<Kiln_ActivationAttr, "::kiln::ActivationKind::none">:$activation);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
 
-def Kiln_MatMulOp : Kiln_Op<"matmul", [Pure]> {
+def Kiln_MatMulOp : Kiln_Op<"matmul", [Pure], "MatMul", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
   let summary = "2-D matrix product, optionally with the right operand transposed";
   let description = [{
     ```mlir
@@ -117,7 +142,7 @@ def Kiln_MatMulOp : Kiln_Op<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_BatchMatMulOp : Kiln_Op<"batch_matmul", [Pure]> {
+def Kiln_BatchMatMulOp : Kiln_Op<"batch_matmul", [Pure], "BatchMatMul", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
   let summary = "batched 3-D matrix product over the leading dim";
   let description = [{
     ```mlir
@@ -129,7 +154,7 @@ def Kiln_BatchMatMulOp : Kiln_Op<"batch_matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
-class Kiln_BinaryOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure]> {
+class Kiln_BinaryOp<string mnemonic, string what, string kernelOp> : Kiln_Op<mnemonic, [Pure], kernelOp, ["getCost"]> {
   let summary = "elementwise " # what # "; the right operand is broadcast over leading dims";
   let description = [{
     ```mlir
@@ -140,10 +165,12 @@ class Kiln_BinaryOp<string mnemonic, string what> : Kiln_Op<mnemonic, [Pure]> {
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
-def Kiln_AddOp : Kiln_BinaryOp<"add", "sum">;
-def Kiln_MulOp : Kiln_BinaryOp<"mul", "product">;
+def Kiln_AddOp : Kiln_BinaryOp<"add", "sum", "Add">;
+def Kiln_MulOp : Kiln_BinaryOp<"mul", "product", "Mul">;
 
-class Kiln_UnaryOp<string mnemonic, string what, dag attrs = (ins)> : Kiln_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+class Kiln_UnaryOp<string mnemonic, string what, string kernelOp, list<string> hooks = [], dag attrs = (ins),
+                   list<Trait> traits = []>
+    : Kiln_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits), kernelOp, hooks> {
   let summary = what;
   let description = [{
     ```mlir
@@ -153,13 +180,32 @@ class Kiln_UnaryOp<string mnemonic, string what, dag attrs = (ins)> : Kiln_Op<mn
   let arguments = !con((ins AnyRankedTensor:$input), attrs);
   let results = (outs AnyRankedTensor:$result);
 }
-def Kiln_ScaleOp : Kiln_UnaryOp<"scale", "multiply by a constant factor", (ins F32Attr:$factor)>;
-def Kiln_GeluOp : Kiln_UnaryOp<"gelu", "GELU, exact (erf) or tanh-approximated",
-                               (ins DefaultValuedAttr<StrAttr, "\"erf\"">:$approximate)>;
-def Kiln_ReluOp : Kiln_UnaryOp<"relu", "max(x, 0)">;
-def Kiln_SoftmaxOp : Kiln_UnaryOp<"softmax", "softmax over the last dim">;
+def Kiln_ScaleOp : Kiln_UnaryOp<"scale", "multiply by a constant factor", "Scale", ["getKernelAttrs", "getCost"],
+                                (ins F32Attr:$factor)>;
+def Kiln_SoftmaxOp : Kiln_UnaryOp<"softmax", "softmax over the last dim", "Softmax", ["getCost"]>;
 
-def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure]> {
+// An activation op: its ActivationKind (`actExpr`, a C++ expression), its FLOPs per element, and the
+// kernel every activation shares (KernelOp::Activation); kiln-fuse-epilogue folds it into the
+// linear that feeds it.
+class Kiln_ActivationOp<string mnemonic, string what, string actExpr, int flopsPerElement, dag attrs = (ins),
+                        list<string> hooks = []>
+    : Kiln_UnaryOp<mnemonic, what, "Activation", !listconcat(["getCost"], hooks), attrs,
+                   [DeclareOpInterfaceMethods<KilnActivationOpInterface>]> {
+  let extraClassDefinition = [{
+    ::kiln::ActivationKind $cppClass::getActivation() { return }] # actExpr # [{; }
+    ::kiln::OpCost $cppClass::getCost(::llvm::function_ref<double(::mlir::Value)> numel) {
+      ::kiln::OpCost c = ::kiln::defaultCost(getOperation(), numel);
+      c.flops = }] # flopsPerElement # [{ * numel(getResult());
+      return c;
+    }
+  }];
+}
+def Kiln_ReluOp : Kiln_ActivationOp<"relu", "max(x, 0)", "::kiln::ActivationKind::relu", 1>;
+def Kiln_GeluOp : Kiln_ActivationOp<"gelu", "GELU, exact (erf) or tanh-approximated",
+                                    "getApproximate() == \"tanh\" ? ::kiln::ActivationKind::gelu_tanh : ::kiln::ActivationKind::gelu_erf", 10,
+                                    (ins DefaultValuedAttr<StrAttr, "\"erf\"">:$approximate), ["getKernelAttrs"]>;
+
+def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure], "LayerNorm", ["getKernelAttrs", "getCost"]> {
   let summary = "layer normalization over the last dim, with gamma and beta";
   let description = [{
     ```mlir
@@ -172,7 +218,7 @@ def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure], "None", ["inferSeqLengths"]> {
   let summary = "reinterpret a row-major tensor with another shape (no data movement)";
   let description = [{
     ```mlir
@@ -184,7 +230,7 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure]> {
+def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure], "Transpose", ["getKernelAttrs", "inferSeqLengths"]> {
   let summary = "permute dims: result dim i is input dim permutation[i]";
   let description = [{
     ```mlir
@@ -196,7 +242,7 @@ def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_ConcatOp : Kiln_Op<"concat", [Pure]> {
+def Kiln_ConcatOp : Kiln_Op<"concat", [Pure], "Concat", ["getKernelAttrs"]> {
   let summary = "concatenate along a static axis";
   let description = [{
     ```mlir
@@ -208,7 +254,7 @@ def Kiln_ConcatOp : Kiln_Op<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_SliceOp : Kiln_Op<"slice", [Pure]> {
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure], "Slice", ["getKernelAttrs"]> {
   let summary = "the range [offset, offset + size) of a static axis (what split produces)";
   let description = [{
     ```mlir
@@ -220,7 +266,7 @@ def Kiln_SliceOp : Kiln_Op<"slice", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
+def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
   let summary = "softmax(q·kᵀ·scale + mask)·v per head";
   let description = [{
     q [H, Lq, d], k [H, Lk, d], v [H, Lk, dv] -> [H, Lq, dv]. `mask` is "none" or "causal"
@@ -253,20 +299,21 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_FfnOp : Kiln_Op<"ffn", [Pure]> {
+def Kiln_FfnOp : Kiln_Op<"ffn", [Pure], "Ffn", ["getKernelAttrs", "getCost"]> {
   let summary = "the chunked feed-forward network: act(x·W1 + b1)·W2 + b2 (+ residual)";
   let description = [{
     Made by `kiln-chunk-ffn` from two linears (and the residual add after them). Rows are
-    processed `chunk` at a time, so the d_ff-wide intermediate exists for one chunk only.
+    processed `chunk` at a time (the `kiln.schedule` field kiln-chunk-ffn sets), so the
+    d_ff-wide intermediate exists for one chunk only.
 
     ```mlir
-    %y = kiln.ffn %x, %w1, %b1, %w2, %b2, %x {layout1 = "in_out", layout2 = "in_out", activation = "gelu_tanh", chunk = 32 : i64}
+    %y = kiln.ffn %x, %w1, %b1, %w2, %b2, %x {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<gelu_tanh>}
         : (tensor<?x128xf32>, tensor<128x512xf32>, tensor<512xf32>, tensor<512x128xf32>, tensor<128xf32>, tensor<?x128xf32>) -> tensor<?x128xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$w1, AnyRankedTensor:$b1, AnyRankedTensor:$w2,
                    AnyRankedTensor:$b2, Optional<AnyRankedTensor>:$residual,
-                   StrAttr:$layout1, StrAttr:$layout2, StrAttr:$activation, I64Attr:$chunk);
+                   StrAttr:$layout1, StrAttr:$layout2, Kiln_ActivationAttr:$activation);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
@@ -286,7 +333,7 @@ def Kiln_StateOp : Kiln_Op<"state", []> {
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
-def Kiln_CacheWriteOp : Kiln_Op<"cache_write", []> {
+def Kiln_CacheWriteOp : Kiln_Op<"cache_write", [], "CacheWrite", ["getCost"]> {
   let summary = "write rows [past, past + n) of a state in place; the result is the updated state";
   let description = [{
     ```mlir
@@ -297,7 +344,7 @@ def Kiln_CacheWriteOp : Kiln_Op<"cache_write", []> {
   let results = (outs AnyRankedTensor:$result);
 }
 
-def Kiln_LshAttentionOp : Kiln_Op<"lsh_attention", [Pure]> {
+def Kiln_LshAttentionOp : Kiln_Op<"lsh_attention", [Pure], "None", ["inferSeqLengths"]> {
   let summary = "the Reformer's LSH attention with shared queries and keys";
   let description = [{
     qk [H, L, d] (queries; the keys are the unit-normalized queries), v [H, L, dv], rotations
@@ -319,7 +366,7 @@ def Kiln_LshAttentionOp : Kiln_Op<"lsh_attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_LshHashOp : Kiln_Op<"lsh_hash", [Pure]> {
+def Kiln_LshHashOp : Kiln_Op<"lsh_hash", [Pure], "LshHash", ["inferSeqLengths", "getCost"]> {
   let summary = "bucket of every position in every hash round: argmax([x·R; -x·R])";
   let description = [{
     qk [H, L, d], rotations [hashes, d, buckets / 2] -> i32 [H, hashes, L] in [0, buckets).
@@ -333,7 +380,7 @@ def Kiln_LshHashOp : Kiln_Op<"lsh_hash", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_LshSortOp : Kiln_Op<"lsh_sort", [Pure]> {
+def Kiln_LshSortOp : Kiln_Op<"lsh_sort", [Pure], "LshSort", ["inferSeqLengths"]> {
   let summary = "stable counting sort of the positions by bucket, and its inverse";
   let description = [{
     buckets i32 [H, R, L] -> i32 [H, R, 2, L]: [.., 0, p] is the position at sorted slot p,
@@ -348,7 +395,7 @@ def Kiln_LshSortOp : Kiln_Op<"lsh_sort", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_LshChunkAttentionOp : Kiln_Op<"lsh_chunk_attention", [Pure]> {
+def Kiln_LshChunkAttentionOp : Kiln_Op<"lsh_chunk_attention", [Pure], "LshChunkAttention", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
   let summary = "attention within each sorted chunk and the previous one, all rounds combined";
   let description = [{
     qk [H, L, d], v [H, L, dv], buckets i32 [H, R, L], sorted i32 [H, R, 2, L] -> [H, L, dv].
@@ -363,7 +410,7 @@ def Kiln_LshChunkAttentionOp : Kiln_Op<"lsh_chunk_attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_MaskOp : Kiln_Op<"mask", [Pure]> {
+def Kiln_MaskOp : Kiln_Op<"mask", [Pure], "Mask", ["getKernelAttrs"]> {
   let summary = "the additive attention mask of a pattern, shaped like the scores";
   let description = [{
     0 where query i may see key j, -inf elsewhere (causal: j <= i + Lk - Lq). Added to scores
@@ -378,7 +425,7 @@ def Kiln_MaskOp : Kiln_Op<"mask", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_DepthwiseConvOp : Kiln_Op<"depthwise_conv", [Pure]> {
+def Kiln_DepthwiseConvOp : Kiln_Op<"depthwise_conv", [Pure], "DepthwiseConv", ["getCost"]> {
   let summary = "a convolution over the sequence, one filter per feature (zero padding, centered)";
   let description = [{
     x [L, d], weight [k, d] (k odd), bias [d] -> [L, d]:
@@ -394,7 +441,7 @@ def Kiln_DepthwiseConvOp : Kiln_Op<"depthwise_conv", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_RecurrentOp : Kiln_Op<"recurrent", []> {
+def Kiln_RecurrentOp : Kiln_Op<"recurrent", [], "None", ["inferSeqLengths"]> {
   let summary = "one shared step applied repeatedly, with adaptive computation time (ACT) halting";
   let description = [{
     The Universal Transformer's recurrence. `init` [L, d] is the first state; the body maps the
@@ -454,7 +501,7 @@ def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ParentOneOf<["RecurrentOp
 
 // ACT bookkeeping on the carried tensor [L, 2d + 3]: columns [0, d) the state, [d, 2d) the
 // weighted output, then the halting sum h, the remainder r and the update count n.
-def Kiln_ActInitOp : Kiln_Op<"act_init", [Pure]> {
+def Kiln_ActInitOp : Kiln_Op<"act_init", [Pure], "ActInit"> {
   let summary = "the ACT carry for a first state: state = x, output 0, h = r = n = 0";
   let description = [{
     ```mlir
@@ -466,7 +513,7 @@ def Kiln_ActInitOp : Kiln_Op<"act_init", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_ActInputOp : Kiln_Op<"act_input", [Pure]> {
+def Kiln_ActInputOp : Kiln_Op<"act_input", [Pure], "ActInput", ["getCost"]> {
   let summary = "a step's input: the carried state + the position signal + the timestep signal";
   let description = [{
     ```mlir
@@ -478,7 +525,7 @@ def Kiln_ActInputOp : Kiln_Op<"act_input", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_ActUpdateOp : Kiln_Op<"act_update", [Pure]> {
+def Kiln_ActUpdateOp : Kiln_Op<"act_update", [Pure], "ActUpdate", ["getKernelAttrs", "getCost"]> {
   let summary = "one ACT step: halting probabilities, weights, the weighted output and the state";
   let description = [{
     carry [L, 2d+3], x (the step's input) and y (its output) [L, d], halt weight [d], halt bias
@@ -494,7 +541,7 @@ def Kiln_ActUpdateOp : Kiln_Op<"act_update", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_ActRunningOp : Kiln_Op<"act_running", [Pure]> {
+def Kiln_ActRunningOp : Kiln_Op<"act_running", [Pure], "ActRunning", ["inferSeqLengths"]> {
   let summary = "1 when some position has not halted (h < 1), else 0: the loop's flag";
   let description = [{
     ```mlir
@@ -506,7 +553,7 @@ def Kiln_ActRunningOp : Kiln_Op<"act_running", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_ActOutputOp : Kiln_Op<"act_output", [Pure]> {
+def Kiln_ActOutputOp : Kiln_Op<"act_output", [Pure], "ActOutput", ["getKernelAttrs", "inferSeqLengths"]> {
   let summary = "a result of the ACT carry: \"hidden\" [L, d], \"ponder\" [L] (n + r) or \"steps\" [L] i32";
   let description = [{
     ```mlir

@@ -32,16 +32,20 @@ struct Part {
   Pred mask = Pred::None, exclude = Pred::None;
 };
 
-// The pattern as the attention op states it, and the block size kiln-tile-sparse-pattern chose.
+// The pattern as the attention op states it, and the block schedule kiln-tile-sparse-pattern
+// chose: the block size and, once chosen (the op's #kiln.sparse_schedule), the parts.
 struct Pattern {
   std::string kind;  // window, strided, fixed, layout
   std::string part = "union";
   int64_t size = 0, summary = 0, block = 64;
   std::vector<std::string> layout;
   bool causal = true;
+  std::vector<Part> schedule;  // the block schedule's parts; empty: not chosen yet
 
-  // The parts and their schedules.
-  std::vector<Part> parts() const {
+  // The parts the kernel computes: the schedule's, or those the pattern implies.
+  std::vector<Part> parts() const { return schedule.empty() ? patternParts() : schedule; }
+  // The parts a pattern implies (what kiln-tile-sparse-pattern chooses).
+  std::vector<Part> patternParts() const {
     if (kind == "window") return {{Order::Identity, Order::Identity, Rule::Window, Pred::Window}};
     if (kind == "layout") return {{Order::Identity, Order::Identity, Rule::Table, Pred::Layout}};
     Part local, global;

@@ -76,13 +76,14 @@ def ChunkFfn : Pass<"kiln-chunk-ffn", "mlir::ModuleOp"> {
       %y = kiln.linear %h, %w2, %b2
       %r = kiln.add %x0, %y
     After:
-      %r = kiln.ffn %x, %w1, %b1, %w2, %b2, %x0 {activation = "gelu_tanh", chunk = 32}
+      %r = kiln.ffn %x, %w1, %b1, %w2, %b2, %x0 {activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<chunk = 32>}
     The [L, d_ff] intermediate becomes [chunk, d_ff] per task: bias and activation are fused
     into the first matmul, bias and residual into the second. The default chunk keeps the
-    intermediate within half of one core's L2 (`l2-bytes`), in multiples of 32 rows, 32 to 64.
+    intermediate within half of an L2 of `l2-bytes` per core (1 MiB: a fixed assumption, not
+    the compiling machine's), in multiples of 32 rows, 32 to 64; GPU targets take 1024 rows.
   }];
   let options = [
-    Option<"chunkRows", "chunk-rows", "int64_t", "0", "rows per chunk (0: from the L2 size)">,
+    Option<"chunkRows", "chunk-rows", "int64_t", "0", "rows per chunk (0: from l2-bytes)">,
     Option<"l2Bytes", "l2-bytes", "int64_t", "1048576", "L2 cache per core, for the default chunk">
   ];
 }
@@ -91,9 +92,10 @@ def TileSparsePattern : Pass<"kiln-tile-sparse-pattern", "mlir::ModuleOp"> {
   let summary = "Turn an attention's sparse pattern into a block schedule";
   let description = [{
     For kiln.attention with a pattern (window, strided, fixed, layout), chooses the block size
-    (`kiln.schedule` entry `block`) and writes `kiln.sparse`: per part, the query and key orders
-    and the rule for the key blocks each query block visits, so that the kernel's work follows
-    the allowed entries, not the blocks the pattern touches in sequence order:
+    (the schedule's `block`, engine block_sparse) and writes `kiln.sparse`, the
+    #kiln.sparse_schedule the kernel is generated from: per part, the query and key orders, the
+    rule for the key blocks each query block visits and the element masks, so that the kernel's
+    work follows the allowed entries, not the blocks the pattern touches in sequence order:
       * window, strided local, fixed local: sequence order, the key blocks from the window's
         (or own block's) first block to the diagonal;
       * strided global (j = i mod s): queries and keys in stride-transpose order (the sequence
@@ -101,11 +103,13 @@ def TileSparsePattern : Pass<"kiln-tile-sparse-pattern", "mlir::ModuleOp"> {
       * fixed global (the summary positions): keys gathered into a compact list;
       * layout: the user's table of key blocks per query block.
     A union (one merged head) has two parts, merged by log-sum-exp; keys both allow are masked
-    out of the second. The schedule dump draws each part's block matrix.
+    out of the second. The schedule dump draws each part's block matrix. A block or a sparse
+    schedule already in the IR is kept: edited in a .mlir file, it is what the kernel computes.
 
       %o = kiln.attention %q, %k, %v {mask = "strided", part = "union", pattern_size = 64}
     becomes
-      %o = kiln.attention ... {kiln.schedule = {block = 64}, kiln.sparse = {part0 = "...", part1 = "..."}}
+      %o = kiln.attention ... {kiln.schedule = #kiln.schedule<engine = block_sparse, block = 64>,
+                               kiln.sparse = #kiln.sparse_schedule<parts = [#kiln.sparse_part<...>, ...]>}
   }];
   let options = [Option<"block", "block", "int64_t", "0", "block size (0: from the pattern, 16 to 64)">];
 }
@@ -128,20 +132,32 @@ def PrepackWeights : Pass<"kiln-prepack-weights", "mlir::ModuleOp"> {
 }
 
 def TileOps : Pass<"kiln-tile-ops", "mlir::ModuleOp"> {
-  let summary = "Choose tile sizes for matmul-class ops, attention and row-wise ops";
+  let summary = "Choose tiles, attention engines, weight packing and GPU tiles for every kernel";
   let description = [{
-    Adds `kiln.schedule = {tile_m, tile_n, ...}` to each compute op: register tiles for linears
-    and matmuls (rows x vector columns), the query block of attention, rows per task for
-    row-wise ops. Sizes depend on the target's vector width.
+    Completes each kernel's `kiln.schedule`: on the CPU register blocks and task tiles for
+    linears, matmuls and FFNs (rows x vector columns), whether a linear's tasks are column
+    tiles, how weights are packed; the attention engine (online blocks over a sequence, row
+    strips over a cache) and its query block; LSH hashing tiles; rows per task for row-wise
+    ops. On a GPU target: block tiles, K staging and threads per row instead.
+
+      %y = kiln.linear %x, %w : (tensor<?x128xf32>, tensor<512x128xf32>) -> tensor<?x512xf32>
+    becomes
+      %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 1, pack = per_task>} : ...
   }];
-  let options = [Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes of the target's widest SIMD">];
+  let options = [Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes of the target's widest SIMD">,
+                 Option<"gpu", "gpu", "bool", "false", "GPU schedules (block tiles and threads) for every kernel">];
 }
 
 def AssignSchedule : Pass<"kiln-assign-schedule", "mlir::ModuleOp"> {
   let summary = "Decide vectorization and parallelism of every kernel";
   let description = [{
-    Completes `kiln.schedule` with the vector width, whether the outer loop runs in parallel
-    (only where there is more than one task's worth of work) and the loop that is parallel.
+    Completes `kiln.schedule` with the vector width and whether the kernel's tasks run in
+    parallel: where its work at the sequence-length bounds (FLOPs plus bytes moved, from its
+    cost hook) is at least 2^16.
+
+      kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, ...>
+    becomes
+      kiln.schedule = #kiln.schedule<vec = 16, parallel = 1, tile_m = 4, tile_n = 64, ...>
   }];
   let options = [Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes of the target's widest SIMD">];
 }
@@ -149,9 +165,10 @@ def AssignSchedule : Pass<"kiln-assign-schedule", "mlir::ModuleOp"> {
 def OutlineKernels : Pass<"kiln-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Turn every compute op into a kernel with a content-hashed name";
   let description = [{
-    Writes `kiln.kernel_spec` (op kind, operand types, attributes and schedule, as canonical
-    text) and `kiln.kernel` (a name derived from a hash of the spec and the target) on each
-    compute op. Ops with the same spec share one kernel. Reshapes become views, not kernels.
+    Writes `kiln.kernel_spec` (op kind, the attributes its getKernelAttrs hook names, the
+    schedule and the operand types, as canonical text: the kernel cache's key) and
+    `kiln.kernel` (a name derived from a hash of the spec and the target) on each kernel op.
+    Ops with the same spec share one kernel. Reshapes become views, not kernels.
   }];
   let options = [Option<"target", "target", "std::string", "\"host\"", "target string that keys the kernel cache">];
 }
@@ -159,11 +176,13 @@ def OutlineKernels : Pass<"kiln-outline-kernels", "mlir::ModuleOp"> {
 def PlanBuffers : Pass<"kiln-plan-buffers", "mlir::ModuleOp"> {
   let summary = "Assign every tensor a buffer: a parameter, an input/output, or an arena slot";
   let description = [{
-    1. Infer, for each dynamic dim, which sequence length it is (`kiln.syms` per result).
+    1. Infer, for each dynamic dim, which sequence length it is (`kiln.syms` per result, from
+       the ops' inferSeqLengths hooks), and check every tensor stays under 2^31 elements.
     2. Number the buffers: parameters, then inputs and outputs, then arena slots.
     3. A reshape aliases its input's buffer; a returned value is written straight into its output.
     4. Record each arena slot's size (bytes as a monomial in the sequence lengths) and live range
-       (first and last kernel) in the function's `kiln.arena`; the runtime places them at start-up.
+       (first and last kernel) as a #kiln.arena_slot in the function's `kiln.arena`; the runtime
+       places them at start-up.
   }];
 }
 

@@ -8,30 +8,31 @@ namespace kiln::codegen {
 Func buildAct(Builder &B) {
   const KernelSpec &k = B.k;
   ImageParam C = B.in[0];
-  const int d = k.kind == "act_init" ? (int)k.inputs[0].dims[1] : (int)(k.inputs[0].dims[1] - 3) / 2;
+  const int d = k.op == KernelOp::ActInit ? (int)k.inputs[0].dims[1] : (int)(k.inputs[0].dims[1] - 3) / 2;
   std::vector<Var> v = makeVars(B.rank());
   Func out("out");
   auto col = [&](int c, Expr i) { return C(c, i); };
-  if (k.kind == "act_init") {  // the input is the first state x [L, d]
+  if (k.op == KernelOp::ActInit) {  // the input is the first state x [L, d]
     out(v) = select(v[0] < d, B.in[0](clamp(v[0], 0, d - 1), v[1]), 0.0f);
-  } else if (k.kind == "act_input") {  // state + position signal + timestep signal
+  } else if (k.op == KernelOp::ActInput) {  // state + position signal + timestep signal
     Func sig("sig");  // the timestep's sinusoid: d values, computed once per call
     Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / (float)d));
     Expr angle = cast<float>(B.in[2](0)) * freq;
     sig(v[0]) = select(v[0] % 2 == 0, sin(angle), cos(angle));
     out(v) = C(v[0], v[1]) + B.in[1](v[0], v[1]) + sig(v[0]);
-    /* THE SCHEDULE: row-wise; the sinusoid once per call. */
+    /* THE SCHEDULE: row-wise; the sinusoid once per call (GPU: gpu_tile_n values per block). */
     B.rowwise(out, v);
     B.s(sig).compute_root();
     if (B.gpu) {
       Var bo("bo"), ti("ti");
-      B.s(sig).gpu_tile(v[0], bo, ti, 64, TailStrategy::GuardWithIf);
+      B.s(sig).gpu_tile(v[0], bo, ti, B.need(B.sch.gpu_tile_n, "gpu_tile_n"), TailStrategy::GuardWithIf);
     }
     return out;
-  } else if (k.kind == "act_update") {
+  } else if (k.op == KernelOp::ActUpdate) {
+    ActUpdateOp op = B.op<ActUpdateOp>();
     ImageParam X = B.in[1], Y = B.in[2], WH = B.in[3], BH = B.in[4], STEP = B.in[5];
-    const int T = (int)k.geti("max_steps", 1);
-    const float thr = (float)k.getf("threshold", 0.99);
+    const int T = (int)op.getMaxSteps();
+    const float thr = op.getThreshold().convertToFloat();
     Var i = v[1], c = v[0];
     Func dot("dot"), p("p");
     RDom rk(0, d, "rk");
@@ -54,7 +55,7 @@ Func buildAct(Builder &B) {
     B.s(p).compute_at(out, row);
     B.s(dot).compute_at(out, row);
     return out;
-  } else if (k.kind == "act_running") {
+  } else if (k.op == KernelOp::ActRunning) {
     RDom r(0, C.dim(1).extent(), "r");
     out(v) = 0;
     out(v) = max(out(v), select(C(2 * d, r) < 1.0f, 1, 0));
@@ -65,7 +66,7 @@ Func buildAct(Builder &B) {
     }
     return out;
   } else {  // act_output
-    std::string field = k.gets("field");
+    llvm::StringRef field = B.op<ActOutputOp>().getField();
     if (field == "hidden") out(v) = C(v[0] + d, v[1]);
     else if (field == "ponder") out(v) = col(2 * d + 2, v[0]) + col(2 * d + 1, v[0]);
     else out(v) = cast<int>(col(2 * d + 2, v[0]));

@@ -1,22 +1,26 @@
-// Attention.cpp - softmax(q·kᵀ·scale + mask)·v per head: q(d, i, h), k(d, j, h), v(e, j, h) -> out(e, i, h).
-//   * over a whole sequence (dense or causal, no cache): the online block engine with every key
-//     block up to the diagonal (BlockAttention.cpp); queries and keys may differ in length
-//     (causal: query i sees keys j <= i + Lk - Lq);
-//   * over a cache (`past` or a key count) and for decode steps (a short static query length):
-//     row strips of scores, softmax and P·V per query block.
+// Attention.cpp - softmax(q·kᵀ·scale + mask)·v per head: q(d, i, h), k(d, j, h), v(e, j, h) -> out(e, i, h),
+// by the engine kiln-tile-ops chose (the schedule's `engine`):
+//   * online_block: over a whole sequence (dense or causal, no cache), the online block engine
+//     with every key block up to the diagonal (BlockAttention.cpp), blocks of q_block queries
+//     and keys; queries and keys may differ in length (causal: query i sees keys j <= i + Lk - Lq);
+//   * row_strip: over a cache (`past` or a key count) and for decode steps (a short static query
+//     length), row strips of scores, softmax and P·V per block of q_block queries.
 #include "BlockAttention.h"
 
 namespace kiln::codegen {
 
 Func buildSequenceAttention(Builder &B) {
   const KernelSpec &k = B.k;
-  const bool causal = k.gets("mask") == "causal";
-  const int Bq = 64, E = (int)k.inputs[2].dims[2];
+  AttentionOp op = B.op<AttentionOp>();
+  const bool causal = op.getMask() == "causal";
+  const int Bq = B.need(B.sch.q_block, "q_block"), E = (int)k.inputs[2].dims[2];
   Expr Lq = B.in[0].dim(1).extent(), Lk = B.in[1].dim(1).extent(), off = Lk - Lq;
 
   /* THE ALGORITHM */
   BlockAttention ba;
   ba.block = Bq;
+  ba.scale = op.getScale().convertToFloat();
+  ba.valueWidth = E;
   ba.nkb = (Lk + Bq - 1) / Bq;
   ba.slots = ba.nkb;
   ba.keyBlock = [](Expr, Expr j) { return j; };
@@ -43,19 +47,21 @@ Func buildSequenceAttention(Builder &B) {
     B.gpuRows(out, {e, i, h});
     return out;
   }
-  /* THE SCHEDULE: CPU: P per (query block, head), in parallel. */
-  B.s(out).split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t).parallel(t);
-  int we = largestDivisor(E, B.vec);
+  /* THE SCHEDULE: CPU: P per (query block, head) tasks. */
+  B.s(out).split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t);
+  if (B.parallel()) B.s(out).parallel(t);
+  int we = largestDivisor(E, B.vec());
   if (we > 1) B.s(out).vectorize(e, we);
   return out;
 }
 
 Func buildCacheAttention(Builder &B) {
   const KernelSpec &k = B.k;
+  AttentionOp op = B.op<AttentionOp>();
   ImageParam Q = B.in[0], K = B.in[1], V = B.in[2];
-  int D = (int)k.inputs[0].dims[2], E = (int)k.inputs[2].dims[2];
-  float scale = (float)k.getf("scale", 1.0);
-  bool causal = k.gets("mask") == "causal";
+  const int D = (int)k.inputs[0].dims[2];
+  const float scale = op.getScale().convertToFloat();
+  const bool causal = op.getMask() == "causal";
   Var d("d"), e("e"), i("i"), j("j"), h("h");
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
   Expr off = Lk - Lq;  // causal: query i sees keys j <= i + (Lk - Lq) (aligned at the end)
@@ -65,11 +71,11 @@ Func buildCacheAttention(Builder &B) {
   // key loops stay bounded by the cache length (an RDom's bounds cannot depend on a buffer's
   // contents), with the valid length as a predicate.
   Expr valid;
-  if (k.inputs.size() > 3 && k.gets("valid") == "key_count") {  // the first n keys
+  if (op.getPast() && op.getKeyCount()) {  // the first n keys
     Expr n = clamp(B.in[3](0), 0, Lk);
     off = n - Lq;
     valid = n;
-  } else if (k.inputs.size() > 3) {
+  } else if (op.getPast()) {
     Expr past = B.in[3](0);
     off = past;
     valid = past + Lq;
@@ -101,20 +107,21 @@ Func buildCacheAttention(Builder &B) {
   out(e, i, h) = select(l(i, h) > 0.0f, o(e, i, h) / l(i, h), 0.0f);
 
   /* THE SCHEDULE: GPU
-   * Each stage a GPU pass over (key or value, query) tiles of 32 x 4, per head; the scores
-   * [H, Lq, Lk] in device memory. */
+   * Each stage a GPU pass over (key or value, query) tiles of gpu_tile_n x gpu_tile_m per head
+   * (row reductions: gpu_tile_n queries per block); the scores [H, Lq, Lk] in device memory. */
   if (B.gpu) {
+    const int tx_ = B.need(B.sch.gpu_tile_n, "gpu_tile_n"), ty_ = B.need(B.sch.gpu_tile_m, "gpu_tile_m");
     Var bx("bx"), by("by"), tx("tx"), ty("ty");
-    B.s(S).compute_root().gpu_tile(j, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
-    B.s(S.update()).gpu_tile(j, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
-    B.s(E_).compute_root().gpu_tile(j, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
+    B.s(S).compute_root().gpu_tile(j, i, bx, by, tx, ty, tx_, ty_, TailStrategy::GuardWithIf);
+    B.s(S.update()).gpu_tile(j, i, bx, by, tx, ty, tx_, ty_, TailStrategy::GuardWithIf);
+    B.s(E_).compute_root().gpu_tile(j, i, bx, by, tx, ty, tx_, ty_, TailStrategy::GuardWithIf);
     for (Func f : {m, l}) {
-      B.s(f).compute_root().gpu_tile(i, bx, tx, 32, TailStrategy::GuardWithIf);
-      B.s(f.update()).gpu_tile(i, bx, tx, 32, TailStrategy::GuardWithIf);
+      B.s(f).compute_root().gpu_tile(i, bx, tx, tx_, TailStrategy::GuardWithIf);
+      B.s(f.update()).gpu_tile(i, bx, tx, tx_, TailStrategy::GuardWithIf);
     }
-    B.s(o).compute_root().gpu_tile(e, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
-    B.s(o.update()).gpu_tile(e, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
-    B.s(out).gpu_tile(e, i, bx, by, tx, ty, 32, 4, TailStrategy::GuardWithIf);
+    B.s(o).compute_root().gpu_tile(e, i, bx, by, tx, ty, tx_, ty_, TailStrategy::GuardWithIf);
+    B.s(o.update()).gpu_tile(e, i, bx, by, tx, ty, tx_, ty_, TailStrategy::GuardWithIf);
+    B.s(out).gpu_tile(e, i, bx, by, tx, ty, tx_, ty_, TailStrategy::GuardWithIf);
     return out;
   }
 
@@ -122,15 +129,14 @@ Func buildCacheAttention(Builder &B) {
    * Query blocks of qb rows per task (heads in parallel); per block the score strip [Lk x qb]
    * in register blocks of qb rows x 2 key vectors over the head dim, then max, exp, sum and
    * P.V in register blocks of up to 4 rows x the value width over the keys. */
-  int qb = (int)k.geti("s.q_block", 8);
+  const int qb = B.need(B.sch.q_block, "q_block");
   Var io("io"), ii("ii");
   B.s(out).split(i, io, ii, qb, TailStrategy::GuardWithIf).reorder(e, ii, io, h);
-  if (k.geti("s.parallel", 1)) B.s(out).parallel(h);
-  int w = B.vec;
-  while (w > 1 && w > E) w /= 2;
+  if (B.parallel()) B.s(out).parallel(h);
+  const int w = B.vec();  // kiln-assign-schedule's lanes, within the value width E
   if (w > 1) B.s(out).vectorize(e, w);
   B.s(Kt).compute_at(out, h);
-  int wk = B.vec;
+  const int wk = w;
   if (wk > 1) B.s(Kt).vectorize(j, wk, TailStrategy::GuardWithIf);
   B.s(S).compute_at(out, io).bound_extent(i, qb);
   if (wk > 1) B.s(S).vectorize(j, wk, TailStrategy::GuardWithIf);

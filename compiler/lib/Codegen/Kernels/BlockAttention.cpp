@@ -7,9 +7,9 @@ namespace kiln::codegen {
 Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, const BlockAttention &ba,
                           const std::string &sfx, Func out, Var outVar, bool perBlock) {
   const KernelSpec &k = B.k;
-  const int D = (int)k.inputs[0].dims[2], E = (int)k.inputs[k.kind == "lsh_chunk_attention" ? 1 : 2].dims[2];
+  const int D = (int)k.inputs[0].dims[2], E = ba.valueWidth;
   const int Bq = ba.block;
-  const float scale = (float)k.getf("scale", 1.0), kNeg = -1e30f;
+  const float scale = ba.scale, kNeg = -1e30f;
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
   Var e("e"), d("d"), qi("qi"), ki("ki"), qo("qo"), g("g"), j("j"), x("x"), xo("xo"), xi("xi");
 
@@ -73,11 +73,11 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   /* THE SCHEDULE: CPU
    * P for all query blocks of g, in parallel; per block the state over the slots. Scores in
    * register tiles of tq queries x tk keys vectorized over queries; P.V over e. */
-  const int w = B.vec, we = largestDivisor(E, w), wq = largestDivisor(Bq, w);
+  const int w = B.vec(), we = largestDivisor(E, w), wq = largestDivisor(Bq, w);
   const int tq = std::min(32, Bq), tk = largestDivisor(Bq, 8), pvq = largestDivisor(Bq, 4);
   Var qio("qio"), qii("qii"), kio("kio"), kii("kii");
   B.s(P).compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp);
-  if (!perBlock) B.s(P).parallel(xo);
+  if (!perBlock && B.parallel()) B.s(P).parallel(xo);
   if (we > 1) B.s(P).vectorize(e, we);
   B.s(QRow).compute_at(P, xo);
   B.s(Qt).compute_at(P, xo);

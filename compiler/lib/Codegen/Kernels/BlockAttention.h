@@ -15,7 +15,10 @@
 namespace kiln::codegen {
 
 struct BlockAttention {
-  int block = 64;
+  int block = 64;                              // queries and keys per block
+  float scale = 1.0f;                          // on q·k
+  int valueWidth = 0;                          // E: V's row
+
   Expr nkb, slots;                             // key blocks; slots per query block (an upper bound)
   std::function<Expr(Expr qo)> slotLimit;      // visited slots of query block qo
   std::function<Expr(Expr qo, Expr j)> keyBlock;

@@ -1,8 +1,6 @@
 // DataMovement.cpp - kernels that move or generate data: embedding, position_embedding,
 // sinusoidal_positions, transpose, slice, concat, the additive causal mask, and cache_write
 // (rows written in place into a state).
-#include <sstream>
-
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -14,28 +12,32 @@ Func buildDataMovement(Builder &B) {
 
   /* THE ALGORITHM */
   Func out("out");
-  if (k.kind == "embedding") {
+  switch (k.op) {
+  case KernelOp::Embedding: {
     int V = (int)k.inputs[0].dims[0];
     // Ids are range-checked by the runtime before any kernel runs; the clamp keeps the access
     // provably in bounds.
     out(v) = B.in[0](v[0], clamp(B.in[1](v[1]), 0, V - 1));
-  } else if (k.kind == "position_embedding") {
-    out(v) = B.in[0](v[0], v[1]);
-  } else if (k.kind == "transpose") {
-    std::vector<int64_t> perm;
-    std::stringstream ss(k.gets("perm"));
-    for (std::string p; std::getline(ss, p, '/');) perm.push_back(std::stoll(p));
+    break;
+  }
+  case KernelOp::PositionEmbedding: out(v) = B.in[0](v[0], v[1]); break;
+  case KernelOp::Transpose: {
+    llvm::ArrayRef<int64_t> perm = B.op<TransposeOp>().getPermutation();
     // result tensor dim t is input tensor dim perm[t]; Halide dims are reversed.
     std::vector<Expr> a(r);
     for (int t = 0; t < r; ++t) a[r - 1 - perm[t]] = v[r - 1 - t];
     out(v) = B.in[0](a);
-  } else if (k.kind == "sinusoidal_positions") {  // c0: feature, c1: position
+    break;
+  }
+  case KernelOp::SinusoidalPositions: {  // c0: feature, c1: position
     float d = (float)k.output.dims[1];
     Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / d));
     Expr pos = k.inputs.size() > 1 ? v[1] + B.in[1](0) : Expr(v[1]);
     Expr angle = cast<float>(pos) * freq;
     out(v) = select(v[0] % 2 == 0, sin(angle), cos(angle));
-  } else if (k.kind == "cache_write") {
+    break;
+  }
+  case KernelOp::CacheWrite: {
     // In place: only rows [past, past + n) of the state are written (an undefined pure step,
     // then an update over the new rows), so a decode step costs O(one row), not O(cache).
     ImageParam V = B.in[1];
@@ -49,18 +51,24 @@ Func buildDataMovement(Builder &B) {
       B.s(out.update()).allow_race_conditions().reorder(v[0], rn, v[2]).gpu_blocks(rn, v[2]).gpu_threads(v[0]);
       return out;
     }
-    B.s(out.update()).vectorize(v[0], std::min(B.vec, (int)k.output.dims[2]), TailStrategy::GuardWithIf);
+    B.s(out.update()).vectorize(v[0], std::min(B.vec(), (int)k.output.dims[2]), TailStrategy::GuardWithIf);
     return out;
-  } else if (k.kind == "mask") {  // causal: key c0 visible to query c1 when c0 <= c1 + Lk - Lq
+  }
+  case KernelOp::Mask: {  // causal: key c0 visible to query c1 when c0 <= c1 + Lk - Lq
     Expr Lk = B.in[0].dim(0).extent(), Lq = B.in[0].dim(1).extent();
     out(v) = select(v[0] <= v[1] + (Lk - Lq), 0.0f, -std::numeric_limits<float>::infinity());
-  } else if (k.kind == "slice") {
-    int axis = r - 1 - (int)k.geti("axis", 0);
+    break;
+  }
+  case KernelOp::Slice: {
+    SliceOp op = B.op<SliceOp>();
+    int axis = r - 1 - (int)op.getAxis();
     std::vector<Expr> a = ex(v);
-    a[axis] = a[axis] + (int)k.geti("offset", 0);
+    a[axis] = a[axis] + (int)op.getOffset();
     out(v) = B.in[0](a);
-  } else if (k.kind == "concat") {
-    int axis = r - 1 - (int)k.geti("axis", 0);
+    break;
+  }
+  case KernelOp::Concat: {
+    int axis = r - 1 - (int)B.op<ConcatOp>().getAxis();
     int64_t start = 0;
     std::vector<std::pair<int64_t, Expr>> parts;
     for (size_t i = 0; i < B.in.size(); ++i) {
@@ -72,6 +80,9 @@ Func buildDataMovement(Builder &B) {
     Expr val = parts.back().second;
     for (int i = (int)parts.size() - 2; i >= 0; --i) val = select(v[axis] < (int)parts[i + 1].first, parts[i].second, val);
     out(v) = val;
+    break;
+  }
+  default: throw std::runtime_error("kernel " + k.kind + " does not move data");
   }
 
   /* THE SCHEDULE: row-wise (CPU: row tasks; GPU: a block per row). */

@@ -13,11 +13,14 @@ Expr vtanh(Expr x) {
 }
 }  // namespace
 
-Expr activation(const std::string &act, Expr x) {
-  if (act == "relu") return max(x, 0.0f);
-  if (act == "gelu_erf") return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
-  if (act == "gelu_tanh") return 0.5f * x * (1.0f + vtanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  return x;
+Expr activation(ActivationKind act, Expr x) {
+  switch (act) {
+    case ActivationKind::none: return x;
+    case ActivationKind::relu: return max(x, 0.0f);
+    case ActivationKind::gelu_erf: return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+    case ActivationKind::gelu_tanh: return 0.5f * x * (1.0f + vtanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  }
+  throw std::runtime_error("an activation without a kernel expression");
 }
 
 Func buildElementwise(Builder &B) {
@@ -29,17 +32,18 @@ Func buildElementwise(Builder &B) {
   Func out("out");
   ImageParam X = B.in[0];
   Expr x = X(ex(v));
-  if (k.kind == "add" || k.kind == "mul") {
-    int rb = (int)k.inputs[1].dims.size();
-    std::vector<Expr> bv(v.begin(), v.begin() + rb);
-    Expr y = B.in[1](bv);
-    out(v) = k.kind == "add" ? x + y : x * y;
-  } else if (k.kind == "scale") {
-    out(v) = x * (float)k.getf("factor", 1.0);
-  } else if (k.kind == "relu") {
-    out(v) = max(x, 0.0f);
-  } else if (k.kind == "gelu") {
-    out(v) = activation(k.gets("approx") == "tanh" ? "gelu_tanh" : "gelu_erf", x);
+  switch (k.op) {
+    case KernelOp::Add:
+    case KernelOp::Mul: {
+      int rb = (int)k.inputs[1].dims.size();
+      std::vector<Expr> bv(v.begin(), v.begin() + rb);
+      Expr y = B.in[1](bv);
+      out(v) = k.op == KernelOp::Add ? x + y : x * y;
+      break;
+    }
+    case KernelOp::Scale: out(v) = x * B.op<ScaleOp>().getFactor().convertToFloat(); break;
+    case KernelOp::Activation: out(v) = activation(B.op<KilnActivationOpInterface>().getActivation(), x); break;
+    default: throw std::runtime_error("kernel " + k.kind + " is not elementwise");
   }
 
   /* THE SCHEDULE: row-wise (CPU: row tasks; GPU: a block per row). */

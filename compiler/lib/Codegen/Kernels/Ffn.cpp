@@ -1,29 +1,26 @@
 // Ffn.cpp - the chunked feed-forward network:
 //   out(j, i) = sum_f act(sum_k x(k, i) W1(f, k) + b1(f)) W2(j, f) + b2(j) [+ res(j, i)]
-// The intermediate h [chunk x d_ff] exists for one chunk of rows at a time.
+// The intermediate h [chunk x d_ff] exists for one chunk of rows at a time. The chunk is
+// kiln-chunk-ffn's decision, the tiles kiln-tile-ops' (the kernel's kiln.schedule).
 #include "Kernels.h"
 
 namespace kiln::codegen {
 
 Func buildFfn(Builder &B) {
   const KernelSpec &k = B.k;
+  FfnOp op = B.op<FfnOp>();
   ImageParam X = B.in[0], W1 = B.in[1], B1 = B.in[2], W2 = B.in[3], B2 = B.in[4];
-  int d = (int)k.inputs[0].dims[1];
-  bool oi1 = k.gets("layout1") == "out_in", oi2 = k.gets("layout2") == "out_in";
-  int dff = (int)(oi1 ? k.inputs[1].dims[0] : k.inputs[1].dims[1]);
-  int dout = (int)k.output.dims[1];
+  const int d = (int)k.inputs[0].dims[1];
+  const bool oi1 = op.getLayout1() == "out_in", oi2 = op.getLayout2() == "out_in";
+  const int dff = (int)(oi1 ? k.inputs[1].dims[0] : k.inputs[1].dims[1]);
+  const int dout = (int)k.output.dims[1];
+  const int chunk = B.need(B.sch.chunk, "chunk");
   Expr M = X.dim(1).extent();
   Var j("j"), i("i"), f("f"), kk("kk"), pi("pi"), po("po");
   RDom r1(0, d, "r1"), r2(0, dff, "r2");
-  int vec = B.vec, tm = (int)k.geti("s.tile_m", 4), chunk = (int)k.geti("chunk", 32);
-  auto tileFor = [&](int n) {
-    int w = vec;
-    while (w > 1 && w > n) w /= 2;
-    int tn = std::max(w, std::min<int>((int)k.geti("s.tile_n", 4 * vec), n / w * w));
-    return std::make_pair(w, tn);
-  };
-  auto [w2, tn2] = tileFor(dout);
-  auto [w1, tn1] = tileFor(dff);
+  // The panels' widths: the GEMMs' column tiles (the CPU's register blocks, the GPU's block tiles).
+  const int tn2 = B.gpu ? B.need(B.sch.gpu_tile_n, "gpu_tile_n") : B.need(B.sch.tile_n, "tile_n");
+  const int tn1 = B.gpu ? B.need(B.sch.gpu_hidden_tile_n, "gpu_hidden_tile_n") : B.need(B.sch.hidden_tile_n, "hidden_tile_n");
 
   /* THE ALGORITHM */
   // Each weight is packed once per call into panels: P(pi, kk, po) is column po * tn + pi of
@@ -38,7 +35,7 @@ Func buildFfn(Builder &B) {
   W1p(f, kk) = P1(f % tn1, kk, f / tn1);
   acc1(f, i) = 0.0f;
   acc1(f, i) += Xr(r1, i) * W1p(f, r1);
-  h(f, i) = activation(k.gets("act", "none"), acc1(f, i) + B1(f));
+  h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
   Hr(kk, i) = h(kk, i);
   W2p(j, kk) = P2(j % tn2, kk, j / tn2);
   acc2(j, i) = 0.0f;
@@ -51,7 +48,8 @@ Func buildFfn(Builder &B) {
    * Chunks of rows in a host loop; per chunk h [rows, d_ff] on the device, then the second GEMM.
    * kiln-chunk-ffn picks GPU-sized chunks (1024 rows unless --ffn-chunk says otherwise): each
    * chunk's two GEMMs still fill the GPU, and h never exceeds chunk x d_ff. Inputs shorter than
-   * a chunk are one chunk of their own length (the factor is min(L, chunk)). */
+   * a chunk are one chunk of their own length (the factor is min(L, chunk)). The weights are
+   * packed into panels on the GPU once per call (pack = per_call). */
   if (B.gpu) {
     for (Func P : {P1, P2}) {
       Var kp("kp"), bx("bx"), by("by"), tx("tx"), ty("ty");
@@ -60,9 +58,11 @@ Func buildFfn(Builder &B) {
     Var ic("ic"), ir("ir");
     B.s(out).split(i, ic, ir, min(M, chunk), TailStrategy::GuardWithIf);
     B.s(h).compute_at(out, ic);
-    GpuStage s1{Xr, W1p, gpuKChunk(d, k.inputs[0].dims[0])}, s2{Hr, W2p, gpuKChunk(dff, k.inputs[0].dims[0])};
-    gpuGemm(B, h, acc1, f, i, r1, nullptr, dff, false, s1.kc ? &s1 : nullptr);
-    gpuGemm(B, out, acc2, j, ir, r2, nullptr, dout, /*fullTiles=*/true, s2.kc ? &s2 : nullptr);
+    const int tm = B.need(B.sch.gpu_tile_m, "gpu_tile_m");
+    GpuGemm g1{tn1, tm, B.need(B.sch.gpu_hidden_k_chunk, "gpu_hidden_k_chunk"), Xr, W1p};
+    GpuGemm g2{tn2, tm, B.need(B.sch.gpu_k_chunk, "gpu_k_chunk"), Hr, W2p};
+    gpuGemm(B, h, acc1, f, i, r1, nullptr, g1);
+    gpuGemm(B, out, acc2, j, ir, r2, nullptr, g2, /*fullTiles=*/true);
     return out;
   }
 
@@ -71,6 +71,8 @@ Func buildFfn(Builder &B) {
    * (a GEMM with the same register blocks as a linear) and consumed by the second GEMM. As for
    * linears, inputs shorter than a chunk get chunks of 1, 2, 4... register blocks: GuardWithIf
    * would otherwise compute a whole chunk of h for one row. */
+  const int tm = B.need(B.sch.tile_m, "tile_m"), w2 = B.vec(), w1 = B.need(B.sch.hidden_vec, "hidden_vec");
+  const bool par = B.parallel();
   Var io("io"), ii("ii"), jo("jo"), ji("ji"), yi("yi"), yii("yii");
   auto tileOut = [&](Stage st, int rows) {
     auto ls = B.s(st);
@@ -78,7 +80,7 @@ Func buildFfn(Builder &B) {
         .split(j, jo, ji, tn2, TailStrategy::ShiftInwards)
         .split(ii, yi, yii, tm, TailStrategy::GuardWithIf)
         .reorder(ji, yii, yi, jo, io);
-    if (k.geti("s.parallel", 1)) ls.parallel(io).parallel(jo);  // nested: short inputs are one chunk
+    if (par) ls.parallel(io).parallel(jo);  // nested: short inputs are one chunk
     if (w2 > 1) ls.vectorize(ji, w2, TailStrategy::GuardWithIf);
   };
   for (int rows = tm; rows < chunk; rows *= 2) {
@@ -97,7 +99,7 @@ Func buildFfn(Builder &B) {
       .split(f, fo, fi, tn1, TailStrategy::ShiftInwards)
       .split(i, hy, hyy, tm, TailStrategy::GuardWithIf)
       .reorder(fi, hyy, hy, fo);
-  if (k.geti("s.parallel", 1)) B.s(h).parallel(fo);
+  if (par) B.s(h).parallel(fo);
   if (w1 > 1) B.s(h).vectorize(fi, w1, TailStrategy::GuardWithIf);
   B.s(acc1).compute_at(h, hy).bound_extent(i, tm).bound_extent(f, tn1);
   B.s(acc1.update()).reorder(f, i, r1);
@@ -106,8 +108,10 @@ Func buildFfn(Builder &B) {
   B.s(acc1.update()).unroll(f).unroll(i).unroll(r1, 2, TailStrategy::GuardWithIf);
   // The panels are packed once per call (not once per chunk, which would repeat the packing
   // L/chunk times).
+  if (B.sch.pack != Packing::per_call) throw std::runtime_error("kernel ffn: its weights are packed per_call");
   for (auto [P, w] : {std::pair<Func, int>{P1, w1}, {P2, w2}}) {
-    B.s(P).compute_root().parallel(po);
+    B.s(P).compute_root();
+    if (par) B.s(P).parallel(po);
     if (w > 1) B.s(P).vectorize(pi, w, TailStrategy::GuardWithIf);
   }
   return out;

@@ -29,19 +29,18 @@ Func buildDepthwiseConv(Builder &B);
 // Act.cpp: adaptive computation time on the recurrent carry.
 Func buildAct(Builder &B);
 
-// Elementwise.cpp: an activation by name ("none", "relu", "gelu_erf", "gelu_tanh"), also the
-// epilogue of linears and FFNs.
-Expr activation(const std::string &act, Expr x);
+// Elementwise.cpp: an activation, also the epilogue of linears and FFNs.
+Expr activation(ActivationKind act, Expr x);
 
-// Matmul.cpp: the GPU GEMM schedule, shared by the FFN's two GEMMs.
-struct GpuStage {
-  Func a, b;   // a(k, i[, batch]) and b(j, k[, batch]), as acc's update reads them
-  int kc = 0;  // K per chunk (divides K)
+// Matmul.cpp: the GPU GEMM schedule, shared by the FFN's two GEMMs: output tiles of tn columns
+// x tm rows per block, 4 x 4 per thread; with kc > 0 (a static K that kc divides), K in chunks
+// of kc staged through shared memory from the operand Funcs a(k, i[, batch]) and b(j, k[, batch]).
+struct GpuGemm {
+  int tn = 64, tm = 32;
+  int kc = 0;
+  Func a, b;
 };
-// The largest K chunk (of 32, 16, 8, 4) dividing a static K; 0: no staging, also for a static M
-// under one block's 32 rows (decode steps), where whole staged tiles would mostly be padding.
-int gpuKChunk(int64_t K, int64_t M);
-void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, int64_t N, bool fullTiles = false,
-             GpuStage *stage = nullptr);
+void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, const GpuGemm &g,
+             bool fullTiles = false);
 
 }  // namespace kiln::codegen

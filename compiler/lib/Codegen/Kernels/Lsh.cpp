@@ -22,29 +22,32 @@ Func buildLshHash(Builder &B) {
   Expr pc = proj(clamp(rb % half, 0, half - 1), i, r, h);
   out(i, r, h) = argmax(rb, select(rb < half, pc, -pc))[0];
 
-  /* THE SCHEDULE: GPU: a thread per (position, round), 64 positions per block, its
+  /* THE SCHEDULE: GPU: a thread per (position, round), lsh_tile positions per block, its
    * projections in local memory. */
+  const int tile = B.need(B.sch.lsh_tile, "lsh_tile");
   if (B.gpu) {
-    B.s(out).gpu_tile(i, io, ii, 64, TailStrategy::GuardWithIf).gpu_blocks(io, r, h);
+    B.s(out).gpu_tile(i, io, ii, tile, TailStrategy::GuardWithIf).gpu_blocks(io, r, h);
     B.s(proj).compute_at(out, ii);
     return out;
   }
-  /* THE SCHEDULE: CPU: 64 positions at a time, projections vectorized over positions;
-   * parallel over heads and position tiles. */
-  B.s(out).split(i, io, ii, 64, TailStrategy::GuardWithIf).parallel(h).parallel(io);
+  /* THE SCHEDULE: CPU: lsh_tile positions at a time, projections vectorized over positions;
+   * tasks over heads and position tiles. */
+  B.s(out).split(i, io, ii, tile, TailStrategy::GuardWithIf);
+  if (B.parallel()) B.s(out).parallel(h).parallel(io);
   B.s(proj).compute_at(out, io).reorder(i, c);
   B.s(proj.update()).reorder(i, c, rd);
-  int w = B.vec;
+  int w = B.vec();
   if (w > 1) B.s(proj).vectorize(i, w, TailStrategy::GuardWithIf), B.s(proj.update()).vectorize(i, w, TailStrategy::GuardWithIf);
   return out;
 }
 
 Func buildLshChunkAttention(Builder &B) {
   const KernelSpec &k = B.k;
+  LshChunkAttentionOp op = B.op<LshChunkAttentionOp>();
   ImageParam QK = B.in[0], BK = B.in[2], SO = B.in[3];
-  const int C = (int)k.geti("chunk", 64), R = (int)k.inputs[2].dims[1], D = (int)k.inputs[0].dims[2];
+  const int C = (int)op.getChunk(), R = (int)k.inputs[2].dims[1], D = (int)k.inputs[0].dims[2];
   const int E = (int)k.inputs[1].dims[2];
-  const bool causal = k.gets("causal") == "1";
+  const bool causal = op.getCausal();
   Expr L = QK.dim(1).extent();
   Var e("e"), i("i"), h("h"), c("c");
 
@@ -56,7 +59,9 @@ Func buildLshChunkAttention(Builder &B) {
   knorm(c, h) = select(n2 > 0.0f, 1.0f / sqrt(n2), 0.0f);
   auto perm = [=](Expr p, Expr g) { return SO(clamp(p, 0, L - 1), 0, g % R, g / R); };
   BlockAttention ba;
-  ba.block = C;
+  ba.block = C;  // the op's chunk: a query chunk attends to key chunks of the same size
+  ba.scale = op.getScale().convertToFloat();
+  ba.valueWidth = E;
   ba.nkb = (L + C - 1) / C;
   ba.slots = Expr(2);
   ba.keyBlock = [](Expr qo, Expr j) { return qo - 1 + j; };  // the previous chunk, then its own
@@ -88,17 +93,17 @@ Func buildLshChunkAttention(Builder &B) {
   for (int r = 0; r < R; ++r) num = num + o[r] * exp(s[r] - mx), den = den + exp(s[r] - mx);
   out(e, i, h) = num / den;
 
-  /* THE SCHEDULE: GPU: knorm with 128 positions per block; out one block per row. */
+  /* THE SCHEDULE: GPU: knorm with gpu_tile_n positions per block; out one block per row. */
   if (B.gpu) {
     Var bo("bo"), ti("ti");
-    B.s(knorm).compute_root().gpu_tile(c, bo, ti, 128, TailStrategy::GuardWithIf);
+    B.s(knorm).compute_root().gpu_tile(c, bo, ti, B.need(B.sch.gpu_tile_n, "gpu_tile_n"), TailStrategy::GuardWithIf);
     B.gpuRows(out, {e, i, h});
     return out;
   }
-  /* THE SCHEDULE: CPU: heads in parallel; 1/|k| per position once per head. */
-  B.s(out).parallel(h);
+  /* THE SCHEDULE: CPU: heads as tasks; 1/|k| per position once per head. */
+  if (B.parallel()) B.s(out).parallel(h);
   B.s(knorm).compute_at(out, h);
-  int we = largestDivisor(E, B.vec);
+  int we = largestDivisor(E, B.vec());
   if (we > 1) B.s(out).vectorize(e, we);
   return out;
 }

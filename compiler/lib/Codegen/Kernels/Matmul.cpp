@@ -1,22 +1,16 @@
 // Matmul.cpp - linear, matmul and batch_matmul: out(j, i[, b]) = act(sum_k A(k, i[, b]) B(j, k[, b]) + bias(j)),
-// and the GPU GEMM schedule the FFN shares.
+// and the GPU GEMM schedule the FFN shares. Tiles, packing and parallelism are kiln-tile-ops'
+// and kiln-assign-schedule's decisions (the kernel's kiln.schedule); this file applies them.
 #include "Kernels.h"
 
 namespace kiln::codegen {
 
-int gpuKChunk(int64_t K, int64_t M) {
-  if (M >= 0 && M < 32) return 0;
-  for (int kc : {32, 16, 8, 4})
-    if (K > 0 && K % kc == 0) return kc;
-  return 0;
-}
-
-// GPU GEMM schedule: output tiles of tn columns x 32 rows per block; tn/4 x 8 threads, each
-// with a 4 x 4 block of the output.
+// The GPU GEMM: output tiles of tn columns x tm rows per block; tn/4 x tm/4 threads, each with
+// a 4 x 4 block of the output.
 //
-// With `stage` (a static K that kc divides, operands read through Funcs with clamped indices):
+// With a K chunk (a static K that kc divides, operands read through Funcs with clamped indices):
 // K runs in chunks of kc inside the block. Per chunk the block's threads copy the chunk's
-// operand tiles (kc x 32 rows of A, tn columns x kc of B) into shared memory, then each thread
+// operand tiles (kc x tm rows of A, tn columns x kc of B) into shared memory, then each thread
 // sums its 4 x 4 block over the chunk in registers (acc's update rfactor'ed over the chunks) and
 // adds it to the block's accumulator tile in shared memory. Every tile, edge tiles included, is
 // computed whole (bound_extent): the operand Funcs clamp their indices.
@@ -25,22 +19,20 @@ int gpuKChunk(int64_t K, int64_t M) {
 // read through the caches. fullTiles: every thread computes its whole 4 x 4 block, edge tiles
 // included: needed where out's rows are a split of a dynamic-sized chunk, and safe only where
 // every operand read is clamped (the FFN's packed panels and clamped input rows).
-void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, int64_t N, bool fullTiles,
-             GpuStage *stage) {
-  int tn = 64;
-  if (N >= 0)
-    while (tn > 16 && tn / 2 >= N) tn /= 2;
+void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *batch, const GpuGemm &g, bool fullTiles) {
+  const int tn = g.tn, tm = g.tm;
   Var jo("jo"), io("io"), ji("ji"), ii("ii"), jt("jt"), it("it"), jr("jr"), ir("ir");
-  B.s(out).tile(j, i, jo, io, ji, ii, tn, 32, TailStrategy::GuardWithIf).tile(ji, ii, jt, it, jr, ir, 4, 4, TailStrategy::GuardWithIf);
+  B.s(out).tile(j, i, jo, io, ji, ii, tn, tm, TailStrategy::GuardWithIf).tile(ji, ii, jt, it, jr, ir, 4, 4, TailStrategy::GuardWithIf);
   if (batch) B.s(out).gpu_blocks(jo, io, *batch);
   else B.s(out).gpu_blocks(jo, io);
   B.s(out).gpu_threads(jt, it).unroll(jr).unroll(ir);
   Var aj = acc.args()[0], ai = acc.args()[1];  // acc's own (column, row): out's row may be a split of it
-  if (stage) {
-    const int kc = stage->kc;
+  if (g.kc) {
+    const int kc = g.kc;
+    Func a = g.a, b = g.b;
     Var c("c"), tj("tj"), ti("ti"), uj("uj"), ui("ui");
     RVar rko("rko"), rki("rki");
-    B.s(acc).compute_at(out, jo).store_in(MemoryType::GPUShared).bound_extent(aj, tn).bound_extent(ai, 32);
+    B.s(acc).compute_at(out, jo).store_in(MemoryType::GPUShared).bound_extent(aj, tn).bound_extent(ai, tm);
     if (batch) B.s(acc).bound_extent(*batch, 1);
     B.s(acc).tile(aj, ai, tj, ti, uj, ui, 4, 4).gpu_threads(tj, ti).unroll(uj).unroll(ui);
     B.s(acc.update()).split(rk, rko, rki, kc);
@@ -50,13 +42,13 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
     Var pj = part.args()[0], pi = part.args()[1];
     B.s(part).compute_at(acc, tj).store_in(MemoryType::Register).bound_extent(pj, 4).bound_extent(pi, 4).unroll(pj).unroll(pi);
     B.s(part.update()).reorder(pj, pi, rki).unroll(pj).unroll(pi).unroll(rki);
-    // The chunk's operand tiles, copied by the block's threads (tn/4 x 8 of them).
-    Var bj = stage->b.args()[0], bk = stage->b.args()[1], ak = stage->a.args()[0], ar = stage->a.args()[1];
-    B.s(stage->b).compute_at(acc, rko).store_in(MemoryType::GPUShared).bound_extent(bj, tn).bound_extent(bk, kc);
-    B.s(stage->b).tile(bj, bk, tj, ti, uj, ui, 4, std::max(1, kc / 8)).gpu_threads(tj, ti).unroll(uj).unroll(ui);
-    B.s(stage->a).compute_at(acc, rko).store_in(MemoryType::GPUShared).bound_extent(ak, kc).bound_extent(ar, 32);
-    B.s(stage->a).tile(ak, ar, tj, ti, uj, ui, std::max(1, kc / (tn / 4)), 4).gpu_threads(tj, ti).unroll(uj).unroll(ui);
-    if (batch) B.s(stage->a).bound_extent(stage->a.args()[2], 1), B.s(stage->b).bound_extent(stage->b.args()[2], 1);
+    // The chunk's operand tiles, copied by the block's threads (tn/4 x tm/4 of them).
+    Var bj = b.args()[0], bk = b.args()[1], ak = a.args()[0], ar = a.args()[1];
+    B.s(b).compute_at(acc, rko).store_in(MemoryType::GPUShared).bound_extent(bj, tn).bound_extent(bk, kc);
+    B.s(b).tile(bj, bk, tj, ti, uj, ui, 4, std::max(1, kc / (tm / 4))).gpu_threads(tj, ti).unroll(uj).unroll(ui);
+    B.s(a).compute_at(acc, rko).store_in(MemoryType::GPUShared).bound_extent(ak, kc).bound_extent(ar, tm);
+    B.s(a).tile(ak, ar, tj, ti, uj, ui, std::max(1, kc / (tn / 4)), 4).gpu_threads(tj, ti).unroll(uj).unroll(ui);
+    if (batch) B.s(a).bound_extent(a.args()[2], 1), B.s(b).bound_extent(b.args()[2], 1);
     return;
   }
   B.s(acc).compute_at(out, jt).store_in(MemoryType::Register).unroll(aj).unroll(ai);
@@ -66,14 +58,14 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
 
 Func buildMatmul(Builder &B) {
   const KernelSpec &k = B.k;
-  bool batch = k.kind == "batch_matmul", lin = k.kind == "linear";
+  const bool batch = k.op == KernelOp::BatchMatMul, lin = k.op == KernelOp::Linear;
   Var j("j"), i("i"), b("b"), kk("kk");
   ImageParam A = B.in[0], W = B.in[1];
-  int64_t K = k.inputs[0].dims.back();
+  const int64_t K = k.inputs[0].dims.back(), N = k.output.dims.back();
   Expr Kx = K >= 0 ? Expr((int)K) : A.dim(0).extent();
   Expr M = A.dim(1).extent();
-  int64_t N = k.output.dims.back();
-  bool transposed = lin ? k.gets("layout") == "out_in" : k.geti("transpose_b", 0) != 0;
+  const bool transposed = lin ? B.op<LinearOp>().getWeightLayout() == "out_in"
+                              : batch ? B.op<BatchMatMulOp>().getTransposeB() : B.op<MatMulOp>().getTransposeB();
   auto withB = [&](std::vector<Expr> v) {
     if (batch) v.push_back(b);
     return v;
@@ -81,7 +73,8 @@ Func buildMatmul(Builder &B) {
 
   /* THE ALGORITHM */
   // Rows beyond M are only ever computed by the last register block's padding: clamp them.
-  // Columns are clamped where tiles may overhang N: a dynamic N, and the GPU's whole tiles.
+  // Columns are clamped where tiles may overhang N: a dynamic N, and the GPU schedule's tiles,
+  // which are computed whole.
   Expr row = clamp(i, 0, M - 1);
   Expr col = N >= 0 && !B.gpu ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
   RDom r(0, Kx, "r");
@@ -93,53 +86,54 @@ Func buildMatmul(Builder &B) {
   acc(accArgs) += Ar(withB({r, i})) * Bt(withB({j, r}));
   Expr v = acc(accArgs);
   if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
-  if (lin) v = activation(k.gets("act", "none"), v);
+  if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
   out(accArgs) = v;
 
-  /* THE SCHEDULE: GPU */
+  /* THE SCHEDULE: GPU
+   * Block tiles of gpu_tile_n x gpu_tile_m, K staged in chunks of gpu_k_chunk (0: unstaged). A
+   * transposed weight (pack = per_call) is transposed on the GPU once per call (gpu_tile 16 x
+   * 16), so threads read along N; the root Bt is staged through a wrapper. */
   if (B.gpu) {
-    if (transposed) {  // the [N, K] weight transposed once per call, so threads read along N
+    const bool perCall = B.sch.pack == Packing::per_call;
+    if (perCall) {
       Var bx("bx"), by("by"), tx("tx"), ty("ty");
       B.s(Bt).compute_root().gpu_tile(j, kk, bx, by, tx, ty, 16, 16, TailStrategy::GuardWithIf);
     }
-    // A root Bt is staged through a wrapper.
-    GpuStage stage{Ar, transposed ? Bt.in() : Bt, gpuKChunk(K, k.inputs[0].dims[k.inputs[0].dims.size() - 2])};
-    gpuGemm(B, out, acc, j, i, r, batch ? &b : nullptr, N, false, stage.kc ? &stage : nullptr);
+    GpuGemm g{B.need(B.sch.gpu_tile_n, "gpu_tile_n"), B.need(B.sch.gpu_tile_m, "gpu_tile_m"),
+              B.need(B.sch.gpu_k_chunk, "gpu_k_chunk"), Ar, perCall ? Bt.in() : Bt};
+    gpuGemm(B, out, acc, j, i, r, batch ? &b : nullptr, g);
     return out;
   }
 
   /* THE SCHEDULE: CPU (a GEMM micro-kernel in Halide's terms)
-   *   * out is tiled into tn columns x tr rows; tiles (and batches) run in parallel;
-   *   * inside a tile, a register block of 4 rows x tn columns accumulates over all of K with the
-   *     loops fully unrolled (tn/vec x 4 vector accumulators), k unrolled by 2;
-   *   * the register block always has 4 rows (bound_extent), so a row tail recomputes clamped
-   *     rows instead of losing the unrolling; columns shift inwards when N is static;
-   *   * a weight stored [N, K] (x.Wt) is transposed into a K x tn panel once per tile, so the
-   *     inner loop reads contiguous vectors from both layouts. */
-  int vec = B.vec;
-  int tn = (int)k.geti("s.tile_n", 4 * vec), tm = (int)k.geti("s.tile_m", 4), tr = 8 * tm;
-  if (N >= 0) {
-    while (vec > 1 && vec > N) vec /= 2;
-    tn = std::max(vec, std::min<int>(tn, (int)(N / vec) * vec));
-  }
-  tn = std::max(vec, tn / vec * vec);
+   *   * out is tiled into tile_n columns x tile_rows rows, row tiles inside column tiles, so a
+   *     weight panel (K x tile_n, L2-sized) is reused by every row tile while the activations
+   *     stream; with column_tasks the column tiles are the parallel tasks (each packing its
+   *     panel once), otherwise tiles (and batches) are fused into the tasks;
+   *   * inside a tile, a register block of tile_m rows x tile_n columns accumulates over all of
+   *     K with the loops fully unrolled (tile_n/vec x tile_m vector accumulators), k unrolled by 2;
+   *   * the register block always has tile_m rows (bound_extent), so a row tail recomputes
+   *     clamped rows instead of losing the unrolling; columns shift inwards when N >= tile_n;
+   *   * short inputs get task tiles of 1, 2, 4... register blocks (specializations on M):
+   *     GuardWithIf keeps an inner split's full trip count, so a 32-row tile would compute 8
+   *     register blocks for a one-row (decode) input;
+   *   * pack = per_task: the weight panel (transposed from [N, K] where it is stored so) is
+   *     packed once per task, so the inner loop reads contiguous vectors from both layouts. */
+  const int vec = B.vec(), tn = B.need(B.sch.tile_n, "tile_n"), tm = B.need(B.sch.tile_m, "tile_m"),
+            tr = B.need(B.sch.tile_rows, "tile_rows");
+  const bool columnTasks = B.need(B.sch.column_tasks, "column_tasks") != 0;
+  if (tn % vec || tr % tm) throw std::runtime_error("kernel " + k.kind + ": tile_n must be a multiple of vec and tile_rows of tile_m");
   Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii"), t("t");
   TailStrategy tj = N >= tn ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
-  // Row tiles run inside column tiles, so a weight panel (K x tn, L2-sized) is reused by every
-  // row tile while the activations stream. With enough column tiles the parallel loop is the
-  // column loop and the panel is packed once per column tile; otherwise tiles are fused.
-  bool panelParallel = N >= 0 && N / tn >= 8 && !batch;
-  Var par = panelParallel ? jo : t;
-  // GuardWithIf keeps an inner split's full trip count, so a 32-row tile would compute 8
-  // register blocks for a one-row (decode) input: short inputs get tiles of 1, 2, 4... blocks.
+  Var par = columnTasks ? jo : t;
   auto tileRows = [&](Stage st, int rows) {
     auto ls = B.s(st);
     ls.split(j, jo, ji, tn, tj).split(i, io, ii, rows, TailStrategy::GuardWithIf).reorder(ji, ii, io, jo);
-    if (!panelParallel) {
+    if (!columnTasks) {
       ls.fuse(io, jo, t);
       if (batch) ls.fuse(t, b, t);
     }
-    if (k.geti("s.parallel", 1)) ls.parallel(par);
+    if (B.parallel()) ls.parallel(par);
     ls.split(ii, yi, yii, tm, TailStrategy::GuardWithIf);
     if (vec > 1) ls.vectorize(ji, vec, TailStrategy::GuardWithIf);
   };
@@ -148,12 +142,11 @@ Func buildMatmul(Builder &B) {
     tileRows(out.specialize(M <= rows), rows);
   }
   tileRows(out, tr);
-  // Pack a panel when the weight is transposed, or when a long K makes the in-place panel (K
-  // rows of tn floats, one row per weight row) stream badly from L2.
-  bool packed = transposed || N < 0 || K < 0 || K >= 1024;
-  if (packed) {
+  if (B.sch.pack == Packing::per_task) {
     B.s(Bt).compute_at(out, par);
     if (vec > 1) B.s(Bt).vectorize(j, vec, TailStrategy::GuardWithIf);
+  } else if (B.sch.pack != Packing::none) {
+    throw std::runtime_error("kernel " + k.kind + ": a CPU GEMM packs its weight per_task or not at all");
   }
   B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn);
   if (vec > 1) B.s(acc).vectorize(j, vec);

@@ -18,7 +18,7 @@ Func buildRowReduce(Builder &B) {
   /* THE ALGORITHM */
   Func out("out"), e("e");
   std::vector<Func> rowFuncs;
-  if (k.kind == "layer_norm") {
+  if (k.op == KernelOp::LayerNorm) {
     Func mean("mean"), var("var"), mu("mu");
     mean(rest) = 0.0f;
     mean(rest) += X(xr);
@@ -26,7 +26,7 @@ Func buildRowReduce(Builder &B) {
     Expr dx = X(xr) - mu(rest);
     var(rest) = 0.0f;
     var(rest) += dx * dx;
-    float eps = (float)k.getf("eps", 1e-5);
+    float eps = B.op<LayerNormOp>().getEpsilon().convertToFloat();
     out(v) = (X(ex(v)) - mu(rest)) * (1.0f / sqrt(var(rest) / cast<float>(D) + eps)) * B.in[1](v[0]) + B.in[2](v[0]);
     rowFuncs = {mean, mu, var};
   } else {  // softmax over the last dim

@@ -1,8 +1,7 @@
-// SparseAttention.cpp - block-sparse attention: one block schedule per part of the pattern
-// (kiln/Support/SparsePattern.h), each on the online block engine over its visited key blocks,
-// two parts merged by log-sum-exp.
-#include <sstream>
-
+// SparseAttention.cpp - block-sparse attention, generated from the op's block schedule (its
+// #kiln.sparse_schedule and the schedule's block, kiln-tile-sparse-pattern's decisions, kept as
+// a .mlir file states them): each part (kiln/Support/SparsePattern.h) on the online block engine
+// over its visited key blocks, two parts merged by log-sum-exp.
 #include "BlockAttention.h"
 #include "kiln/Support/SparsePattern.h"
 
@@ -25,26 +24,16 @@ struct ExprOps {
   }
 };
 
-sparse::Pattern patternOf(const KernelSpec &k) {
-  sparse::Pattern p;
-  p.kind = k.gets("mask");
-  p.part = k.gets("part", "union");
-  p.size = k.geti("pattern_size", 1);
-  p.summary = k.geti("summary", 0);
-  p.block = k.geti("s.block", 64);
-  p.causal = k.gets("noncausal") != "1";
-  std::stringstream ss(k.gets("layout"));
-  for (std::string row; std::getline(ss, row, '/');) p.layout.push_back(row);
-  return p;
-}
-
 }  // namespace
 
 Func buildSparseAttention(Builder &B) {
   const KernelSpec &k = B.k;
-  const sparse::Pattern p = patternOf(k);
+  AttentionOp op = B.op<AttentionOp>();
+  const sparse::Pattern p = patternOf(op);
+  if (p.schedule.empty() || p.schedule.size() > 2)
+    throw std::runtime_error("kernel attention: a sparse pattern needs its block schedule of one or two parts (kiln.sparse)");
   ImageParam Q = B.in[0];
-  const int Bq = (int)p.block, E = (int)k.inputs[2].dims[2];
+  const int Bq = B.need(B.sch.block, "block"), E = (int)k.inputs[2].dims[2];
   Expr L = Q.dim(1).extent();
 
   /* THE ALGORITHM */
@@ -67,6 +56,8 @@ Func buildSparseAttention(Builder &B) {
     const sparse::Part &pt = parts[n];
     BlockAttention ba;
     ba.block = Bq;
+    ba.scale = op.getScale().convertToFloat();
+    ba.valueWidth = E;
     ba.nkb = m.blocks(pt.k);
     if (pt.rule == sparse::Rule::Table) {
       size_t maxSlots = 1;
@@ -111,7 +102,7 @@ Func buildSparseAttention(Builder &B) {
   }
   /* THE SCHEDULE: CPU: heads in sequence, P of one head at a time with its query blocks in
    * parallel; out read through each part's inverse query order. */
-  int we = largestDivisor(E, B.vec);
+  int we = largestDivisor(E, B.vec());
   if (we > 1) B.s(out).vectorize(e, we);
   return out;
 }

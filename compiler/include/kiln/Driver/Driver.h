@@ -9,9 +9,10 @@
 //     return driver.run(argc, argv, [&](kiln::Model &m) { build_mlp(m, width); });
 //   }
 //
-// Common flags: -o, --emit=mlir|schedule|halide-stmt|llvm|obj|lib|exe|cost,
+// Common flags: -o, --emit=mlir|schedule|halide-stmt|ptx|llvm|obj|lib|exe|cost,
 // --compile-to=input|fused|tiled|scheduled|kernels|llvm|exe, --dump-dir, --print-ir-after-all,
-// --target, --cache-dir, --quiet. Exit codes: 0 success, 1 user error, 2 internal error.
+// --target, --gpu-buffers, --cache-dir, --ffn-chunk, --lib-symbol, --max-memory, --quiet.
+// Exit codes: 0 success, 1 user error, 2 internal error.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
@@ -31,8 +32,9 @@ class Driver {
   // kilnc: the same, for a kiln-dialect .mlir file given as the positional argument.
   int runFile(int argc, char **argv);
 
- private:
   struct Impl;
+
+ private:
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,4 +1,5 @@
-// kiln/dsl/Emit.h - turn a DSL Model into a kiln-dialect MLIR module.
+// DslEmitter.h - a DSL Model (dsl/) as a kiln-dialect module: one func.func per entry point,
+// one op per node, each located at the user's file:line.
 #pragma once
 #include "kiln/dsl/Model.h"
 #include "mlir/IR/BuiltinOps.h"

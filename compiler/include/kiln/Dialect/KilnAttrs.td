@@ -1,0 +1,165 @@
+// KilnAttrs.td - the decisions kiln's passes make, as typed attributes (IREE's lowering configs):
+// each is chosen by one pass, printed in the IR and the schedule report, and applied by codegen
+// or the runtime. A pass keeps a decision already present (a user's .mlir, an edited dump).
+#ifndef KILN_ATTRS
+#define KILN_ATTRS
+
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+// ---------------------------------------------------------------- enums of the decisions
+def Kiln_AttentionEngine : I32EnumAttr<"AttentionEngine", "the kernel that computes an attention", [
+    I32EnumAttrCase<"unset", 0>,
+    // per query block of q_block rows: the score strip against every valid key, softmax, P·V
+    // (attention over a cache, decode steps)
+    I32EnumAttrCase<"row_strip", 1>,
+    // the online-softmax engine over q_block x q_block blocks, key blocks past the diagonal
+    // never visited (whole-sequence attention)
+    I32EnumAttrCase<"online_block", 2>,
+    // the online-softmax engine over a sparse pattern's block schedule (#kiln.sparse_schedule)
+    I32EnumAttrCase<"block_sparse", 3>]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+
+def Kiln_Packing : I32EnumAttr<"Packing", "how a GEMM's weight is packed into contiguous panels", [
+    I32EnumAttrCase<"unset", 0>,
+    I32EnumAttrCase<"none", 1>,      // read in place
+    I32EnumAttrCase<"per_task", 2>,  // a [K x tile_n] panel per parallel task (a column tile, or a tile)
+    I32EnumAttrCase<"per_call", 3>]> {  // every panel once per call (the FFN's two weights)
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+
+// The sparse pattern's orders, block rules and element masks (kiln/Support/SparsePattern.h,
+// whose enums these mirror case for case, checked by static_asserts where they meet).
+def Kiln_SparseOrder : I32EnumAttr<"SparseOrder", "the order queries or keys are visited in", [
+    I32EnumAttrCase<"sequence", 0>, I32EnumAttrCase<"stride_transpose", 1>, I32EnumAttrCase<"summary_gather", 2>]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_SparseRule : I32EnumAttr<"SparseRule", "the key blocks a query block visits", [
+    I32EnumAttrCase<"window_to_diagonal", 0>, I32EnumAttrCase<"residue_class_to_diagonal", 1>,
+    I32EnumAttrCase<"own_block_to_diagonal", 2>, I32EnumAttrCase<"summaries_before_last_row", 3>,
+    I32EnumAttrCase<"layout_table", 4>]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+def Kiln_SparseMask : I32EnumAttr<"SparseMask", "an element mask on (query, key) positions", [
+    I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"window", 1>, I32EnumAttrCase<"strided_local", 2>,
+    I32EnumAttrCase<"strided_global", 3>, I32EnumAttrCase<"fixed_local", 4>, I32EnumAttrCase<"fixed_global", 5>,
+    I32EnumAttrCase<"layout", 6>]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+
+class Kiln_Attr<string name, string attrMnemonic> : AttrDef<Kiln_Dialect, name> {
+  let mnemonic = attrMnemonic;
+}
+class Kiln_Int<string what> : OptionalParameter<"std::optional<int64_t>", what>;
+
+// ---------------------------------------------------------------- the schedule of a kernel
+def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
+  let summary = "how a kernel is tiled, vectorized and run in parallel";
+  let description = [{
+    Set by kiln-chunk-ffn (chunk), kiln-tile-sparse-pattern (block), kiln-tile-ops (tiles,
+    engines, packing, GPU tiles) and kiln-assign-schedule (vector width, parallelism); the
+    kernel generator only applies it. Only the fields an op's kernel reads are set:
+
+      vec             f32 lanes of the kernel's vectors (the target's, halved down to the
+                      innermost extent)
+      parallel        1: the kernel's tasks run on the runtime's threads (the work at the
+                      length bounds is at least 2^16 FLOPs and bytes); 0: one thread
+      tile_m, tile_n  a GEMM's register block: rows x columns (a multiple of vec)
+      tile_rows       rows of a GEMM's task tile (shorter inputs get 1, 2, 4... blocks)
+      column_tasks    1: a linear's tasks are its column tiles, each packing its weight panel
+                      once (enough columns for every thread); 0: row and column tiles fused
+      pack            none | per_task | per_call: the weight panels
+      hidden_vec, hidden_tile_n   the FFN's first GEMM (over d_ff)
+      rows_per_task   row-wise kernels: rows per task (about 16 KiB)
+      engine          attention: row_strip | online_block | block_sparse
+      q_block         attention: query rows per block (and key rows, online_block)
+      block           a sparse pattern's block size
+      chunk           the FFN's rows per chunk (its intermediate exists for one chunk)
+      lsh_tile        LSH hashing: positions per task (CPU) or per block (GPU)
+      gpu_tile_n, gpu_tile_m      GPU block tile: GEMM output columns x rows; row strips:
+                                  keys or values x queries; LSH key norms: positions
+      gpu_k_chunk                 GEMM: K per shared-memory stage (0: unstaged, K in registers)
+      gpu_hidden_tile_n, gpu_hidden_k_chunk   the FFN's first GEMM on the GPU
+      gpu_threads     row-wise kernels on the GPU: threads across a row's columns
+
+    ```mlir
+    %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<vec = 16, parallel = 1, tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 0, pack = per_task>} : ...
+    ```
+  }];
+  let parameters = (ins
+    Kiln_Int<"f32 lanes">:$vec,
+    Kiln_Int<"tasks on the runtime's threads">:$parallel,
+    Kiln_Int<"register block rows">:$tile_m,
+    Kiln_Int<"register block columns">:$tile_n,
+    Kiln_Int<"task tile rows">:$tile_rows,
+    Kiln_Int<"column-tile tasks">:$column_tasks,
+    DefaultValuedParameter<"::kiln::Packing", "::kiln::Packing::unset">:$pack,
+    Kiln_Int<"first FFN GEMM lanes">:$hidden_vec,
+    Kiln_Int<"first FFN GEMM register block columns">:$hidden_tile_n,
+    Kiln_Int<"rows per task">:$rows_per_task,
+    DefaultValuedParameter<"::kiln::AttentionEngine", "::kiln::AttentionEngine::unset">:$engine,
+    Kiln_Int<"query block">:$q_block,
+    Kiln_Int<"sparse block">:$block,
+    Kiln_Int<"FFN rows per chunk">:$chunk,
+    Kiln_Int<"LSH hashing tile">:$lsh_tile,
+    Kiln_Int<"GPU block tile columns">:$gpu_tile_n,
+    Kiln_Int<"GPU block tile rows">:$gpu_tile_m,
+    Kiln_Int<"GPU K stage">:$gpu_k_chunk,
+    Kiln_Int<"GPU first FFN GEMM tile columns">:$gpu_hidden_tile_n,
+    Kiln_Int<"GPU first FFN GEMM K stage">:$gpu_hidden_k_chunk,
+    Kiln_Int<"GPU threads per row">:$gpu_threads);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+// ---------------------------------------------------------------- a sparse pattern's block schedule
+def Kiln_SparsePartAttr : Kiln_Attr<"SparsePart", "sparse_part"> {
+  let summary = "one part of a sparse block schedule";
+  let description = [{
+    Queries and keys visited in `queries` and `keys` order, the key blocks of each query block
+    chosen by `blocks`, pairs kept by `mask` minus `exclude` (keys an earlier part counts).
+  }];
+  let parameters = (ins "::kiln::SparseOrder":$queries, "::kiln::SparseOrder":$keys, "::kiln::SparseRule":$blocks,
+                        "::kiln::SparseMask":$mask,
+                        DefaultValuedParameter<"::kiln::SparseMask", "::kiln::SparseMask::none">:$exclude);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Kiln_SparseScheduleAttr : Kiln_Attr<"SparseSchedule", "sparse_schedule"> {
+  let summary = "the block schedule a sparse attention kernel is generated from";
+  let description = [{
+    Chosen by kiln-tile-sparse-pattern from the attention's pattern and kept when already
+    present: the kernel follows these parts (one, or two merged by log-sum-exp), so editing
+    them changes what is computed.
+
+    ```mlir
+    kiln.sparse = #kiln.sparse_schedule<parts = [#kiln.sparse_part<queries = sequence, keys = sequence, blocks = window_to_diagonal, mask = strided_local>]>
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::kiln::SparsePartAttr", "parts">:$parts);
+  let assemblyFormat = "`<` `parts` `=` `[` $parts `]` `>`";
+}
+
+// ---------------------------------------------------------------- a buffer of the arena
+def Kiln_ArenaSlotAttr : Kiln_Attr<"ArenaSlot", "arena_slot"> {
+  let summary = "an arena buffer: its size and live range (the runtime's kiln_buffer_info)";
+  let description = [{
+    bytes * prod(L_s ^ powers[s]) bytes, live from kernel `first` to kernel `last` of its
+    entry; kiln-plan-buffers writes one per arena buffer into the entry's `kiln.arena`, the
+    runtime places them at start-up for the actual lengths.
+
+    ```mlir
+    kiln.arena = [#kiln.arena_slot<bytes = 32, powers = [1, 0, 0, 0], first = 0, last = 1>]
+    ```
+  }];
+  let parameters = (ins "int64_t":$bytes, "::mlir::DenseI64ArrayAttr":$powers, "int64_t":$first, "int64_t":$last);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif

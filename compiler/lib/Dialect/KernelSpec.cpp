@@ -1,0 +1,61 @@
+// KernelSpec.cpp - a kernel op's spec from its hooks, and its canonical text and name.
+#include "kiln/Dialect/KernelSpec.h"
+
+#include <cstdio>
+
+using namespace mlir;
+
+namespace kiln {
+
+std::string TensorDesc::text() const {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
+  return s + (is_int ? ":i32" : ":f32");
+}
+
+static TensorDesc desc(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  TensorDesc d;
+  for (int64_t s : rt.getShape()) d.dims.push_back(ShapedType::isDynamic(s) ? -1 : s);
+  d.is_int = rt.getElementType().isInteger(32);
+  return d;
+}
+
+KernelSpec KernelSpec::of(Operation *op) {
+  KernelSpec k;
+  auto hooks = cast<KilnOpInterface>(op);
+  k.kind = op->getName().stripDialect().str();
+  k.op = hooks.getKernelOp();
+  k.source = op;
+  KernelAttrs attrs;
+  hooks.getKernelAttrs(attrs);
+  k.attrs = attrs.entries();
+  k.schedule = scheduleOf(op);
+  for (Value v : op->getOperands()) k.inputs.push_back(desc(v.getType()));
+  k.output = desc(op->getResult(0).getType());
+  return k;
+}
+
+std::string KernelSpec::text() const {
+  std::map<std::string, std::string> all = attrs;
+  for (auto &[key, v] : schedule.keyEntries()) all[key] = v;
+  std::string s = kind;
+  for (auto &[key, v] : all) s += ";" + key + "=" + v;
+  s += "|";
+  for (size_t i = 0; i < inputs.size(); ++i) s += (i ? "," : "") + inputs[i].text();
+  return s + "->" + output.text();
+}
+
+uint64_t fnv1a(const std::string &s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+std::string KernelSpec::name(const std::string &target) const {
+  char buf[17];
+  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(text() + "@" + target));
+  return "kiln_" + kind + "_" + buf;
+}
+
+}  // namespace kiln

@@ -1,0 +1,207 @@
+// Driver.cpp - the driver's flags, its two entry points (a DSL program, a kilnc file) and the
+// boundary where every exception becomes a message and an exit code.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "DriverImpl.h"
+#include "kiln/Frontend/DslEmitter.h"
+#include "kiln/dsl/Model.h"
+#include "llvm/Support/SourceMgr.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln {
+
+static const char *kEmitNames[] = {"mlir", "cost", "schedule", "halide-stmt", "ptx", "llvm", "obj", "lib", "exe"};
+std::optional<Emit> parseEmit(const std::string &name) {
+  for (int i = 0; i <= (int)Emit::Exe; ++i)
+    if (name == kEmitNames[i]) return (Emit)i;
+  return std::nullopt;
+}
+const char *emitName(Emit e) { return kEmitNames[(int)e]; }
+
+PendingFile::PendingFile(const std::string &p)
+    : path(p),
+      tmp((fs::path(p).parent_path() / ("." + fs::path(p).filename().string() + ".kiln-tmp-" + std::to_string(getpid())))
+              .string()) {}
+void PendingFile::commit() {
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw UserError{"cannot write '" + path + "': " + ec.message()};
+  done = true;
+}
+PendingFile::~PendingFile() {
+  std::error_code ec;
+  if (!done) fs::remove(tmp, ec);
+}
+
+std::string shellWord(const std::string &path) {
+  std::string r = "'";
+  for (char c : path) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+void runCommand(const std::string &cmd) {
+  if (system(cmd.c_str()) != 0) throw InternalError{"command failed: " + cmd};
+}
+
+Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(desc) {
+  std::string emits;
+  for (const char *e : kEmitNames) emits += (emits.empty() ? "" : ", ") + std::string(e);
+  app.add_option("-o", output, "output path (executable, library, object, or text)");
+  app.add_option("--emit", emitFlag, "artefact: " + emits)
+      ->check([](const std::string &v) { return parseEmit(v) ? std::string() : "expected one of the artefacts"; })
+      ->capture_default_str();
+  app.add_option("--compile-to", compileTo, "stop after phase: input, fused, tiled, scheduled, kernels, llvm, exe")
+      ->check([](const std::string &v) { return parsePhase(v) ? std::string() : "expected a phase"; })
+      ->capture_default_str();
+  app.add_option("--dump-dir", dumpDir, "write NN-<pass>.mlir per pass, <kernel>.schedule.txt and <kernel>.stmt");
+  app.add_flag("--print-ir-after-all", printIR, "print the IR after every pass to stderr");
+  app.add_option("--target", target,
+                 "host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda (the host CPU plus NVIDIA GPU kernels) or opencl "
+                 "(the host CPU plus the same GPU kernels on an OpenCL device)")
+      ->capture_default_str();
+  app.add_option("--gpu-buffers", gpuBuffers,
+                 "--target=cuda or opencl: host (each kernel call copies its operands to the device and its result back) or "
+                 "device (weights, activations and caches stay on the device)")
+      ->check(CLI::IsMember({"host", "device"}))
+      ->capture_default_str();
+  app.add_option("--cache-dir", cacheDir, "kernel cache (default: $KILN_CACHE_DIR or ~/.cache/kiln)");
+  app.add_option("--ffn-chunk", ffnChunk,
+                 "rows per FFN chunk: auto (32 to 64 rows, sized for a 1 MiB L2 per core; 1024 for GPU targets), off, or a "
+                 "number")
+      ->check([](const std::string &v) {
+        if (v == "auto" || v == "off") return std::string();
+        char *end;
+        long n = strtol(v.c_str(), &end, 10);
+        return *end || n < 1 || n > 1 << 20 ? std::string("expected auto, off or a positive row count") : std::string();
+      })
+      ->capture_default_str();
+  app.add_option("--lib-symbol", symbol, "--emit=lib: C symbol of the model table (one per model in a program)")
+      ->check([](const std::string &v) {
+        bool ok = !v.empty() && !isdigit((unsigned char)v[0]);
+        for (char c : v) ok = ok && (isalnum((unsigned char)c) || c == '_');
+        return ok ? std::string() : std::string("expected a C identifier");
+      })
+      ->capture_default_str();
+  app.add_option("--max-memory", maxMemory,
+                 "reject a model whose peak memory at the length bounds exceeds this (bytes, or with K/M/G/T; "
+                 "default: this machine's RAM; 0: no limit)");
+  app.add_flag("--quiet", quiet, "no progress output");
+  app.add_flag("--keep-temps", keepTemps, "keep the temporary build folder");
+}
+
+void Driver::Impl::progress(const std::string &line) {
+  if (quiet) return;
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fprintf(stderr, "kiln: [%6.2f s] %s\n", s, line.c_str());
+}
+
+std::string Driver::Impl::defaultCache() {
+  if (const char *e = getenv("KILN_CACHE_DIR")) return e;
+  if (const char *x = getenv("XDG_CACHE_HOME")) return std::string(x) + "/kiln";
+  if (const char *h = getenv("HOME")) return std::string(h) + "/.cache/kiln";
+  return (fs::temp_directory_path() / "kiln-cache").string();
+}
+
+void Driver::Impl::writeText(const std::string &path, const std::string &text) {
+  if (path.empty() || path == "-") {
+    fputs(text.c_str(), stdout);
+    return;
+  }
+  PendingFile out(path);
+  std::ofstream f(out.tmp);
+  f << text;
+  f.close();
+  if (!f) throw UserError{"cannot write '" + path + "'"};
+  out.commit();
+}
+
+int64_t Driver::Impl::memoryLimit() {
+  if (maxMemory.empty()) return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+  char *end;
+  double v = strtod(maxMemory.c_str(), &end);
+  std::string suffix = end;
+  double mult = suffix == "" ? 1 : suffix == "K" ? 1e3 : suffix == "M" ? 1e6 : suffix == "G" ? 1e9 : suffix == "T" ? 1e12 : -1;
+  if (mult < 0 || v < 0 || end == maxMemory.c_str())
+    throw UserError{"--max-memory expects bytes, optionally with K, M, G or T, got '" + maxMemory + "'"};
+  return (int64_t)(v * mult);
+}
+
+Driver::Driver(std::string name, std::string description) : impl_(new Impl(std::move(name), std::move(description))) {}
+Driver::~Driver() = default;
+CLI::App &Driver::app() { return impl_->app; }
+
+int Driver::Impl::guarded(const std::function<int()> &body) {
+  try {
+    return body();
+  } catch (const Error &e) {  // the model program's own mistake, at its line
+    fprintf(stderr, "%s\n", e.what());
+    return 1;
+  } catch (const UserError &e) {
+    fprintf(stderr, "kiln: error: %s\n", e.msg.c_str());
+    return 1;
+  } catch (const InternalError &e) {
+    fprintf(stderr, "kiln: internal error: %s\n", e.msg.c_str());
+    return 2;
+  } catch (const std::exception &e) {
+    fprintf(stderr, "kiln: internal error: %s\n", e.what());
+    return 2;
+  }
+}
+
+static int parseFlags(CLI::App &app, int argc, char **argv, bool &done) {
+  done = false;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    done = true;
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    done = true;
+    fprintf(stderr, "kiln: error: %s (see --help)\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+int Driver::run(int argc, char **argv, const std::function<void(Model &)> &build) {
+  bool done;
+  int rc = parseFlags(impl_->app, argc, argv, done);
+  if (done) return rc;
+  return impl_->guarded([&] {
+    Model m(impl_->name);
+    build(m);
+    if (m.outputs().empty()) throw UserError{"the model '" + impl_->name + "' has no outputs"};
+    mlir::DialectRegistry registry;
+    registerKilnDialects(registry);
+    mlir::MLIRContext ctx(registry);
+    auto module = emitModel(ctx, m);
+    return impl_->compile(ctx, *module);
+  });
+}
+
+int Driver::runFile(int argc, char **argv) {
+  impl_->app.add_option("input", impl_->input, "kiln-dialect .mlir file")->required();
+  bool done;
+  int rc = parseFlags(impl_->app, argc, argv, done);
+  if (done) return rc;
+  return impl_->guarded([&] {
+    mlir::DialectRegistry registry;
+    registerKilnDialects(registry);
+    mlir::MLIRContext ctx(registry);
+    llvm::SourceMgr sm;
+    mlir::SourceMgrDiagnosticHandler handler(sm, &ctx);
+    auto module = mlir::parseSourceFile<mlir::ModuleOp>(impl_->input, sm, &ctx);
+    if (!module) throw UserError{"cannot parse '" + impl_->input + "'"};
+    impl_->name = fs::path(impl_->input).stem().string();
+    return impl_->compile(ctx, *module);
+  });
+}
+
+}  // namespace kiln
