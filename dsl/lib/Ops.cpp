@@ -175,6 +175,7 @@ Tensor gelu(Tensor x, GeluOptions opt, SourceLoc loc) {
   return r;
 }
 Tensor relu(Tensor x, SourceLoc loc) { return unary(OpKind::Relu, "relu", x, loc); }
+Tensor silu(Tensor x, SourceLoc loc) { return unary(OpKind::Silu, "silu", x, loc); }
 Tensor softmax(Tensor x, SourceLoc loc) { return unary(OpKind::Softmax, "softmax", x, loc); }
 
 Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, LayerNormOptions opt, SourceLoc loc) {

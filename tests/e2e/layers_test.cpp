@@ -2,7 +2,7 @@
 // executables, run with random weights (saved with --save-weights) and compared output by output
 // with the plain-loop reference in tests/reference: MLPs, linears at every tiling case,
 // embeddings and norms, positions, attention (fused, written as separate ops, edge cases), the
-// chunked FFN and numeric edge cases.
+// chunked FFN, SiLU and numeric edge cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -313,6 +313,35 @@ INSTANTIATE_TEST_SUITE_P(Chunks, ChunkedFfn,
                            return c.chunk + "_" + std::to_string(c.d) + "x" + std::to_string(c.dff) + "_L" +
                                   std::to_string(c.L) + (c.out_in ? "_oi" : "_io");
                          });
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- SiLU
+// x·sigmoid(x) standalone, folded into a linear's epilogue, and inside a chunked FFN (linear,
+// SiLU, linear, residual add: one kiln.ffn), against the plain reference at two lengths.
+TEST(Silu, StandaloneInALinearAndInAChunkedFfn) {
+  std::string dir = kt::workDir("silu");
+  std::string exe = kt::compile(dir, "silu", [&](Model &m) {
+    Dim L = m.seq("L", 64);
+    Tensor x = m.input("x", {L, 40});
+    m.output("act", silu(x));
+    m.output("lin", silu(linear(x, m.param("w", {24, 40}), m.param("b", {24}))));
+    Tensor h = silu(linear(x, m.param("w1", {40, 96}), m.param("b1", {96}), {.layout = WeightLayout::InOut}));
+    m.output("ffn", add(x, linear(h, m.param("w2", {96, 40}), m.param("b2", {40}), {.layout = WeightLayout::InOut})));
+  });
+  ASSERT_FALSE(exe.empty());
+  for (int64_t L : {1, 37}) {
+    SCOPED_TRACE("L = " + std::to_string(L));
+    ref::T x = kt::randomT({L, 40}, 21, 4.0f);  // inputs to +-4 and beyond in the linears: both tails of the sigmoid
+    kt::saveNpy(dir + "/x.npy", x);
+    W w;
+    ref::T act = kt::runModel(dir, exe, "--input x=" + dir + "/x.npy", "act", w);
+    EXPECT_TRUE(kt::allClose(ref::silu(x), act));
+    EXPECT_TRUE(kt::allClose(ref::silu(ref::linear(x, w["w"], w["b"], true)), kt::loadNpy(dir + "/out/lin.npy")));
+    ref::T h = ref::silu(ref::linear(x, w["w1"], w["b1"], false));
+    EXPECT_TRUE(kt::allClose(ref::add(x, ref::linear(h, w["w2"], w["b2"], false)), kt::loadNpy(dir + "/out/ffn.npy")));
+  }
+}
 }  // namespace
 
 namespace {

@@ -78,6 +78,12 @@ T gelu_tanh(const T &x) {
   return y;
 }
 
+T silu(const T &x) {
+  T y = x;
+  for (float &f : y.v) f = (float)((double)f / (1.0 + std::exp(-(double)f)));
+  return y;
+}
+
 T layer_norm(const T &x, const T &g, const T &b, float eps) {
   int64_t L = x.shape[0], d = x.shape[1];
   T y({L, d});

@@ -31,6 +31,7 @@ T add(const T &a, const T &b);
 T relu(const T &x);
 T gelu_erf(const T &x);
 T gelu_tanh(const T &x);
+T silu(const T &x);  // x / (1 + e^-x)
 T layer_norm(const T &x, const T &g, const T &b, float eps);
 T softmax_rows(const T &x);
 // q [Lq, H*hd], k, v [Lk, H*hd]: per-head softmax(q kᵀ scale [+ causal]) v, merged back.

@@ -37,7 +37,7 @@ include "kiln/Dialect/KilnAttrs.td"
 // The activations a linear or an FFN applies in its epilogue, and the standalone activation ops.
 def Kiln_Activation : I32EnumAttr<"ActivationKind", "an elementwise activation", [
     I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"relu", 1>, I32EnumAttrCase<"gelu_erf", 2>,
-    I32EnumAttrCase<"gelu_tanh", 3>]> {
+    I32EnumAttrCase<"gelu_tanh", 3>, I32EnumAttrCase<"silu", 4>]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
 }
@@ -117,7 +117,7 @@ def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure], "Sinuso
 def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Linear", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
   let summary = "x·Wᵀ + b (weight_layout out_in) or x·W + b (in_out), with a fused activation";
   let description = [{
-    `activation` (an ActivationKind) is set by `kiln-fuse-epilogue`.
+    `activation` (none, relu, gelu_erf, gelu_tanh, silu) is set by `kiln-fuse-epilogue`.
 
     ```mlir
     %y = kiln.linear %x, %w, %b {weight_layout = "in_out"} : (tensor<?x128xf32>, tensor<128x384xf32>, tensor<384xf32>) -> tensor<?x384xf32>
@@ -204,6 +204,7 @@ def Kiln_ReluOp : Kiln_ActivationOp<"relu", "max(x, 0)", "::kiln::ActivationKind
 def Kiln_GeluOp : Kiln_ActivationOp<"gelu", "GELU, exact (erf) or tanh-approximated",
                                     "getApproximate() == \"tanh\" ? ::kiln::ActivationKind::gelu_tanh : ::kiln::ActivationKind::gelu_erf", 10,
                                     (ins DefaultValuedAttr<StrAttr, "\"erf\"">:$approximate), ["getKernelAttrs"]>;
+def Kiln_SiluOp : Kiln_ActivationOp<"silu", "SiLU (Swish): x·sigmoid(x)", "::kiln::ActivationKind::silu", 4>;
 
 def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure], "LayerNorm", ["getKernelAttrs", "getCost"]> {
   let summary = "layer normalization over the last dim, with gamma and beta";

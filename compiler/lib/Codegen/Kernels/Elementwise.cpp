@@ -19,6 +19,7 @@ Expr activation(ActivationKind act, Expr x) {
     case ActivationKind::relu: return max(x, 0.0f);
     case ActivationKind::gelu_erf: return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
     case ActivationKind::gelu_tanh: return 0.5f * x * (1.0f + vtanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case ActivationKind::silu: return x / (1.0f + exp(-x));  // x * sigmoid(x), through the vectorized exp
   }
   throw std::runtime_error("an activation without a kernel expression");
 }

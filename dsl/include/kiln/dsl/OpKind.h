@@ -33,6 +33,7 @@ enum class OpKind {
   Recurrent,
   StepInput,
   RecurrentResult,
+  Silu,
   Count
 };
 
@@ -40,7 +41,7 @@ inline constexpr const char *kOpNames[] = {
     "input",   "param", "embedding", "position_embedding", "linear",     "matmul",  "batch_matmul",
     "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
     "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions", "state", "cache_write",
-    "lsh_attention", "depthwise_conv", "recurrent", "step_input", "recurrent_result",
+    "lsh_attention", "depthwise_conv", "recurrent", "step_input", "recurrent_result", "silu",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
               "every OpKind needs a name in kOpNames");

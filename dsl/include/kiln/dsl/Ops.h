@@ -44,6 +44,7 @@ struct GeluOptions {
 };
 Tensor gelu(Tensor x, GeluOptions opt = {}, SourceLoc loc = SourceLoc::current());
 Tensor relu(Tensor x, SourceLoc loc = SourceLoc::current());
+Tensor silu(Tensor x, SourceLoc loc = SourceLoc::current());  // x·sigmoid(x) (SiLU, Swish)
 Tensor softmax(Tensor x, SourceLoc loc = SourceLoc::current());  // over the last dim
 
 struct LayerNormOptions {
