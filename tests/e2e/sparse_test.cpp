@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -210,4 +211,63 @@ INSTANTIATE_TEST_SUITE_P(Modes, SparseExample,
                                            SparseModelCase{"strided", "heads"}, SparseModelCase{"fixed", "merged"},
                                            SparseModelCase{"fixed", "alternate"}),
                          [](const auto &i) { return i.param.pattern + "_" + i.param.combine; });
+}  // namespace
+
+namespace {
+// ---------------------------------------------------------------- a block schedule edited in the IR
+// The sparse kernel is generated from the op's #kiln.sparse_schedule, which passes keep when a
+// .mlir file states it: a merged strided head (local and global parts) edited to its local
+// part alone, with blocks of 32 instead of the default 16, computes the strided-local pattern,
+// not the union; without the edit the same file computes the union. (The schedule is part of
+// the kernel's key: the two never share a cached kernel.)
+TEST(SparseSchedule, EditedInTheIrAndCompiledByKilnc) {
+  std::string dir = kt::workDir("sparse_edited");
+  const int64_t H = 2, D = 16, s = 8;
+  auto module = [&](const std::string &extra) {
+    return std::string(R"(module attributes {kiln.seq_bounds = array<i64: 128>, kiln.seq_names = ["L"]} {
+  func.func @forward(%q: tensor<2x?x16xf32> {kiln.name = "q", kiln.syms = array<i64: -1, 0, -1>},
+                     %k: tensor<2x?x16xf32> {kiln.name = "k", kiln.syms = array<i64: -1, 0, -1>},
+                     %v: tensor<2x?x16xf32> {kiln.name = "v", kiln.syms = array<i64: -1, 0, -1>}) -> (tensor<2x?x16xf32> {kiln.name = "o"}) {
+    %o = kiln.attention %q, %k, %v {mask = "strided", pattern_size = 8 : i64, part = "union", scale = 0.25 : f32)") +
+           extra + R"(} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> tensor<2x?x16xf32>
+    return %o : tensor<2x?x16xf32>
+  }
+})";
+  };
+  std::ofstream(dir + "/union.mlir") << module("");
+  std::ofstream(dir + "/edited.mlir") << module(
+      ", kiln.schedule = #kiln.schedule<block = 32>, kiln.sparse = #kiln.sparse_schedule<parts = [<queries = sequence, "
+      "keys = sequence, blocks = window_to_diagonal, mask = strided_local>]>");
+  for (const char *m : {"union", "edited"}) {
+    auto r = kt::run(std::string(KILN_BIN) + "/kilnc " + dir + "/" + m + ".mlir --quiet --cache-dir " + KILN_TEST_CACHE +
+                     " --dump-dir " + dir + "/" + m + ".dump -o " + dir + "/" + m);
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  // The edit is what the schedule report shows and what the kernel was generated from.
+  std::string sched;
+  for (auto &e : std::filesystem::directory_iterator(dir + "/edited.dump"))
+    if (e.path().filename().string().starts_with("kiln_attention_") && e.path().extension() == ".txt") {
+      std::ifstream f(e.path());
+      sched.assign(std::istreambuf_iterator<char>(f), {});
+    }
+  EXPECT_NE(sched.find("block = 32"), std::string::npos) << sched;
+  EXPECT_NE(sched.find("mask = strided_local>]"), std::string::npos) << sched;
+  for (int64_t L : {7, 100}) {
+    SCOPED_TRACE("L = " + std::to_string(L));
+    ref::T q = kt::randomT({H, L, D}, 31 + (unsigned)L), k = kt::randomT({H, L, D}, 32 + (unsigned)L),
+           v = kt::randomT({H, L, D}, 33 + (unsigned)L);
+    kt::saveNpy(dir + "/q.npy", q);
+    kt::saveNpy(dir + "/k.npy", k);
+    kt::saveNpy(dir + "/v.npy", v);
+    std::string inputs = " --input q=" + dir + "/q.npy --input k=" + dir + "/k.npy --input v=" + dir + "/v.npy";
+    for (const char *m : {"union", "edited"}) {
+      auto r = kt::run(dir + "/" + m + inputs + " --output-dir " + dir + "/" + m + ".out");
+      ASSERT_EQ(r.code, 0) << r.output;
+    }
+    ref::T local = maskedAttention(q, k, v, window(s)), both = maskedAttention(q, k, v, either(window(s), stridedGlobal(s)));
+    EXPECT_TRUE(kt::allClose(local, kt::loadNpy(dir + "/edited.out/o.npy")));
+    EXPECT_TRUE(kt::allClose(both, kt::loadNpy(dir + "/union.out/o.npy")));
+    if (L > s) EXPECT_FALSE(kt::allClose(both, kt::loadNpy(dir + "/edited.out/o.npy")));  // the edit changed the result
+  }
+}
 }  // namespace

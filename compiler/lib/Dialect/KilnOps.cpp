@@ -320,6 +320,15 @@ void AttentionOp::getKernelAttrs(KernelAttrs &a) {
     a.set("layout", s);
   }
   if (getNoncausal()) a.set("noncausal", "1");
+  // The block schedule the kernel is generated from (an edited one differs from the pattern's).
+  if (auto sp = (*this)->getAttrOfType<SparseScheduleAttr>("kiln.sparse")) {
+    std::string parts;
+    for (SparsePartAttr p : sp.getParts())
+      parts += (parts.empty() ? "" : "+") + stringifySparseOrder(p.getQueries()).str() + "/" +
+               stringifySparseOrder(p.getKeys()).str() + "/" + stringifySparseRule(p.getBlocks()).str() + "/" +
+               stringifySparseMask(p.getMask()).str() + "/" + stringifySparseMask(p.getExclude()).str();
+    a.set("sparse", parts);
+  }
 }
 Syms AttentionOp::inferSeqLengths(ArrayRef<Syms> in) { return {in[0][0], in[0][1], in[2][2]}; }
 // 2d + 2dv + 4 FLOPs per (query, key) pair computed: all of them, half when causal, or what a
