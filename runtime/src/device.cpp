@@ -24,8 +24,8 @@ extern "C" const struct halide_device_interface_t *halide_opencl_device_interfac
 
 namespace kilnrt {
 
-const halide_device_interface_t *deviceInterface(int32_t gpuApi) {
-  switch (gpuApi) {
+const halide_device_interface_t *device_interface(int32_t gpu_api) {
+  switch (gpu_api) {
     case KILN_GPU_CUDA: return halide_cuda_device_interface ? halide_cuda_device_interface() : nullptr;
     case KILN_GPU_OPENCL: return halide_opencl_device_interface ? halide_opencl_device_interface() : nullptr;
     default: return nullptr;
@@ -60,7 +60,7 @@ kilnrt_status DeviceBuffer::reserve(void *host_ptr, int64_t nbytes) {
   return KILNRT_OK;
 }
 
-kilnrt_status DeviceBuffer::cropOf(const DeviceBuffer &parent, int64_t offset) {
+kilnrt_status DeviceBuffer::crop_of(const DeviceBuffer &parent, int64_t offset) {
   if (buf.device && cropped && crop_parent == parent.alloc_id && crop_offset == offset) return KILNRT_OK;
   release();
   if (!halide_device_crop || !parent.buf.device) return internal_error("a device crop needs an allocated parent buffer");

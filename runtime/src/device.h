@@ -10,7 +10,7 @@ namespace kilnrt {
 
 // The Halide device interface of a model's GPU API (kiln_model_info.gpu_api); null for none,
 // or when the executable lacks that runtime.
-const halide_device_interface_t *deviceInterface(int32_t gpuApi);
+const halide_device_interface_t *device_interface(int32_t gpu_api);
 
 struct DeviceBuffer {
   const halide_device_interface_t *iface = nullptr;  // the GPU API (set before reserve)
@@ -26,7 +26,7 @@ struct DeviceBuffer {
   // A view of `parent` from byte `offset` to its end, sharing its allocation (Halide's device
   // crop: a pointer offset on CUDA, a handle with an offset on OpenCL); kept while the parent's
   // allocation and the offset stay the same.
-  kilnrt_status cropOf(const DeviceBuffer &parent, int64_t offset);
+  kilnrt_status crop_of(const DeviceBuffer &parent, int64_t offset);
   kilnrt_status upload();    // host -> device
   kilnrt_status download();  // device -> host
   void release();

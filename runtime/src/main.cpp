@@ -1,4 +1,5 @@
-// kilnrt main: the command line of every compiled kiln model (linked into the executable).
+// kilnrt main: the command line of every compiled kiln model (linked into the executable):
+// flags, weights, inputs, runs and outputs; --generate is in generate.cpp.
 //
 // Exit codes: 0 success, 1 user error (bad flag, file, input), 2 internal error.
 #include <CLI/CLI.hpp>
@@ -9,55 +10,63 @@
 #include <sstream>
 #include <vector>
 
-#include "kilnrt/api.h"
+#include "cli.h"
 
-namespace {
-// The model being run (kilnrt_main_run's argument).
-const kiln_model_info *g_model = nullptr;
-#define M (*g_model)
+namespace kilnrt {
 
-struct Exit {
-  int code;
-};
-[[noreturn]] void die(int code, const std::string &msg) {
-  fprintf(stderr, "%s: error: %s\n", M.name, msg.c_str());
+void Cli::die(int code, const std::string &msg) const {
+  fprintf(stderr, "%s: error: %s\n", model.name, msg.c_str());
   throw Exit{code};
 }
-void check(kilnrt_status st) {
+
+void Cli::check(kilnrt_status st) const {
   if (st != KILNRT_OK) die(st == KILNRT_USER_ERROR ? 1 : 2, kilnrt_last_error());
 }
 
-std::string dims_str(const kiln_tensor_info &t) {
+const kiln_entry_info *Cli::find_entry(const char *name) const {
+  for (int i = 0; i < model.n_entries; ++i)
+    if (std::string(model.entries[i].name) == name) return &model.entries[i];
+  return nullptr;
+}
+
+}  // namespace kilnrt
+
+using namespace kilnrt;
+
+namespace {
+
+std::string dims_str(const kiln_model_info &model, const kiln_tensor_info &t) {
   std::string s = "[";
   for (int d = 0; d < t.rank; ++d) {
     if (d) s += ", ";
-    s += t.dims[d].sym >= 0 ? std::string(M.sym_names[t.dims[d].sym]) + "<=" + std::to_string(t.dims[d].size)
+    s += t.dims[d].sym >= 0 ? std::string(model.sym_names[t.dims[d].sym]) + "<=" + std::to_string(t.dims[d].size)
                             : std::to_string(t.dims[d].size);
   }
   return s + "] " + (t.dtype == KILN_F32 ? "f32" : "i32");
 }
 
-std::string describe() {
+std::string describe(const kiln_model_info &model) {
   std::ostringstream os;
-  for (int e = 0; e < M.n_entries; ++e) {
-    const kiln_entry_info &en = M.entries[e];
+  for (int e = 0; e < model.n_entries; ++e) {
+    const kiln_entry_info &en = model.entries[e];
     os << "Entry '" << en.name << "'\n  inputs:\n";
     for (int i = 0; i < en.n_inputs; ++i) {
-      const kiln_tensor_info &t = M.io[en.inputs[i]];
-      os << "    " << t.name << " " << dims_str(t);
+      const kiln_tensor_info &t = model.io[en.inputs[i]];
+      os << "    " << t.name << " " << dims_str(model, t);
       if (t.max_value) os << " (token ids < " << t.max_value << ")";
       if (t.optional) os << " (optional: zeros when left out)";
       os << "\n";
     }
     os << "  outputs:\n";
-    for (int i = 0; i < en.n_outputs; ++i) os << "    " << M.io[en.outputs[i]].name << " " << dims_str(M.io[en.outputs[i]]) << "\n";
+    for (int i = 0; i < en.n_outputs; ++i)
+      os << "    " << model.io[en.outputs[i]].name << " " << dims_str(model, model.io[en.outputs[i]]) << "\n";
   }
-  os << "Parameters (" << M.n_params << "):\n";
-  for (int i = 0; i < M.n_params; ++i) os << "    " << M.params[i].name << " " << dims_str(M.params[i]) << "\n";
+  os << "Parameters (" << model.n_params << "):\n";
+  for (int i = 0; i < model.n_params; ++i) os << "    " << model.params[i].name << " " << dims_str(model, model.params[i]) << "\n";
   return os.str();
 }
 
-std::vector<int32_t> parse_ids(const std::string &what, const std::string &list) {
+std::vector<int32_t> parse_ids(const Cli &cli, const std::string &what, const std::string &list) {
   std::vector<int32_t> ids;
   std::stringstream ss(list);
   for (std::string tok; std::getline(ss, tok, ',');) {
@@ -67,10 +76,10 @@ std::vector<int32_t> parse_ids(const std::string &what, const std::string &list)
     errno = 0;
     long long v = tok.empty() ? 0 : strtoll(tok.c_str(), &end, 10);
     if (tok.empty() || *end || errno || v < INT32_MIN || v > INT32_MAX)
-      die(1, "--tokens " + what + ": '" + tok + "' is not an integer token id");
+      cli.die(1, "--tokens " + what + ": '" + tok + "' is not an integer token id");
     ids.push_back((int32_t)v);
   }
-  if (ids.empty()) die(1, "--tokens " + what + ": empty token list");
+  if (ids.empty()) cli.die(1, "--tokens " + what + ": empty token list");
   return ids;
 }
 
@@ -104,76 +113,12 @@ void summarize(const char *name, const kilnrt_tensor &t) {
   printf("\n");
 }
 
-int32_t argmaxLastRow(const kilnrt_tensor &t) {
-  int64_t cols = t.shape[t.rank - 1], rows = kilnrt_tensor_numel(&t) / cols;
-  const float *last = (const float *)t.data + (rows - 1) * cols;
-  return (int32_t)(std::max_element(last, last + cols) - last);
-}
-
-const kiln_entry_info *findEntry(const char *name) {
-  for (int i = 0; i < M.n_entries; ++i)
-    if (std::string(M.entries[i].name) == name) return &M.entries[i];
-  return nullptr;
-}
-
-// Greedy generation with the KV cache, through a `decode` entry (inputs `token` [1] and `past`
-// [1], output `next_logits`) that attends to the cached positions only.
-//  * Decoder-only models: the prompt runs through the prefill entry (which fills the caches and
-//    gives the first new token), then each new token through `decode`.
-//  * Encoder-decoder models (an `encode` entry): the source runs once through `encode` (which
-//    fills the cross-attention caches), then `decode` runs from `start_token`, with its input
-//    `memory_len` set to the source length (the rows of encode's first output).
-int generateTokens(kilnrt_session *s, const kiln_entry_info *prefill, int n, int32_t start_token,
-                   const std::string &output_dir) {
-  const kiln_entry_info *decode = findEntry("decode");
-  if (!decode || prefill == decode) die(1, "--generate needs a model with a prefill entry and a 'decode' entry");
-  const bool encdec = std::string(prefill->name) == "encode";
-  int64_t L = 0;  // the cache length: the bound of the prompt's length, or the decoder's positions
-  if (encdec) {
-    for (int k = 0; k < decode->n_inputs; ++k)
-      if (std::string(M.io[decode->inputs[k]].name) == "past") L = M.io[decode->inputs[k]].max_value;
-  } else {
-    for (int k = 0; k < prefill->n_inputs; ++k)
-      if (M.io[prefill->inputs[k]].dtype == KILN_I32 && M.io[prefill->inputs[k]].dims[0].sym >= 0)
-        L = std::max<int64_t>(L, M.sym_max[M.io[prefill->inputs[k]].dims[0].sym]);
-  }
-  check(kilnrt_session_run(s, prefill->name));
-  const kilnrt_tensor *first;
-  check(kilnrt_session_output(s, M.io[prefill->outputs[0]].name, &first));
-  int64_t past = encdec ? 0 : first->shape[0];
-  if (past + n > L)
-    die(1, "--generate " + std::to_string(n) + (encdec ? "" : " after a " + std::to_string(past) + "-token prompt") +
-               " exceeds the compiled bound " + std::to_string(L));
-  int32_t memory_len = (int32_t)first->shape[0];
-  std::vector<int32_t> out;
-  if (!encdec) out.push_back(argmaxLastRow(*first));
-  for (int k = (int)out.size(); k < n; ++k, ++past) {
-    int32_t tok = out.empty() ? start_token : out.back(), pos = (int32_t)past;
-    kilnrt_tensor t{KILN_I32, 1, {1}, &tok}, p{KILN_I32, 1, {1}, &pos}, ml{KILN_I32, 1, {1}, &memory_len};
-    check(kilnrt_session_set_input(s, "token", &t));
-    check(kilnrt_session_set_input(s, "past", &p));
-    if (encdec) check(kilnrt_session_set_input(s, "memory_len", &ml));
-    check(kilnrt_session_run(s, decode->name));
-    const kilnrt_tensor *next;
-    check(kilnrt_session_output(s, M.io[decode->outputs[0]].name, &next));
-    out.push_back(argmaxLastRow(*next));
-  }
-  for (size_t i = 0; i < out.size(); ++i) printf("%s%d", i ? " " : "", out[i]);
-  printf("\n");
-  if (!output_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(output_dir, ec);
-    kilnrt_tensor g{KILN_I32, 1, {(int64_t)out.size()}, out.data()};
-    check(kilnrt_npy_write((output_dir + "/generated.npy").c_str(), &g));
-  }
-  return 0;
-}
-
-int run(int argc, char **argv) {
-  check(kilnrt_cpu_check(M.cpu_features));
-  CLI::App app{std::string(M.name) + ": a model compiled by kiln " + M.kiln_version};
-  app.footer(describe());
-  std::string weights, save_weights, output_dir, entry = M.n_entries ? M.entries[0].name : "forward";
+int run(const kiln_model_info &model, int argc, char **argv) {
+  const Cli cli{model};
+  cli.check(kilnrt_cpu_check(model.cpu_features));
+  CLI::App app{std::string(model.name) + ": a model compiled by kiln " + model.kiln_version};
+  app.footer(describe(model));
+  std::string weights, save_weights, output_dir, entry = model.n_entries ? model.entries[0].name : "forward";
   bool random = false, version = false, allow_non_finite = false;
   uint64_t seed = 0;
   int threads = 0, repeat = 1, generate = 0;
@@ -205,51 +150,51 @@ int run(int argc, char **argv) {
     app.exit(e);
     throw Exit{0};
   } catch (const CLI::ParseError &e) {
-    die(1, e.what() + std::string(" (see --help)"));
+    cli.die(1, e.what() + std::string(" (see --help)"));
   }
   if (version) {
-    printf("kiln %s\nmodel %s hash %s\ntarget %s%s\n", M.kiln_version, M.name, M.model_hash, M.target,
-           M.gpu_api != KILN_GPU_NONE ? (M.gpu_resident ? " (buffers on the device)" : " (buffers on the host)") : "");
+    printf("kiln %s\nmodel %s hash %s\ntarget %s%s\n", model.kiln_version, model.name, model.model_hash, model.target,
+           model.gpu_api != KILN_GPU_NONE ? (model.gpu_resident ? " (buffers on the device)" : " (buffers on the host)") : "");
     return 0;
   }
   if (threads) kilnrt_threads_set(threads);
   kilnrt_session *s;
-  check(kilnrt_session_create(&M, &s));
+  cli.check(kilnrt_session_create(&model, &s));
   std::unique_ptr<kilnrt_session, void (*)(kilnrt_session *)> guard(s, kilnrt_session_destroy);
-  if (!weights.empty() && random) die(1, "give either --weights or --random-weights, not both");
+  if (!weights.empty() && random) cli.die(1, "give either --weights or --random-weights, not both");
   if (!weights.empty()) {
     kilnrt_load_options lo{};
     lo.allow_non_finite = allow_non_finite;
-    check(kilnrt_session_load_weights_with(s, weights.c_str(), &lo));
+    cli.check(kilnrt_session_load_weights_with(s, weights.c_str(), &lo));
     if (int n = kilnrt_session_ignored_count(s)) {
-      fprintf(stderr, "%s: ignored %d tensor%s of the weights file that the model does not use:", M.name, n, n > 1 ? "s" : "");
+      fprintf(stderr, "%s: ignored %d tensor%s of the weights file that the model does not use:", model.name, n, n > 1 ? "s" : "");
       for (int i = 0; i < n && i < 8; ++i) fprintf(stderr, " %s", kilnrt_session_ignored_name(s, i));
       fprintf(stderr, n > 8 ? " ...\n" : "\n");
     }
   }
-  else if (random) check(kilnrt_session_random_weights(s, seed));
-  else if (M.n_params) die(1, "no weights: give --weights FILE.safetensors or --random-weights");
-  if (!save_weights.empty()) check(kilnrt_session_save_weights(s, save_weights.c_str()));
+  else if (random) cli.check(kilnrt_session_random_weights(s, seed));
+  else if (model.n_params) cli.die(1, "no weights: give --weights FILE.safetensors or --random-weights");
+  if (!save_weights.empty()) cli.check(kilnrt_session_save_weights(s, save_weights.c_str()));
 
   // --generate on an encoder-decoder model starts with its encoder.
-  if (generate && findEntry("encode") && !app.count("--entry")) entry = "encode";
-  const kiln_entry_info *en = findEntry(entry.c_str());
-  if (!en) die(1, "no entry point '" + entry + "'");
+  if (generate && cli.find_entry("encode") && !app.count("--entry")) entry = "encode";
+  const kiln_entry_info *en = cli.find_entry(entry.c_str());
+  if (!en) cli.die(1, "no entry point '" + entry + "'");
   if (app.count("--start-token") && !(generate && entry == "encode"))
-    die(1, "--start-token applies to --generate on a model with an 'encode' entry");
+    cli.die(1, "--start-token applies to --generate on a model with an 'encode' entry");
   // `--tokens 1,2,3` without a name goes to the one required token input.
   std::vector<std::string> token_inputs;
   for (int i = 0; i < en->n_inputs; ++i)
-    if (M.io[en->inputs[i]].dtype == KILN_I32 && !M.io[en->inputs[i]].optional)
-      token_inputs.push_back(M.io[en->inputs[i]].name);
+    if (model.io[en->inputs[i]].dtype == KILN_I32 && !model.io[en->inputs[i]].optional)
+      token_inputs.push_back(model.io[en->inputs[i]].name);
   for (const std::string &spec : inputs) {
     auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) die(1, "--input expects NAME=FILE.npy, got '" + spec + "'");
+    if (eq == std::string::npos || eq == 0) cli.die(1, "--input expects NAME=FILE.npy, got '" + spec + "'");
     kilnrt_tensor t;
-    check(kilnrt_npy_read(spec.substr(eq + 1).c_str(), &t));
+    cli.check(kilnrt_npy_read(spec.substr(eq + 1).c_str(), &t));
     kilnrt_status st = kilnrt_session_set_input(s, spec.substr(0, eq).c_str(), &t);
     kilnrt_tensor_free(&t);
-    check(st);
+    cli.check(st);
   }
   for (const std::string &spec : tokens) {
     auto eq = spec.find('=');
@@ -260,21 +205,21 @@ int run(int argc, char **argv) {
     } else if (token_inputs.size() == 1) {
       name = token_inputs[0];
     } else {
-      die(1, "the model has " + std::to_string(token_inputs.size()) + " token inputs: use --tokens NAME=1,2,3");
+      cli.die(1, "the model has " + std::to_string(token_inputs.size()) + " token inputs: use --tokens NAME=1,2,3");
     }
-    std::vector<int32_t> ids = parse_ids(name, list);
+    std::vector<int32_t> ids = parse_ids(cli, name, list);
     kilnrt_tensor t{};
     t.dtype = KILN_I32;
     t.rank = 1;
     t.shape[0] = (int64_t)ids.size();
     t.data = ids.data();
-    check(kilnrt_session_set_input(s, name.c_str(), &t));
+    cli.check(kilnrt_session_set_input(s, name.c_str(), &t));
   }
-  if (generate) return generateTokens(s, en, generate, start_token, output_dir);
+  if (generate) return generate_tokens(cli, s, en, generate, start_token, output_dir);
   std::vector<int64_t> times;
   for (int r = 0; r < repeat; ++r) {
     int64_t t0 = kilnrt_time_now_ns();
-    check(kilnrt_session_run(s, entry.c_str()));
+    cli.check(kilnrt_session_run(s, entry.c_str()));
     times.push_back(kilnrt_time_now_ns() - t0);
   }
   if (repeat > 1) {
@@ -284,14 +229,14 @@ int run(int argc, char **argv) {
   if (!output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(output_dir, ec);
-    if (ec) die(1, "cannot create --output-dir '" + output_dir + "': " + ec.message());
+    if (ec) cli.die(1, "cannot create --output-dir '" + output_dir + "': " + ec.message());
   }
   for (int k = 0; k < en->n_outputs; ++k) {
-    const char *name = M.io[en->outputs[k]].name;
+    const char *name = model.io[en->outputs[k]].name;
     const kilnrt_tensor *t;
-    check(kilnrt_session_output(s, name, &t));
+    cli.check(kilnrt_session_output(s, name, &t));
     summarize(name, *t);
-    if (!output_dir.empty()) check(kilnrt_npy_write((output_dir + "/" + name + ".npy").c_str(), t));
+    if (!output_dir.empty()) cli.check(kilnrt_npy_write((output_dir + "/" + name + ".npy").c_str(), t));
   }
   printf("arena: %.1f KiB\n", kilnrt_session_arena_bytes(s) / 1024.0);
   return 0;
@@ -301,13 +246,12 @@ int run(int argc, char **argv) {
 // The command line of a compiled model, callable with any model table (the fuzzer drives it
 // with a toy one). Returns the exit code; never exits the process.
 extern "C" int kilnrt_main_run(const kiln_model_info *model, int argc, char **argv) {
-  g_model = model;
   try {
-    return run(argc, argv);
+    return run(*model, argc, argv);
   } catch (const Exit &e) {
     return e.code;
   } catch (const std::exception &e) {
-    fprintf(stderr, "%s: internal error: %s\n", M.name, e.what());
+    fprintf(stderr, "%s: internal error: %s\n", model->name, e.what());
     return 2;
   }
 }

@@ -66,7 +66,7 @@ struct kilnrt_session {
   ~kilnrt_session() { kilnrt_weights_close(weights); }
 };
 
-static std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> deviceBuffers(int n, const halide_device_interface_t *iface) {
+static std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> device_buffers(int n, const halide_device_interface_t *iface) {
   std::vector<std::unique_ptr<kilnrt::DeviceBuffer>> v;
   for (int i = 0; i < n; ++i) {
     v.push_back(std::make_unique<kilnrt::DeviceBuffer>());
@@ -110,10 +110,10 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
   s->m = model;
   s->resident = model->gpu_api != KILN_GPU_NONE && model->gpu_resident;
   if (s->resident) {
-    const halide_device_interface_t *iface = kilnrt::deviceInterface(model->gpu_api);
-    s->dev_params = deviceBuffers(model->n_params, iface);
-    s->dev_io = deviceBuffers(model->n_io, iface);
-    s->dev_states = deviceBuffers(model->n_states, iface);
+    const halide_device_interface_t *iface = kilnrt::device_interface(model->gpu_api);
+    s->dev_params = device_buffers(model->n_params, iface);
+    s->dev_io = device_buffers(model->n_io, iface);
+    s->dev_states = device_buffers(model->n_states, iface);
     s->dev_arena.iface = iface;
   }
   s->params.assign(model->n_params, nullptr);
@@ -132,7 +132,7 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
 extern "C" void kilnrt_session_destroy(kilnrt_session *s) { delete s; }
 
 // The first non-finite value of n floats (by bit pattern: an all-ones exponent), or -1.
-static int64_t firstNonFinite(const float *f, int64_t n) {
+static int64_t first_non_finite(const float *f, int64_t n) {
   const uint32_t *u = (const uint32_t *)f;
   for (int64_t i = 0; i < n; ++i)
     if ((u[i] & 0x7f800000u) == 0x7f800000u) return i;
@@ -189,7 +189,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
       continue;
     }
     if (!opt.allow_non_finite && t.dtype == KILN_F32)
-      if (int64_t at = firstNonFinite((const float *)t.data, kilnrt_tensor_numel(&t)); at >= 0)
+      if (int64_t at = first_non_finite((const float *)t.data, kilnrt_tensor_numel(&t)); at >= 0)
         return user_error("weights file '" + std::string(path) + "': tensor '" + name + "' holds a non-finite value (" +
                           std::to_string(((const float *)t.data)[at]) + ") at flat index " + std::to_string(at) +
                           "; kiln refuses non-finite weights, which give silently wrong outputs (load them anyway "
@@ -366,7 +366,7 @@ extern "C" kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char 
 }
 
 // The shape of `info` at the lengths `syms`; the index of a length no input set, or -1.
-static int shapeAt(const kiln_tensor_info &info, const int64_t *syms, kilnrt_tensor *t) {
+static int shape_at(const kiln_tensor_info &info, const int64_t *syms, kilnrt_tensor *t) {
   *t = kilnrt_tensor{};
   t->dtype = (kiln_dtype)info.dtype;
   t->rank = info.rank;
@@ -380,7 +380,7 @@ static int shapeAt(const kiln_tensor_info &info, const int64_t *syms, kilnrt_ten
 
 // Device-resident buffers: every buffer the entry uses gets its device copy; parameters are
 // uploaded once per set of weights, states (zero) once, this entry's inputs every run.
-static kilnrt_status syncToDevice(kilnrt_session *s, const kiln_entry_info *e, int64_t arena) {
+static kilnrt_status sync_to_device(kilnrt_session *s, const kiln_entry_info *e, int64_t arena) {
   const kiln_model_info *m = s->m;
   if (!s->params_on_device) {
     for (int i = 0; i < m->n_params; ++i)
@@ -438,7 +438,7 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
     const kiln_tensor_info &info = m->io[io];
     if (s->io_set[io] || !info.optional) continue;
     kilnrt_tensor t;
-    if (int sym = shapeAt(info, syms, &t); sym >= 0)
+    if (int sym = shape_at(info, syms, &t); sym >= 0)
       return user_error("optional input '" + std::string(info.name) + "' was not given and no other input sets its length " +
                         m->sym_names[sym]);
     size_t bytes = (size_t)kilnrt_tensor_numel(&t) * 4;
@@ -452,7 +452,7 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
     int io = e->outputs[k];
     const kiln_tensor_info &info = m->io[io];
     kilnrt_tensor t;
-    if (shapeAt(info, syms, &t) >= 0)
+    if (shape_at(info, syms, &t) >= 0)
       return internal_error("output '" + std::string(info.name) + "' depends on a length no input sets");
     int64_t n = kilnrt_tensor_numel(&t);
     if (!s->io_store[io] || kilnrt_tensor_numel(&s->io_tensor[io]) != n) s->io_store[io] = alloc64((size_t)n * 4);
@@ -475,13 +475,13 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
   for (auto &st : s->state_store) bufs.push_back(st.get());
   for (int i = 0; i < e->n_buffers; ++i) bufs.push_back(s->arena.get() + offsets[i]);
   if (s->resident) {  // the device table follows the host table: entry functions read bufs[n + slot]
-    if (kilnrt_status st = syncToDevice(s, e, total)) return st;
+    if (kilnrt_status st = sync_to_device(s, e, total)) return st;
     for (auto &d : s->dev_params) bufs.push_back((void *)(uintptr_t)d->device());
     for (auto &d : s->dev_io) bufs.push_back((void *)(uintptr_t)d->device());
     for (auto &d : s->dev_states) bufs.push_back((void *)(uintptr_t)d->device());
     while ((int)s->dev_slots.size() < e->n_buffers) s->dev_slots.push_back(std::make_unique<kilnrt::DeviceBuffer>());
     for (int i = 0; i < e->n_buffers; ++i) {
-      if (kilnrt_status st = s->dev_slots[i]->cropOf(s->dev_arena, offsets[i])) return st;
+      if (kilnrt_status st = s->dev_slots[i]->crop_of(s->dev_arena, offsets[i])) return st;
       bufs.push_back((void *)(uintptr_t)s->dev_slots[i]->device());
     }
   }

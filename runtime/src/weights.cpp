@@ -81,7 +81,7 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
   json header;
   std::vector<std::set<std::string>> keys;  // the keys of each open object
   std::string duplicate;
-  auto onEvent = [&](int depth, json::parse_event_t event, json &parsed) {
+  auto on_event = [&](int depth, json::parse_event_t event, json &parsed) {
     if (event == json::parse_event_t::object_start) keys.emplace_back();
     else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
     else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
@@ -91,7 +91,7 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
     return true;
   };
   try {
-    header = json::parse(base + 8, base + 8 + hlen, onEvent);
+    header = json::parse(base + 8, base + 8 + hlen, on_event);
   } catch (const json::exception &e) {
     return bad(path, std::string("corrupt JSON header: ") + e.what());
   }
