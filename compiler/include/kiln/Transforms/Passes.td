@@ -63,7 +63,7 @@ def FuseEpilogue : Pass<"kiln-fuse-epilogue", "mlir::ModuleOp"> {
       %h = kiln.linear %x, %w, %b : ...
       %g = kiln.gelu %h {approximate = "tanh"} : ...
     After:
-      %g = kiln.linear %x, %w, %b {activation = "gelu_tanh"} : ...
+      %g = kiln.linear %x, %w, %b {activation = #kiln.activation<gelu_tanh>} : ...
     The [L, d_ff] activation is then written once instead of written, read and written again.
   }];
 }
@@ -72,7 +72,7 @@ def ChunkFfn : Pass<"kiln-chunk-ffn", "mlir::ModuleOp"> {
   let summary = "Run the FFN (linear, activation, linear, residual add) over chunks of rows";
   let description = [{
     Before (after kiln-fuse-epilogue):
-      %h = kiln.linear %x, %w1, %b1 {activation = "gelu_tanh"}
+      %h = kiln.linear %x, %w1, %b1 {activation = #kiln.activation<gelu_tanh>}
       %y = kiln.linear %h, %w2, %b2
       %r = kiln.add %x0, %y
     After:
