@@ -28,7 +28,7 @@ namespace {
 // the attention mask buffers real checkpoints carry, which are ignored and reported.
 TEST(Gpt2Example, LoadsHuggingFaceNamesWithoutPrefixAndIgnoresMaskBuffers) {
   std::string dir = kt::workDir("gpt2_hf");
-  std::string exe = std::string(KILN_BIN) + "/gpt2";  // 2 layers, d 128, 4 heads, vocab 256, ctx 128
+  std::string exe = kt::example("gpt2");  // 2 layers, d 128, 4 heads, vocab 256, ctx 128
   auto r = kt::run(exe + " --random-weights --seed 7 --save-weights " + dir + "/full.safetensors --tokens 1");
   ASSERT_EQ(r.code, 0) << r.output;
   W full = kt::loadWeights(dir + "/full.safetensors");
@@ -55,7 +55,7 @@ namespace {
 // weights (position_ids, pooler, cls head); token_type_ids given, and left out (zeros).
 TEST(BertExample, LoadsHuggingFaceNamesAndDefaultsTokenTypes) {
   std::string dir = kt::workDir("bert_hf");
-  std::string exe = std::string(KILN_BIN) + "/bert";  // 2 layers, d 64, 4 heads, vocab 512, ctx 128
+  std::string exe = kt::example("bert");  // 2 layers, d 64, 4 heads, vocab 512, ctx 128
   auto r = kt::run(exe + " --random-weights --seed 4 --save-weights " + dir + "/full.safetensors --tokens 1");
   ASSERT_EQ(r.code, 0) << r.output;
   W w = kt::loadWeights(dir + "/full.safetensors");
@@ -86,7 +86,7 @@ namespace {
 // longer than the source and length 1, against the plain reference of the same layout.
 TEST(TransformerExample, MatchesReferenceAtSeveralLengthPairs) {
   std::string dir = kt::workDir("transformer");
-  std::string exe = std::string(KILN_BIN) + "/transformer";  // 2+2 layers, d 64, 4 heads, d_ff 128, vocab 300/310
+  std::string exe = kt::example("transformer");  // 2+2 layers, d 64, 4 heads, d_ff 128, vocab 300/310
   for (auto [S, T] : {std::pair<int, int>{7, 5}, {1, 1}, {3, 20}, {64, 64}}) {
     SCOPED_TRACE("S = " + std::to_string(S) + ", T = " + std::to_string(T));
     auto src = kt::randomIds(S, 300, (unsigned)S), tgt = kt::randomIds(T, 310, (unsigned)(T + 100));

@@ -60,6 +60,9 @@ void expectGenerated(const std::string &dir, const std::string &cmd, int n, cons
   std::vector<int32_t> got = readIds(dir + "/out/generated.npy");
   EXPECT_EQ(got, want);
   EXPECT_EQ(got, readIds(fixture + "/generated.npy"));
+  ref::T wantT({(int64_t)want.size()});
+  std::copy(want.begin(), want.end(), wantT.v.begin());
+  kt::noteReference(kt::loadNpy(dir + "/out/generated.npy"), wantT);  // the GPU bundle's reference
   std::set<int32_t> distinct(got.begin(), got.end());
   EXPECT_GT(distinct.size(), 2u) << "a sequence of one repeated token would not test the cache";
 }

@@ -35,6 +35,31 @@ TEST(Kilnc, CompilesAKilnDialectFileEndToEnd) {
   EXPECT_TRUE(kt::allClose(ref::linear(h, w["fc2.w"], {}, false), got));
 }
 
+// Under KILN_TEST_GPU (ctest gpu/opencl-e2e, gpu/opencl-device-e2e) the models the tests compile
+// through the command line and the examples they run are built for that GPU target, so those
+// runs check the GPU schedules against the same references; on the CPU they are the CPU builds.
+TEST(GpuTarget, CommandLineCompilesAndExamplesUseTheTestTarget) {
+  std::string dir = kt::workDir("gpu_target");
+  const char *gpu = getenv("KILN_TEST_GPU");
+  std::string want = gpu && *gpu ? std::string(gpu).find(",device") != std::string::npos ? "(buffers on the device)"
+                                                                                         : "(buffers on the host)"
+                                 : "";
+  auto r = kt::run(std::string(KILN_BIN) + "/kilnc " + kSrc + "/tests/e2e/mlir/mlp.mlir --quiet --cache-dir " +
+                   KILN_TEST_CACHE + " -o " + dir + "/mlp");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (std::string exe : {dir + "/mlp", kt::example("gpt2")}) {
+    SCOPED_TRACE(exe);
+    r = kt::run(exe + " --version");
+    ASSERT_EQ(r.code, 0) << r.output;
+    if (want.empty()) {
+      EXPECT_EQ(r.output.find("(buffers on the"), std::string::npos) << r.output;
+    } else {
+      EXPECT_NE(r.output.find("-opencl ("), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find(want), std::string::npos) << r.output;
+    }
+  }
+}
+
 TEST(Kilnc, RejectsInputWithoutSequenceBounds) {
   auto r = kt::run(std::string(KILN_BIN) + "/kilnc " + kSrc + "/tests/e2e/mlir/no_bounds.mlir --quiet -o /dev/null");
   EXPECT_EQ(r.code, 1);

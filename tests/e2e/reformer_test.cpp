@@ -244,7 +244,7 @@ TEST(ReformerExample, MatchesReference) {
     SCOPED_TRACE("L = " + std::to_string(L));
     std::vector<int32_t> ids = kt::randomIds(L, 256, 40 + L);
     kt::saveIds(dir + "/ids.npy", ids);
-    auto r = kt::run(std::string(KILN_BIN) + "/reformer --random-weights --seed 9 --save-weights " + dir +
+    auto r = kt::run(kt::example("reformer") + " --random-weights --seed 9 --save-weights " + dir +
                      "/w.safetensors --input tokens=" + dir + "/ids.npy --output-dir " + dir + "/out");
     ASSERT_EQ(r.code, 0) << r.output;
     std::map<std::string, ref::T> w = kt::loadWeights(dir + "/w.safetensors");

@@ -110,7 +110,7 @@ Ut runCase(const Case &c, int L, const std::string &tag) {
   const int64_t d = 64, heads = 4;
   const int T = 6;
   std::string dir = kt::workDir("universal_" + tag);
-  auto r = kt::run(std::string(KILN_BIN) + "/" + c.exe + " --random-weights --seed 5 --save-weights " + dir + "/w.safetensors --tokens 1");
+  auto r = kt::run(kt::example(c.exe) + " --random-weights --seed 5 --save-weights " + dir + "/w.safetensors --tokens 1");
   EXPECT_EQ(r.code, 0) << r.output;
   W w = kt::loadWeights(dir + "/w.safetensors");
   w["ut.halt.weight"] = kt::randomT({d}, 77, c.halt_scale);
@@ -119,7 +119,7 @@ Ut runCase(const Case &c, int L, const std::string &tag) {
   kt::saveWeights(dir + "/halt.safetensors", w);
   std::vector<int32_t> ids = kt::randomIds(L, 256, 10 + L);
   kt::saveIds(dir + "/ids.npy", ids);
-  r = kt::run(std::string(KILN_BIN) + "/" + c.exe + " --weights " + dir + "/halt.safetensors --input tokens=" + dir +
+  r = kt::run(kt::example(c.exe) + " --weights " + dir + "/halt.safetensors --input tokens=" + dir +
               "/ids.npy --output-dir " + dir + "/out");
   EXPECT_EQ(r.code, 0) << r.output;
   Ut want = reference(w, ids, d, heads, T, 0.01f, c.sepconv);
@@ -128,6 +128,7 @@ Ut runCase(const Case &c, int L, const std::string &tag) {
   EXPECT_TRUE(kt::allClose(want.ponder, kt::loadNpy(dir + "/out/ponder.npy")));
   ref::T steps = kt::loadNpy(dir + "/out/steps.npy");
   EXPECT_EQ(want.steps.v, steps.v);
+  kt::noteReference(steps, want.steps);  // the GPU bundle's reference
   return want;
 }
 

@@ -8,14 +8,18 @@
 #                                        # outputs and kiln-npy-compare (a few MB in all)
 #   tests/gpu/run.sh device [BUNDLE] [PARTS]
 #                                        # on the GPU machine: runs every CUDA executable with the
-#                                        # same weights and inputs, compares with the CPU outputs;
+#                                        # same weights and inputs, compares with the CPU outputs
+#                                        # and, for the end-to-end cases, with the test's reference
+#                                        # (plain loops or PyTorch) where it had one;
 #                                        # PARTS (default examples,e2e,bench): the examples, the
 #                                        # end-to-end test models' recorded cases, kiln-gpu-bench
 #
 # KILN_GPU_API=opencl compiles for --target=opencl instead (no bench): the same GPU schedules on
 # any OpenCL device. ctest gpu/opencl-examples runs both halves here, on PoCL's CPU device.
 # The comparison is the shared one with tolerance 2e-4 (reordered f32 sums on the GPU). Exit 0
-# when every output of every model matches.
+# when every output of every model matches. KILN_GPU_DRY_RUN=1 runs the device half with the
+# CPU executables (the examples' only; the end-to-end cases are counted, not run), to check the
+# script itself: it never reports a match then.
 set -uo pipefail
 mode=${1:-}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -102,7 +106,7 @@ device() {
       for want in "$dir"/want/*.npy; do
         "$bundle/kiln-npy-compare" "$want" "$dir/got/$(basename "$want")" $tol || fail=1
       done
-      echo "$name ($variant): ran in $(echo "$t1 - $t0" | bc 2>/dev/null || echo "?") s (process, first call included)"
+      echo "$name ($variant${KILN_GPU_DRY_RUN:+: dry run, the CPU executable}): ran in $(echo "$t1 - $t0" | bc 2>/dev/null || echo "?") s (process, first call included)"
     done
   done
   if [[ $parts != *,e2e,* ]]; then
@@ -111,25 +115,35 @@ device() {
     echo "SKIPPED: the end-to-end test models (no xz here to unpack e2e.tar.xz)"
   elif [ -f "$bundle/e2e.tar.xz" ]; then  # the end-to-end test models' cases
     rm -rf "$bundle/e2e" && { xz -dc "$bundle/e2e.tar.xz" | tar -C "$bundle" -xf -; } || fail=1
-    local n=0 bad=0 c
+    local n=0 bad=0 refs=0 c
     for c in "$bundle"/e2e/cases/*/; do
       local exe
       exe=$(cat "$c/model")
+      [ -d "$c/ref" ] && refs=$((refs + 1))
       [ -n "${KILN_GPU_DRY_RUN:-}" ] && { n=$((n + 1)); continue; }
       # shellcheck disable=SC2046
       if ! (cd "$c" && $limit "./$exe" $(cat args) --output-dir got >run.log 2>&1); then
         echo "FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")):"; tail -5 "$c/run.log"; bad=$((bad + 1)); continue
       fi
-      for want in "$c"/want/*.npy; do
+      # Against kiln's CPU outputs, and against the reference the test checked them with (the
+      # plain-loop reference or PyTorch's outputs), where it had one.
+      for want in "$c"/want/*.npy "$c"/ref/*.npy; do
+        [ -f "$want" ] || continue
         "$bundle/kiln-npy-compare" "$want" "$c/got/$(basename "$want")" $tol >"$c/compare.log" 2>&1 ||
-          { echo "FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")):"; cat "$c/compare.log"; bad=$((bad + 1)); }
+          { echo "FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")) against $(basename "$(dirname "$want")")/$(basename "$want"):"
+            cat "$c/compare.log"; bad=$((bad + 1)); }
       done
       n=$((n + 1))
     done
-    echo "end-to-end models: $n cases, $bad failing ($SECONDS s since the start)"
+    echo "end-to-end models: $n cases ($refs with the test's reference as well as the CPU outputs), $bad failing ($SECONDS s since the start)"
     [ $bad = 0 ] || fail=1
   fi
-  [ $fail = 0 ] && echo "all models match the CPU outputs" || echo "SOME MODELS DIFFER"
+  if [ -n "${KILN_GPU_DRY_RUN:-}" ]; then  # the CPU executables ran: nothing was compared on a GPU
+    [ $fail = 0 ] && echo "dry run: the script ran with the CPU executables in place of the GPU ones (no case compared on a GPU)" ||
+      echo "dry run FAILED: the CPU executables did not reproduce their own outputs"
+  else
+    [ $fail = 0 ] && echo "all models match the CPU outputs and the references" || echo "SOME MODELS DIFFER"
+  fi
   if [[ $parts == *,bench,* ]] && [ -z "${KILN_GPU_DRY_RUN:-}" ] && [ -x "$bundle/kiln-gpu-bench" ]; then
     echo "kiln-gpu-bench:"
     "$bundle/kiln-gpu-bench" || fail=1
@@ -140,5 +154,5 @@ device() {
 case "$mode" in
   prepare) prepare ;;
   device) device "$@" ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  *) sed -n '2,23p' "$0"; exit 2 ;;
 esac

@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "example_models.h"
 #include "kilnrt/api.h"
 
 namespace kt {
@@ -38,6 +39,50 @@ std::vector<std::string> words(const std::string &cmd) {
   std::vector<std::string> w;
   for (std::string t; ss >> t;) w.push_back(t);
   return w;
+}
+
+// A model compiled by the command line (`<model>-compile ... -o PATH`, `kilnc`) to an executable
+// for the default target: no --target, --emit or --compile-to of its own, no shell syntax.
+bool plainCompile(const std::vector<std::string> &tok) {
+  if (tok.empty()) return false;
+  std::string tool = std::filesystem::path(tok[0]).filename().string();
+  if (tool != "kilnc" && (tool.size() < 8 || tool.substr(tool.size() - 8) != "-compile")) return false;
+  bool out = false;
+  for (size_t i = 0; i < tok.size(); ++i) {
+    if (tok[i].rfind("--target", 0) == 0 || tok[i].rfind("--emit", 0) == 0 || tok[i].rfind("--compile-to", 0) == 0 ||
+        tok[i].find_first_of("|&;<>") != std::string::npos)
+      return false;
+    out |= tok[i] == "-o" && i + 1 < tok.size();
+  }
+  return out;
+}
+
+// KILN_TEST_GPU=opencl[,device]: the driver flags of that GPU target.
+std::string gpuTargetFlags() {
+  const char *gpu = getenv("KILN_TEST_GPU");
+  if (!gpu || !*gpu) return "";
+  std::string g = gpu;
+  return " --target=" + g.substr(0, g.find(',')) + (g.find(",device") != std::string::npos ? " --gpu-buffers=device" : "");
+}
+
+// The recorded cases' outputs (tests/gpu/run.sh prepare), by content: what noteReference finds.
+struct CaseOutput {
+  std::filesystem::path dir;  // the case
+  std::string file;           // NAME.npy
+  bool is_int;
+};
+std::map<uint64_t, std::vector<CaseOutput>> &caseOutputs() {  // several cases may share an output
+  static std::map<uint64_t, std::vector<CaseOutput>> m;
+  return m;
+}
+uint64_t contentHash(const ref::T &t) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&](const void *p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
+  };
+  for (int64_t d : t.shape) mix(&d, sizeof d);
+  mix(t.v.data(), t.v.size() * sizeof(float));
+  return h;
 }
 
 // Records a successful run of a bundled model as a case the GPU machine reruns (see harness.h).
@@ -81,7 +126,16 @@ void recordGpuCase(const std::string &cmd) {
   }
   int outputs = 0;
   for (auto &e : fs::directory_iterator(outDir))
-    if (e.path().extension() == ".npy") fs::copy_file(e.path(), dir / "want" / e.path().filename()), ++outputs;
+    if (e.path().extension() == ".npy") {
+      fs::copy_file(e.path(), dir / "want" / e.path().filename());
+      ++outputs;
+      kilnrt_tensor t;
+      if (kilnrt_npy_read(e.path().c_str(), &t) == KILNRT_OK) {
+        caseOutputs()[contentHash(loadNpy(e.path().string()))].push_back(
+            {dir, e.path().filename().string(), t.dtype == KILN_I32});
+        kilnrt_tensor_free(&t);
+      }
+    }
   if (outputs == 0) {
     fs::remove_all(dir);
     return;
@@ -94,21 +148,15 @@ void recordGpuCase(const std::string &cmd) {
 // kt::compile, e.g. the PyTorch fixtures' models: the same command again for the GPU bundle.
 void bundleCompile(const std::string &cmd) {
   std::vector<std::string> tok = words(cmd);
-  if (tok.empty() || getenv("KILN_TEST_GPU")) return;
-  std::string tool = std::filesystem::path(tok[0]).filename().string();
-  if (tool != "kilnc" && (tool.size() < 8 || tool.substr(tool.size() - 8) != "-compile")) return;
+  if (!plainCompile(tok) || getenv("KILN_TEST_GPU")) return;
   std::string out, gcmd;
   for (size_t i = 0; i < tok.size(); ++i) {
-    if (tok[i].rfind("--target", 0) == 0 || tok[i].rfind("--emit", 0) == 0 || tok[i].rfind("--compile-to", 0) == 0 ||
-        tok[i].find_first_of("|&;<>") != std::string::npos)
-      return;  // not a plain compile to an executable
     if (tok[i] == "-o" && i + 1 < tok.size()) {
       out = tok[++i];
       continue;
     }
     gcmd += tok[i] + " ";
   }
-  if (out.empty()) return;
   static int models = 0;
   const char *api = getenv("KILN_TEST_GPU_BUNDLE_API");
   std::string gpuOut = std::string(gpuBundle()) + "/models/cli" + std::to_string(models++) + "-" +
@@ -123,7 +171,48 @@ void bundleCompile(const std::string &cmd) {
 
 void registerGpuVariant(const std::string &exe, const std::string &gpuExe) { gpuVariants()[exe] = gpuExe; }
 
-RunResult run(const std::string &cmd) {
+void noteReference(const ref::T &kilnOutput, const ref::T &reference) {
+  if (!gpuBundle()) return;
+  uint64_t out = contentHash(kilnOutput), want = contentHash(reference);
+  auto it = caseOutputs().find(out);
+  // A reference that is itself another recorded kiln output (two kiln builds compared) is not
+  // one; a reference equal to the output (exact ids, attention over one key) is.
+  if (it == caseOutputs().end() || (want != out && caseOutputs().count(want)) || reference.shape != kilnOutput.shape)
+    return;
+  for (const CaseOutput &c : it->second) {
+    std::filesystem::create_directories(c.dir / "ref");
+    std::filesystem::path path = c.dir / "ref" / c.file;
+    if (std::filesystem::exists(path)) continue;
+    if (c.is_int) {  // token ids and step counts: written as the kiln output's i32
+      std::vector<int32_t> ids(reference.v.begin(), reference.v.end());
+      kilnrt_tensor t{KILN_I32, (int32_t)reference.shape.size(), {}, ids.data()};
+      for (size_t d = 0; d < reference.shape.size(); ++d) t.shape[d] = reference.shape[d];
+      EXPECT_EQ(kilnrt_npy_write(path.c_str(), &t), KILNRT_OK) << kilnrt_last_error();
+    } else {
+      saveNpy(path.string(), reference);
+    }
+  }
+}
+
+std::string example(const std::string &name) {
+  std::string built = std::string(KILN_BIN) + "/" + name;
+  if (gpuTargetFlags().empty()) return built;
+  static std::map<std::string, std::string> compiled;
+  if (compiled.count(name)) return compiled[name];
+  auto args = kExampleModels.find(name);
+  if (args == kExampleModels.end()) {
+    ADD_FAILURE() << "no example model '" << name << "'";
+    return built;
+  }
+  std::string out = workDir("gpu-examples") + "/" + name;
+  auto r = run(built + "-compile " + args->second + " --quiet --cache-dir " + KILN_TEST_CACHE + " -o " + out);
+  EXPECT_EQ(r.code, 0) << "compiling example " << name << " for the GPU target:\n" << r.output;
+  return compiled[name] = out;
+}
+
+RunResult run(const std::string &cmdIn) {
+  std::string cmd = cmdIn;
+  if (!gpuTargetFlags().empty() && plainCompile(words(cmd))) cmd += gpuTargetFlags();
   RunResult r{0, ""};
   FILE *p = popen((cmd + " 2>&1").c_str(), "r");
   char buf[4096];
@@ -253,6 +342,7 @@ ref::T randomT(std::vector<int64_t> shape, unsigned seed, float scale) {
 }
 
 ::testing::AssertionResult allClose(const ref::T &r, const ref::T &got) {
+  noteReference(got, r);
   if (r.shape != got.shape) {
     std::ostringstream os;
     os << "shapes differ: reference [";

@@ -25,10 +25,20 @@ std::string compile(const std::string &dir, const std::string &name, const std::
 // DIR/cases/NNNN: its arguments, input files and the CPU's outputs, which the GPU machine reruns.
 const char *gpuBundle();  // DIR, or null
 void registerGpuVariant(const std::string &exe, const std::string &gpuExe);
+// A reference the test checked a kiln output against (allClose does this itself; tests that
+// compare otherwise call it): a recorded case whose output equals `kilnOutput` carries
+// `reference` too (DIR/cases/NNNN/ref/), and the GPU machine compares its output with both.
+void noteReference(const ref::T &kilnOutput, const ref::T &reference);
+// The example model `name` as the build compiled it (build/bin/<name>). Under KILN_TEST_GPU the
+// same program with the build's arguments compiled for that GPU target instead (once per run).
+std::string example(const std::string &name);
 struct RunResult {
   int code;
   std::string output;  // stdout and stderr
 };
+// Runs a shell command. Under KILN_TEST_GPU (ctest gpu/opencl-e2e...) a plain compile of a model
+// (<model>-compile or kilnc, -o PATH, no --target, --emit or --compile-to of its own) is made for
+// that GPU target, as kt::compile's models are.
 RunResult run(const std::string &cmd);
 // Runs `exe` with random weights from `seed` (saved to dir/weights.safetensors) and `inputArgs`,
 // its outputs into dir/out; returns output `name` and sets `weights` to the weights used.
