@@ -267,7 +267,9 @@ TEST(SparseSchedule, EditedInTheIrAndCompiledByKilnc) {
     ref::T local = maskedAttention(q, k, v, window(s)), both = maskedAttention(q, k, v, either(window(s), stridedGlobal(s)));
     EXPECT_TRUE(kt::allClose(local, kt::loadNpy(dir + "/edited.out/o.npy")));
     EXPECT_TRUE(kt::allClose(both, kt::loadNpy(dir + "/union.out/o.npy")));
-    if (L > s) EXPECT_FALSE(kt::allClose(both, kt::loadNpy(dir + "/edited.out/o.npy")));  // the edit changed the result
+    if (L > s) {  // the edit changed the result
+      EXPECT_FALSE(kt::allClose(both, kt::loadNpy(dir + "/edited.out/o.npy")));
+    }
   }
 }
 }  // namespace

@@ -25,7 +25,7 @@ std::string compile(const std::string &dir, const std::string &name, const std::
 // DIR/cases/NNNN: its arguments, input files and the CPU's outputs, which the GPU machine reruns.
 const char *gpuBundle();  // DIR, or null
 void registerGpuVariant(const std::string &exe, const std::string &gpuExe);
-// A reference the test checked a kiln output against (allClose does this itself; tests that
+// A reference a kiln output matched (allClose does this itself when it succeeds; tests that
 // compare otherwise call it): a recorded case whose output equals `kilnOutput` carries
 // `reference` too (DIR/cases/NNNN/ref/), and the GPU machine compares its output with both.
 void noteReference(const ref::T &kilnOutput, const ref::T &reference);
