@@ -75,6 +75,15 @@ std::map<uint64_t, std::vector<CaseOutput>> &caseOutputs() {  // several cases m
   static std::map<uint64_t, std::vector<CaseOutput>> m;
   return m;
 }
+// A kilnrt tensor as a reference tensor: f32 as is, i32 (ids, step counts) as floats, exact below 2^24.
+ref::T fromTensor(const kilnrt_tensor &t) {
+  ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
+  if (t.dtype == KILN_I32)
+    for (int64_t i = 0; i < r.numel(); ++i) r.v[i] = (float)((const int32_t *)t.data)[i];
+  else
+    std::copy((const float *)t.data, (const float *)t.data + r.numel(), r.v.begin());
+  return r;
+}
 uint64_t contentHash(const ref::T &t) {
   uint64_t h = 0xcbf29ce484222325ULL;
   auto mix = [&](const void *p, size_t n) {
@@ -129,12 +138,9 @@ void recordGpuCase(const std::string &cmd) {
     if (e.path().extension() == ".npy") {
       fs::copy_file(e.path(), dir / "want" / e.path().filename());
       ++outputs;
-      kilnrt_tensor t;
-      if (kilnrt_npy_read(e.path().c_str(), &t) == KILNRT_OK) {
-        caseOutputs()[contentHash(loadNpy(e.path().string()))].push_back(
-            {dir, e.path().filename().string(), t.dtype == KILN_I32});
-        kilnrt_tensor_free(&t);
-      }
+      bool is_int = false;
+      ref::T out = loadNpy(e.path().string(), &is_int);
+      caseOutputs()[contentHash(out)].push_back({dir, e.path().filename().string(), is_int});
     }
   if (outputs == 0) {
     fs::remove_all(dir);
@@ -251,12 +257,7 @@ std::map<std::string, ref::T> loadWeights(const std::string &path) {
     kilnrt_tensor t;
     kilnrt_weights_get(w, i, &name, &t);
     if (t.dtype != KILN_F32) continue;  // mask buffers and other non-weights
-    ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
-    if (t.dtype == KILN_I32)  // int32 outputs (ids, step counts) as floats: exact below 2^24
-    for (int64_t i = 0; i < r.numel(); ++i) r.v[i] = (float)((const int32_t *)t.data)[i];
-  else
-    std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
-    out[name] = r;
+    out[name] = fromTensor(t);
   }
   kilnrt_weights_close(w);
   return out;
@@ -275,17 +276,14 @@ void saveWeights(const std::string &path, const std::map<std::string, ref::T> &w
     ADD_FAILURE() << kilnrt_last_error();
 }
 
-ref::T loadNpy(const std::string &path) {
+ref::T loadNpy(const std::string &path, bool *is_int) {
   kilnrt_tensor t;
   if (kilnrt_npy_read(path.c_str(), &t) != KILNRT_OK) {
     ADD_FAILURE() << kilnrt_last_error();
     return {};
   }
-  ref::T r(std::vector<int64_t>(t.shape, t.shape + t.rank));
-  if (t.dtype == KILN_I32)  // int32 outputs (ids, step counts) as floats: exact below 2^24
-    for (int64_t i = 0; i < r.numel(); ++i) r.v[i] = (float)((const int32_t *)t.data)[i];
-  else
-    std::copy((float *)t.data, (float *)t.data + r.numel(), r.v.begin());
+  if (is_int) *is_int = t.dtype == KILN_I32;
+  ref::T r = fromTensor(t);
   kilnrt_tensor_free(&t);
   return r;
 }

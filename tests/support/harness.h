@@ -47,7 +47,7 @@ ref::T runModel(const std::string &dir, const std::string &exe, const std::strin
 std::map<std::string, ref::T> loadWeights(const std::string &path);
 // Writes f32 tensors as safetensors (a gtest failure if it cannot).
 void saveWeights(const std::string &path, const std::map<std::string, ref::T> &weights);
-ref::T loadNpy(const std::string &path);
+ref::T loadNpy(const std::string &path, bool *is_int = nullptr);  // i32 as floats; *is_int says which
 void saveNpy(const std::string &path, const ref::T &t);
 void saveIds(const std::string &path, const std::vector<int32_t> &ids, bool as_int64 = false);
 std::string idList(const std::vector<int32_t> &ids);
