@@ -3,6 +3,7 @@
 set -euo pipefail
 PKGS=(cmake ninja-build g++ llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 libclang-rt-22-dev
       libhalide14-0-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
+      libpcre2-dev libutf8proc-dev  # tokenizers (linked statically into compiled models)
       libopenblas-dev libdnnl-dev  # kiln-bench baselines only
       pocl-opencl-icd)  # an OpenCL device on the CPU: the tests run the GPU schedules on it
 missing=()

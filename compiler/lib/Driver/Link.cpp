@@ -86,7 +86,7 @@ int Driver::Impl::link(mlir::ModuleOp module, const Kernels &kernels, IRDumps &d
   }
   PendingFile exe(output);
   runCommand(std::string(KILN_CXX) + " -o " + shellWord(exe.tmp) + " " + objs + " " + shellWord(KILN_MAIN_LIB) + " " +
-             shellWord(KILN_RUNTIME_LIB) + " -lpthread -ldl -lm");
+             shellWord(KILN_RUNTIME_LIB) + " " + KILN_TEXT_LIBS + " -lpthread -ldl -lm");
   exe.commit();
   progress("phase exe: wrote " + output);
   return 0;

@@ -120,4 +120,5 @@ void kilnrt_threads_set(int n);
 #ifdef __cplusplus
 }
 #endif
+#include "kilnrt/tokenizer.h"
 #endif

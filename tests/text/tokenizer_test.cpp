@@ -1,0 +1,208 @@
+// tokenizer_test.cpp - kiln's tokenizers against Hugging Face `tokenizers`: the ids and decoded
+// texts of tests/fixtures/tokenizers/cases.json (written by make_tokenizer_fixtures.py), from
+// every file format a checkpoint ships; byte strings round-trip through byte-level BPE; bad
+// files are clear errors naming the file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "harness.h"
+#include "kilnrt/api.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+const std::string kFx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/tokenizers";
+
+json cases() {
+  std::ifstream f(kFx + "/cases.json");
+  return json::parse(f);
+}
+
+struct Tok {
+  kilnrt_tokenizer *t = nullptr;
+  explicit Tok(const std::string &path) {
+    EXPECT_EQ(kilnrt_tokenizer_open(path.c_str(), &t), KILNRT_OK) << path << ": " << kilnrt_last_error();
+  }
+  ~Tok() {
+    if (t) kilnrt_tokenizer_close(t);
+  }
+  std::vector<int32_t> encode(const std::string &s, bool special) {
+    const int32_t *ids;
+    int64_t n;
+    EXPECT_EQ(kilnrt_tokenizer_encode(t, s.data(), s.size(), special, &ids, &n), KILNRT_OK) << kilnrt_last_error();
+    return std::vector<int32_t>(ids, ids + n);
+  }
+  std::string decode(const std::vector<int32_t> &ids, bool skip) {
+    const char *s;
+    size_t n;
+    EXPECT_EQ(kilnrt_tokenizer_decode(t, ids.data(), (int64_t)ids.size(), skip, &s, &n), KILNRT_OK) << kilnrt_last_error();
+    return std::string(s, n);
+  }
+};
+
+// A folder holding only `files` of fixture folder `from` (so the loader must take that format).
+std::string only(const std::string &name, const std::string &from, const std::vector<std::string> &files) {
+  std::string d = kt::workDir("tok_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  for (const auto &f : files) fs::copy_file(kFx + "/" + from + "/" + f, d + "/" + f);
+  return d;
+}
+
+void expectCases(const std::string &kind, const std::string &path, bool special, bool skip) {
+  Tok tok(path);
+  ASSERT_TRUE(tok.t);
+  int n = 0;
+  const json all = cases();
+  for (const json &c : all[kind]) {
+    std::string text = c["text"];
+    std::vector<int32_t> want = c["ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(tok.encode(text, special), want) << kind << " from " << path << ": '" << text << "'";
+    EXPECT_EQ(tok.decode(want, skip), c["decoded"].get<std::string>()) << kind << " from " << path << ": '" << text << "'";
+    ++n;
+  }
+  EXPECT_GT(n, 20);
+}
+}  // namespace
+
+TEST(Tokenizer, ByteLevelBpeMatchesTokenizersFromTokenizerJson) {
+  expectCases("bpe", kFx + "/bpe/tokenizer.json", true, false);
+  expectCases("bpe", kFx + "/bpe", true, false);  // the folder: tokenizer.json first
+}
+
+TEST(Tokenizer, ByteLevelBpeMatchesTokenizersFromVocabAndMerges) {
+  std::string d = only("bpe_vm", "bpe", {"vocab.json", "merges.txt"});
+  expectCases("bpe", d, true, false);
+  expectCases("bpe", d + "/merges.txt", true, false);
+}
+
+TEST(Tokenizer, WordPieceMatchesTokenizersFromTokenizerJson) {
+  expectCases("wordpiece", kFx + "/wordpiece/tokenizer.json", true, true);
+  expectCases("wordpiece_cased", kFx + "/wordpiece_cased/tokenizer.json", true, true);
+}
+
+TEST(Tokenizer, WordPieceMatchesTokenizersFromVocabTxt) {
+  expectCases("wordpiece", only("wp_txt", "wordpiece", {"vocab.txt", "tokenizer_config.json"}), true, true);
+  expectCases("wordpiece_cased", only("wpc_txt", "wordpiece_cased", {"vocab.txt", "tokenizer_config.json"}), true, true);
+}
+
+TEST(Tokenizer, SpecialTokensAndEos) {
+  Tok bpe(kFx + "/bpe");
+  EXPECT_EQ(kilnrt_tokenizer_kind_of(bpe.t), KILNRT_TOKENIZER_BPE);
+  EXPECT_EQ(kilnrt_tokenizer_eos(bpe.t), kilnrt_tokenizer_token_id(bpe.t, "<|endoftext|>"));
+  EXPECT_GE(kilnrt_tokenizer_eos(bpe.t), 0);
+  EXPECT_EQ(kilnrt_tokenizer_vocab_size(bpe.t), 400);
+  Tok wp(kFx + "/wordpiece");
+  EXPECT_EQ(kilnrt_tokenizer_kind_of(wp.t), KILNRT_TOKENIZER_WORDPIECE);
+  std::vector<int32_t> ids = wp.encode("hello", true);
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), kilnrt_tokenizer_token_id(wp.t, "[CLS]"));
+  EXPECT_EQ(ids.back(), kilnrt_tokenizer_token_id(wp.t, "[SEP]"));
+  EXPECT_EQ(wp.encode("hello", false).size(), ids.size() - 2);
+}
+
+// Streaming: the pieces of ids 0, 1, ... concatenated are their decode.
+TEST(Tokenizer, PiecesConcatenateToTheDecode) {
+  for (const char *kind : {"bpe", "wordpiece"}) {
+    Tok tok(kFx + "/" + kind);
+    const json all = cases();
+    for (const json &c : all[kind]) {
+      std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
+      std::string joined;
+      int64_t index = 0;
+      for (int32_t id : ids) {
+        const char *s;
+        size_t n;
+        ASSERT_EQ(kilnrt_tokenizer_piece(tok.t, id, index, 0, &s, &n), KILNRT_OK);
+        joined.append(s, n);
+        ++index;
+      }
+      EXPECT_EQ(joined, tok.decode(ids, false)) << kind << ": " << c["text"];
+    }
+  }
+}
+
+// Any byte string, invalid UTF-8 included, encodes and decodes back to itself.
+TEST(Tokenizer, ByteLevelBpeRoundTripsAnyBytes) {
+  Tok tok(kFx + "/bpe");
+  std::mt19937 rng(7);
+  std::vector<std::string> samples = {std::string("\xff\xfe\x80 abc \xc3(\xe2\x82 \xf0\x9f\x98", 19), std::string(1, '\0'),
+                                      "\xed\xa0\x80 surrogate", "caf\xc3\xa9 \xe6\x88\x91 \xf0\x9f\x98\x80"};
+  for (int k = 0; k < 300; ++k) {
+    std::string s(rng() % 40, '\0');
+    for (char &c : s) c = (char)(rng() % 3 == 0 ? rng() % 256 : " aZ9\n.\xc3\xa9"[rng() % 9]);
+    samples.push_back(s);
+  }
+  for (const std::string &s : samples) {
+    std::vector<int32_t> ids = tok.encode(s, false);
+    EXPECT_EQ(tok.decode(ids, false), s);
+    EXPECT_EQ(s.empty(), ids.empty());
+  }
+}
+
+TEST(Tokenizer, BadFilesAreClearErrors) {
+  auto fails = [](const std::string &path, const std::string &needle) {
+    kilnrt_tokenizer *t = nullptr;
+    EXPECT_EQ(kilnrt_tokenizer_open(path.c_str(), &t), KILNRT_USER_ERROR) << path;
+    EXPECT_EQ(t, nullptr);
+    std::string msg = kilnrt_last_error();
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fs::path(path).filename().string()), std::string::npos) << "names the file: " << msg;
+  };
+  std::string d = kt::workDir("tok_bad");
+  fs::remove_all(d);
+  fs::create_directories(d);
+  fails(d + "/nothing.json", "does not exist");
+  fails(d, "has no tokenizer.json");
+  auto write = [&](const std::string &name, const std::string &text) {
+    std::ofstream(d + "/" + name, std::ios::binary) << text;
+    return d + "/" + name;
+  };
+  fails(write("broken.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {"), "not valid JSON");
+  fails(write("nomodel.json", "{}"), "no 'model'");
+  fails(write("unigram.json", R"({"model": {"type": "Unigram", "vocab": {"a": 0}}})"), "Unigram");
+  fails(write("badid.json", R"({"model": {"type": "BPE", "vocab": {"a": "zero"}, "merges": []}})"), "no integer id");
+  fails(write("dupid.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})"), "id 0 names both");
+  fails(write("meta.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                              "pre_tokenizer": {"type": "Metaspace"}})"),
+        "Metaspace");
+  fails(write("unknown_merge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a c"]},
+                                       "pre_tokenizer": {"type": "ByteLevel"}})"),
+        "merges entry 1 'a c' names the token 'c', which is not in the vocabulary");
+  fails(write("bad_field.json", R"({"model": {"type": "WordPiece", "vocab": {"[UNK]": 0}, "unk_token": 5},
+                                    "pre_tokenizer": {"type": "BertPreTokenizer"}})"),
+        "malformed");
+  fails(write("no_unk.json", R"({"model": {"type": "WordPiece", "vocab": {"a": 0}},
+                                 "pre_tokenizer": {"type": "BertPreTokenizer"}})"),
+        "unknown token '[UNK]'");
+  // vocab.json + merges.txt: an entry naming an unknown token, a line that is not two tokens.
+  std::string vm = d + "/vm";
+  fs::create_directories(vm);
+  std::ofstream(vm + "/vocab.json") << R"({"a": 0, "b": 1, "ab": 2})";
+  std::ofstream(vm + "/merges.txt") << "#version: 0.2\na b\nab zz\n";
+  fails(vm + "/merges.txt", "merges entry 2 'ab zz' names the token 'zz'");
+  std::ofstream(vm + "/merges.txt") << "#version: 0.2\na b c\n";
+  fails(vm + "/merges.txt", "line 2: expected two tokens");
+  fs::remove(vm + "/merges.txt");
+  fails(vm, "has vocab.json but no merges.txt");
+  std::string vt = d + "/vt";
+  fs::create_directories(vt);
+  std::ofstream(vt + "/vocab.txt") << "[UNK]\na\n\nb\n";
+  fails(vt + "/vocab.txt", "line 3: an empty token");
+  std::ofstream(vt + "/vocab.txt") << "[UNK]\na\na\n";
+  fails(vt + "/vocab.txt", "token 'a' is given twice");
+}
+
+TEST(Tokenizer, DecodeRejectsIdsOutsideTheVocabulary) {
+  Tok tok(kFx + "/bpe");
+  const char *s;
+  size_t n;
+  int32_t bad[] = {5, 400};
+  EXPECT_EQ(kilnrt_tokenizer_decode(tok.t, bad, 2, 0, &s, &n), KILNRT_USER_ERROR);
+  EXPECT_NE(std::string(kilnrt_last_error()).find("token id 400"), std::string::npos) << kilnrt_last_error();
+}
