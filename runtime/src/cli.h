@@ -15,6 +15,7 @@ struct Exit {
 // The command line of one model.
 struct Cli {
   const kiln_model_info &model;
+  kilnrt_tokenizer *tokenizer = nullptr;  // --tokenizer, or the one beside --weights; may be null
   // "<model>: error: <msg>" on stderr, then Exit{code}.
   [[noreturn]] void die(int code, const std::string &msg) const;
   // A failed runtime call: its message, exit code 1 (user error) or 2 (internal).
@@ -22,10 +23,18 @@ struct Cli {
   const kiln_entry_info *find_entry(const char *name) const;
 };
 
-// --generate N (generate.cpp): runs the prompt through `prefill`, then greedy decoding of n
-// tokens with the KV cache; prints them (and writes generated.npy into output_dir when given).
-// Returns the exit code.
-int generate_tokens(const Cli &cli, kilnrt_session *s, const kiln_entry_info *prefill, int n, int32_t start_token,
-                    const std::string &output_dir);
+struct GenerateFlags {
+  int max_new_tokens = 0;
+  float temperature = 0, top_p = 1;
+  int top_k = 0;
+  int32_t eos = -1, start_token = 0;
+  uint64_t seed = 0;
+  bool quiet = false;
+};
+
+// --generate N (generate.cpp): the prompt already set, then kilnrt_generate; prints each token
+// as it comes (text with a tokenizer, else ids) and the timing line (unless quiet); writes
+// generated.npy into output_dir when given. Returns the exit code.
+int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &output_dir);
 
 }  // namespace kilnrt

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -113,8 +115,36 @@ void summarize(const char *name, const kilnrt_tensor &t) {
   printf("\n");
 }
 
+// The tokenizer for --prompt and --generate: --tokenizer PATH, else the files beside the weights
+// (when there are any); null when neither has one.
+kilnrt_tokenizer *open_tokenizer(const Cli &cli, const std::string &flag, const std::string &weights) {
+  std::string path = flag;
+  if (path.empty() && !weights.empty()) {
+    std::string dir = std::filesystem::path(weights).parent_path().string();
+    if (dir.empty()) dir = ".";
+    for (const char *f : {"tokenizer.json", "vocab.json", "vocab.txt"})
+      if (std::filesystem::exists(dir + "/" + f)) path = dir;
+  }
+  if (path.empty()) return nullptr;
+  kilnrt_tokenizer *t;
+  cli.check(kilnrt_tokenizer_open(path.c_str(), &t));
+  return t;
+}
+
+std::string read_text(const Cli &cli, const std::string &path) {
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) cli.die(1, "--prompt-file '" + path + "': cannot open: " + strerror(errno));
+  std::string s;
+  char buf[65536];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) cli.die(1, "--prompt-file '" + path + "': read error");
+  return s;
+}
+
 int run(const kiln_model_info &model, int argc, char **argv) {
-  const Cli cli{model};
+  Cli cli{model};
   cli.check(kilnrt_cpu_check(model.cpu_features));
   CLI::App app{std::string(model.name) + ": a model compiled by kiln " + model.kiln_version};
   app.footer(describe(model));
@@ -124,11 +154,13 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   int threads = 0, repeat = 1, generate = 0;
   int32_t start_token = 0;
   std::vector<std::string> inputs, tokens;
+  std::string prompt, prompt_file, tokenizer;
+  GenerateFlags gen;
   app.add_option("--weights", weights, "safetensors file with the model's parameters (read with mmap)");
   app.add_flag("--random-weights", random, "use deterministic random weights instead of a file");
   app.add_flag("--allow-non-finite-weights", allow_non_finite,
                "load weights holding NaN or infinities (refused by default: they give silently wrong outputs)");
-  app.add_option("--seed", seed, "seed for --random-weights")->capture_default_str();
+  app.add_option("--seed", seed, "seed for --random-weights and --generate's sampling")->capture_default_str();
   app.add_option("--save-weights", save_weights, "write the weights in use as safetensors");
   app.add_option("--input", inputs, "NAME=FILE.npy: an input (int32/int64 token ids or float32)");
   app.add_option("--tokens", tokens, "1,2,3 or NAME=1,2,3: token ids for a token input");
@@ -137,9 +169,27 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_option("--threads", threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
   app.add_option("--repeat", repeat, "run N times and print the median time")->check(CLI::Range(1, 1000000));
   app.add_flag("--version", version, "print the kiln version, model hash and target");
+  app.add_option("--prompt", prompt, "text for the token input, through the tokenizer");
+  app.add_option("--prompt-file", prompt_file, "the prompt text from a file");
+  app.add_option("--tokenizer", tokenizer,
+                 "tokenizer.json, vocab.json + merges.txt or vocab.txt (a file or its folder; default: the "
+                 "--weights file's folder, when it has one)");
   app.add_option("--generate", generate,
-                 "greedy-decode N tokens after the prompt with the KV cache (models with a 'decode' entry)")
+                 "generate up to N tokens after the prompt with the KV cache (models with a 'decode' entry); "
+                 "prints the text as it comes (token ids without a tokenizer)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--temperature", gen.temperature, "--generate: sampling temperature (0: greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1e6f));
+  app.add_option("--top-k", gen.top_k, "--generate: sample among the k most likely tokens (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--top-p", gen.top_p, "--generate: sample within the smallest set reaching probability p")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6f, 1.0f));
+  app.add_option("--eos", gen.eos, "--generate: stop at this token (default: the tokenizer's end-of-text token)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--quiet", gen.quiet, "no timing line and no notes on stderr (errors still print)");
   app.add_option("--start-token", start_token,
                  "the first target token of --generate for encoder-decoder models (an 'encode' entry)")
       ->capture_default_str()
@@ -166,7 +216,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     kilnrt_load_options lo{};
     lo.allow_non_finite = allow_non_finite;
     cli.check(kilnrt_session_load_weights_with(s, weights.c_str(), &lo));
-    if (int n = kilnrt_session_ignored_count(s)) {
+    if (int n = kilnrt_session_ignored_count(s); n && !gen.quiet) {
       fprintf(stderr, "%s: ignored %d tensor%s of the weights file that the model does not use:", model.name, n, n > 1 ? "s" : "");
       for (int i = 0; i < n && i < 8; ++i) fprintf(stderr, " %s", kilnrt_session_ignored_name(s, i));
       fprintf(stderr, n > 8 ? " ...\n" : "\n");
@@ -182,6 +232,9 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   if (!en) cli.die(1, "no entry point '" + entry + "'");
   if (app.count("--start-token") && !(generate && entry == "encode"))
     cli.die(1, "--start-token applies to --generate on a model with an 'encode' entry");
+  std::unique_ptr<kilnrt_tokenizer, void (*)(kilnrt_tokenizer *)> tok(open_tokenizer(cli, tokenizer, weights),
+                                                                       kilnrt_tokenizer_close);
+  cli.tokenizer = tok.get();
   // `--tokens 1,2,3` without a name goes to the one required token input.
   std::vector<std::string> token_inputs;
   for (int i = 0; i < en->n_inputs; ++i)
@@ -215,7 +268,45 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     t.data = ids.data();
     cli.check(kilnrt_session_set_input(s, name.c_str(), &t));
   }
-  if (generate) return generate_tokens(cli, s, en, generate, start_token, output_dir);
+  if (!prompt.empty() && !prompt_file.empty()) cli.die(1, "give --prompt or --prompt-file, not both");
+  if (!prompt_file.empty()) prompt = read_text(cli, prompt_file);
+  if (app.count("--prompt") || !prompt_file.empty()) {
+    if (!tok) cli.die(1, "--prompt needs a tokenizer: give --tokenizer PATH (none beside the weights)");
+    if (token_inputs.size() != 1)
+      cli.die(1, "--prompt: entry '" + entry + "' has " + std::to_string(token_inputs.size()) + " token inputs");
+    if (!tokens.empty()) cli.die(1, "give --prompt or --tokens, not both");
+    const kiln_tensor_info *ti = nullptr;
+    for (int i = 0; i < en->n_inputs; ++i)
+      if (token_inputs[0] == model.io[en->inputs[i]].name) ti = &model.io[en->inputs[i]];
+    if (int64_t tv = kilnrt_tokenizer_vocab_size(tok.get()); ti->max_value && tv > ti->max_value)
+      cli.die(1, "the tokenizer has " + std::to_string(tv) + " tokens, more than this model's vocabulary of " +
+                     std::to_string(ti->max_value));
+    const int32_t *ids;
+    int64_t n;
+    cli.check(kilnrt_tokenizer_encode(tok.get(), prompt.data(), prompt.size(), 1, &ids, &n));
+    if (n == 0) cli.die(1, "the prompt is empty: it gives no tokens");
+    int64_t bound = ti->dims[0].sym >= 0 ? model.sym_max[ti->dims[0].sym] : ti->dims[0].size;
+    if (n > bound)
+      cli.die(1, "the prompt is " + std::to_string(n) + " tokens, longer than this model's context of " +
+                     std::to_string(bound) + " tokens");
+    kilnrt_tensor t{KILN_I32, 1, {n}, const_cast<int32_t *>(ids)};
+    cli.check(kilnrt_session_set_input(s, ti->name, &t));
+    for (int i = 0; i < en->n_inputs; ++i)  // a single segment: token type 0 everywhere
+      if (std::string(model.io[en->inputs[i]].name) == "token_type_ids") {
+        std::vector<int32_t> zeros((size_t)n, 0);
+        kilnrt_tensor z{KILN_I32, 1, {n}, zeros.data()};
+        cli.check(kilnrt_session_set_input(s, "token_type_ids", &z));
+      }
+  }
+  for (const char *f : {"--temperature", "--top-k", "--top-p", "--eos"})
+    if (app.count(f) && !generate) cli.die(1, std::string(f) + " applies to --generate");
+  if (generate) {
+    gen.max_new_tokens = generate;
+    gen.start_token = start_token;
+    gen.seed = seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;  // the sampling stream, apart from --random-weights'
+    if (gen.eos < 0 && tok) gen.eos = kilnrt_tokenizer_eos(tok.get());
+    return kilnrt::generate(cli, s, gen, output_dir);
+  }
   std::vector<int64_t> times;
   for (int r = 0; r < repeat; ++r) {
     int64_t t0 = kilnrt_time_now_ns();

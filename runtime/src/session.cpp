@@ -406,6 +406,8 @@ static kilnrt_status sync_to_device(kilnrt_session *s, const kiln_entry_info *e,
   return s->dev_arena.reserve(s->arena.get(), std::max<int64_t>(arena, 4));
 }
 
+extern "C" const kiln_model_info *kilnrt_session_model(const kilnrt_session *s) { return s->m; }
+
 extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry_name) {
   const kiln_model_info *m = s->m;
   const kiln_entry_info *e = nullptr;

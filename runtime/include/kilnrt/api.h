@@ -103,6 +103,49 @@ kilnrt_status kilnrt_session_state(kilnrt_session *s, const char *name, kilnrt_t
 /* Bytes of the arena the last run planned. */
 int64_t kilnrt_session_arena_bytes(const kilnrt_session *s);
 
+/* The model a session runs. */
+const kiln_model_info *kilnrt_session_model(const kilnrt_session *s);
+
+/* ---- generation (models with a `decode` entry: inputs `token` [1] and `past` [1]) ---- */
+typedef struct kilnrt_generate_options {
+  int32_t max_new_tokens; /* at most this many tokens (the compiled context may stop it sooner) */
+  float temperature;      /* 0 (default): greedy; > 0: sample from softmax(logits / temperature) */
+  int32_t top_k;          /* > 0: sample among the k most likely tokens only */
+  float top_p;            /* in (0, 1): sample within the smallest set of tokens whose probability reaches top_p */
+  uint64_t seed;          /* the sampling stream: one seed, one text */
+  int32_t has_eos;        /* 1: stop after generating the token `eos` */
+  int32_t eos;
+  int32_t start_token;    /* encoder-decoder models: the decoder's first token */
+} kilnrt_generate_options;
+typedef enum kilnrt_stop_reason {
+  KILNRT_STOP_LENGTH = 0,   /* max_new_tokens generated */
+  KILNRT_STOP_EOS = 1,      /* the end-of-text token */
+  KILNRT_STOP_CONTEXT = 2,  /* the compiled context is full */
+  KILNRT_STOP_CALLBACK = 3, /* the callback asked to stop */
+} kilnrt_stop_reason;
+typedef struct kilnrt_generate_stats {
+  int64_t prompt_tokens, generated_tokens;
+  int64_t prompt_ns;   /* the prompt's run (prefill or encode), which also gives the first token's logits */
+  int64_t generate_ns; /* from the end of the prompt's run to the last token */
+  int64_t context;     /* the compiled context (cache length) */
+  kilnrt_stop_reason stop;
+} kilnrt_generate_stats;
+/* Called for each new token with the logits row it was drawn from (valid during the call);
+ * returning nonzero stops generation after this token. */
+typedef int32_t (*kilnrt_token_fn)(void *user, int32_t token, const float *logits, int64_t vocab);
+/* Runs the prompt through the model's prefill entry (decoder-only models: `prefill` if it has
+ * one, else its first entry; encoder-decoder models: `encode`), then decodes token by token with
+ * the KV cache. `prompt` (n_prompt ids) goes to that entry's token input; with prompt NULL the
+ * inputs already set are used. Every token goes to `fn` (may be NULL). `stats` may be NULL.
+ * A non-finite logit is a USER_ERROR naming the step. */
+kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *prompt, int64_t n_prompt,
+                              const kilnrt_generate_options *options, kilnrt_token_fn fn, void *user,
+                              kilnrt_generate_stats *stats);
+/* One token from a logits row, as kilnrt_generate draws it; `state` is the sampling stream
+ * (start it at the seed). */
+kilnrt_status kilnrt_sample(const float *logits, int64_t vocab, const kilnrt_generate_options *options, uint64_t *state,
+                            int32_t *token);
+
 /* ---- host checks, timing ---- */
 /* USER_ERROR naming the missing features when this CPU lacks any of `features` (comma list). */
 kilnrt_status kilnrt_cpu_check(const char *features);

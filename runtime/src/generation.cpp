@@ -1,0 +1,176 @@
+// generation.cpp - kilnrt_generate: the prompt once through the prefill entry, then one decode
+// step per token with the KV cache; greedy or sampled (temperature, top-k, top-p) tokens.
+//
+//  * Decoder-only models: the prompt runs through the prefill entry (which fills the caches and
+//    gives the first new token's logits), then each new token through `decode` (inputs `token`
+//    [1] and `past` [1], output `next_logits`), which attends to the cached positions only.
+//  * Encoder-decoder models (an `encode` entry): the source runs once through `encode` (which
+//    fills the cross-attention caches), then `decode` runs from `start_token`, with its input
+//    `memory_len` set to the source length (the rows of encode's first output).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "internal.h"
+
+using namespace kilnrt;
+
+namespace {
+const kiln_entry_info *find_entry(const kiln_model_info &m, const char *name) {
+  for (int i = 0; i < m.n_entries; ++i)
+    if (strcmp(m.entries[i].name, name) == 0) return &m.entries[i];
+  return nullptr;
+}
+
+uint64_t splitmix(uint64_t &x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+extern "C" kilnrt_status kilnrt_sample(const float *logits, int64_t vocab, const kilnrt_generate_options *o,
+                                       uint64_t *state, int32_t *token) {
+  if (vocab <= 0) return user_error("sampling from an empty logits row");
+  int64_t best = 0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (!std::isfinite(logits[i]))
+      return user_error("the logits hold a non-finite value (" + std::to_string(logits[i]) + ") at token " +
+                        std::to_string(i));
+    if (logits[i] > logits[best]) best = i;
+  }
+  if (!(o->temperature > 0)) {  // greedy (also for a NaN temperature: checked by the callers)
+    *token = (int32_t)best;
+    return KILNRT_OK;
+  }
+  // Candidates by decreasing logit (ties: the smaller id first, so a seed names one text).
+  std::vector<int32_t> idx((size_t)vocab);
+  std::iota(idx.begin(), idx.end(), 0);
+  auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  int64_t keep = o->top_k > 0 ? std::min<int64_t>(o->top_k, vocab) : vocab;
+  std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), before);
+  idx.resize((size_t)keep);
+  std::vector<double> p(idx.size());
+  double top = logits[idx[0]] / (double)o->temperature, sum = 0;
+  for (size_t i = 0; i < idx.size(); ++i) sum += p[i] = std::exp(logits[idx[i]] / (double)o->temperature - top);
+  for (double &v : p) v /= sum;
+  if (o->top_p > 0 && o->top_p < 1) {  // the nucleus: the shortest prefix reaching top_p
+    double c = 0;
+    size_t n = 0;
+    while (n < p.size() && c < o->top_p) c += p[n++];
+    p.resize(n);
+    for (double &v : p) v /= c;
+  }
+  double u = (splitmix(*state) >> 11) * (1.0 / 9007199254740992.0), c = 0;
+  size_t pick = p.size() - 1;
+  for (size_t i = 0; i < p.size(); ++i)
+    if ((c += p[i]) > u) {
+      pick = i;
+      break;
+    }
+  *token = idx[pick];
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *prompt, int64_t n_prompt,
+                                         const kilnrt_generate_options *options, kilnrt_token_fn fn, void *user,
+                                         kilnrt_generate_stats *stats) {
+  const kiln_model_info &m = *kilnrt_session_model(s);
+  kilnrt_generate_options o = options ? *options : kilnrt_generate_options{};
+  kilnrt_generate_stats st{};
+  if (o.max_new_tokens < 0) return user_error("max_new_tokens is negative");
+  if (!std::isfinite(o.temperature) || o.temperature < 0)
+    return user_error("temperature " + std::to_string(o.temperature) + " is not a finite number >= 0");
+  if (!std::isfinite(o.top_p) || o.top_p < 0 || o.top_p > 1)
+    return user_error("top_p " + std::to_string(o.top_p) + " is outside [0, 1]");
+  if (o.top_k < 0) return user_error("top_k is negative");
+  const kiln_entry_info *decode = find_entry(m, "decode");
+  const kiln_entry_info *prefill = find_entry(m, "encode");
+  const bool encdec = prefill != nullptr;
+  if (!prefill) prefill = find_entry(m, "prefill");
+  for (int i = 0; !prefill && i < m.n_entries; ++i)
+    if (&m.entries[i] != decode) prefill = &m.entries[i];
+  if (!decode || !prefill) return user_error("generation needs a model with a prefill entry and a 'decode' entry");
+  int64_t L = 0;  // the cache length: the bound of the prompt's length, or the decoder's positions
+  const char *token_input = nullptr;
+  if (encdec) {
+    for (int k = 0; k < decode->n_inputs; ++k)
+      if (std::string(m.io[decode->inputs[k]].name) == "past") L = m.io[decode->inputs[k]].max_value;
+  } else {
+    for (int k = 0; k < prefill->n_inputs; ++k)
+      if (m.io[prefill->inputs[k]].dtype == KILN_I32 && m.io[prefill->inputs[k]].dims[0].sym >= 0)
+        L = std::max<int64_t>(L, m.sym_max[m.io[prefill->inputs[k]].dims[0].sym]);
+  }
+  for (int k = 0; k < prefill->n_inputs; ++k)
+    if (m.io[prefill->inputs[k]].dtype == KILN_I32 && !m.io[prefill->inputs[k]].optional) {
+      token_input = m.io[prefill->inputs[k]].name;
+      break;
+    }
+  st.context = L;
+  if (prompt) {
+    if (!token_input) return user_error(std::string("entry '") + prefill->name + "' has no token input for the prompt");
+    if (n_prompt <= 0) return user_error("the prompt is empty");
+    if (!encdec && n_prompt > L)
+      return user_error("the prompt is " + std::to_string(n_prompt) + " tokens; this model's context is " +
+                        std::to_string(L) + " tokens");
+    kilnrt_tensor t{KILN_I32, 1, {n_prompt}, const_cast<int32_t *>(prompt)};
+    if (kilnrt_status r = kilnrt_session_set_input(s, token_input, &t)) return r;
+  }
+  int64_t t0 = kilnrt_time_now_ns();
+  if (kilnrt_status r = kilnrt_session_run(s, prefill->name)) return r;
+  const kilnrt_tensor *first;
+  if (kilnrt_status r = kilnrt_session_output(s, m.io[prefill->outputs[0]].name, &first)) return r;
+  int64_t t1 = kilnrt_time_now_ns();
+  st.prompt_ns = t1 - t0;
+  st.prompt_tokens = first->shape[0];
+  int64_t past = encdec ? 0 : first->shape[0];
+  int32_t memory_len = (int32_t)first->shape[0];
+  uint64_t rng = o.seed;
+  const float *row = nullptr;
+  int64_t vocab = 0;
+  int32_t prev = o.start_token;
+  st.stop = KILNRT_STOP_LENGTH;
+  for (int64_t k = 0; k < o.max_new_tokens; ++k) {
+    if (encdec || k > 0) {  // one decode step: the previous token at position `past`
+      if (past >= L) {
+        st.stop = KILNRT_STOP_CONTEXT;
+        break;
+      }
+      int32_t pos = (int32_t)past;
+      kilnrt_tensor t{KILN_I32, 1, {1}, &prev}, p{KILN_I32, 1, {1}, &pos}, ml{KILN_I32, 1, {1}, &memory_len};
+      if (kilnrt_status r = kilnrt_session_set_input(s, "token", &t)) return r;
+      if (kilnrt_status r = kilnrt_session_set_input(s, "past", &p)) return r;
+      if (encdec)
+        if (kilnrt_status r = kilnrt_session_set_input(s, "memory_len", &ml)) return r;
+      if (kilnrt_status r = kilnrt_session_run(s, decode->name)) return r;
+      const kilnrt_tensor *next;
+      if (kilnrt_status r = kilnrt_session_output(s, m.io[decode->outputs[0]].name, &next)) return r;
+      vocab = next->shape[next->rank - 1];
+      row = (const float *)next->data + (kilnrt_tensor_numel(next) / vocab - 1) * vocab;
+      ++past;
+    } else {  // the first token: the prompt's last row
+      vocab = first->shape[first->rank - 1];
+      row = (const float *)first->data + (kilnrt_tensor_numel(first) / vocab - 1) * vocab;
+    }
+    int32_t tok;
+    if (kilnrt_sample(row, vocab, &o, &rng, &tok) != KILNRT_OK)
+      return user_error(std::string(kilnrt_last_error()) + " (generated token " + std::to_string(k + 1) + ")");
+    prev = tok;
+    st.generated_tokens = k + 1;
+    if (fn && fn(user, tok, row, vocab)) {
+      st.stop = KILNRT_STOP_CALLBACK;
+      break;
+    }
+    if (o.has_eos && tok == o.eos) {
+      st.stop = KILNRT_STOP_EOS;
+      break;
+    }
+  }
+  st.generate_ns = kilnrt_time_now_ns() - t1;
+  if (stats) *stats = st;
+  return KILNRT_OK;
+}
