@@ -50,6 +50,7 @@ int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const st
   kilnrt_generate_stats st{};
   kilnrt_status rc = kilnrt_generate(s, nullptr, 0, &o, on_token, &stream, &st);
   if (!stream.out.empty()) printf("\n");
+  fflush(stdout);  // the text before the timing line on stderr
   cli.check(rc);
   if (st.stop == KILNRT_STOP_CONTEXT)
     fprintf(stderr, "%s: generation stopped at the compiled context of %lld tokens, after %lld new tokens\n",

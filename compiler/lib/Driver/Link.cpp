@@ -77,10 +77,11 @@ int Driver::Impl::link(mlir::ModuleOp module, const Kernels &kernels, IRDumps &d
     std::string header = fs::path(output).replace_extension(".h").string();
     writeText(header, "/* " + name + ": a model compiled by kiln " KILN_VERSION ". Link " +
                           fs::path(output).filename().string() +
-                          " with libkilnrt.a, -lpthread -ldl -lm; run it through the kilnrt session API. */\n"
+                          " with libkilnrt.a, libpcre2-8.a, libutf8proc.a, -lstdc++ -lpthread -ldl -lm; run it "
+                          "through the kilnrt session API (kilnrt/api.h). */\n"
                           "#pragma once\n#include \"kilnrt/api.h\"\n"
-                          "#ifdef __cplusplus\nextern \"C\"\n#endif\nconst kiln_model_info " +
-                          symbol + ";\n");
+                          "#ifdef __cplusplus\nextern \"C\" {\n#endif\nextern const kiln_model_info " +
+                          symbol + ";\n#ifdef __cplusplus\n}\n#endif\n");
     progress("wrote " + output + " and " + header);
     return 0;
   }
