@@ -20,7 +20,9 @@ kilnrt_status fail(kilnrt_status code, std::string message) {
   return code;
 }
 size_t dtype_size(kiln_dtype t) { return t == KILN_F32 || t == KILN_I32 ? 4 : 0; }
-const char *dtype_name(kiln_dtype t) { return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : "an unsupported dtype"; }
+const char *dtype_name(kiln_dtype t) {
+  return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : t == KILN_F16 ? "f16" : t == KILN_BF16 ? "bf16" : "an unsupported dtype";
+}
 std::string shape_str(const int64_t *shape, int rank) {
   std::ostringstream os;
   os << "[";

@@ -139,6 +139,27 @@ static int64_t first_non_finite(const float *f, int64_t n) {
   return -1;
 }
 
+// IEEE half and bfloat16 to f32, exactly (both are subsets of f32).
+static void widen_half(kiln_dtype dt, const uint16_t *in, float *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    if (dt == KILN_BF16) {
+      bits = (uint32_t)in[i] << 16;
+    } else {
+      uint32_t h = in[i], sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1F, m = h & 0x3FF;
+      if (e == 0x1F) bits = sign | 0x7F800000u | (m << 13);  // inf, nan
+      else if (e) bits = sign | ((e + 112) << 23) | (m << 13);
+      else if (!m) bits = sign;
+      else {  // subnormal: normalize
+        int shift = 0;
+        while (!(m & 0x400)) m <<= 1, ++shift;
+        bits = sign | ((uint32_t)(113 - shift) << 23) | ((m & 0x3FF) << 13);
+      }
+    }
+    memcpy(&out[i], &bits, 4);
+  }
+}
+
 extern "C" kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const char *path) {
   return kilnrt_session_load_weights_with(s, path, nullptr);
 }
@@ -163,6 +184,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   std::vector<void *> ptrs(m->n_params);
   std::vector<bool> seen(m->n_params);
   std::vector<std::string> unexpected, misshaped, skipped;
+  std::vector<Storage> converted;  // F16/BF16 parameters widened to f32
   for (int i = 0; i < kilnrt_weights_count(w); ++i) {
     const char *cname;
     kilnrt_tensor t;
@@ -181,12 +203,21 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
     seen[it->second] = true;
     int64_t want[KILN_MAX_RANK];
     file_shape(p, want);
-    bool same = t.rank == p.rank && t.dtype == (kiln_dtype)p.dtype;
+    const bool half = (t.dtype == KILN_F16 || t.dtype == KILN_BF16) && p.dtype == KILN_F32;
+    bool same = t.rank == p.rank && (t.dtype == (kiln_dtype)p.dtype || half);
     for (int d = 0; d < p.rank; ++d) same = same && t.shape[d] == want[d];
     if (!same) {
       misshaped.push_back(name + " (" + shape_str(t.shape, t.rank) + " " + dtype_name(t.dtype) + ", expected " +
                           shape_str(want, p.rank) + " " + dtype_name((kiln_dtype)p.dtype) + ")");
       continue;
+    }
+    if (half) {  // converted once, here; the model computes in f32
+      int64_t n = kilnrt_tensor_numel(&t);
+      Storage st = alloc64((size_t)n * 4);
+      widen_half(t.dtype, (const uint16_t *)t.data, (float *)st.get(), n);
+      t.data = st.get();
+      t.dtype = KILN_F32;
+      converted.push_back(std::move(st));
     }
     if (!opt.allow_non_finite && t.dtype == KILN_F32)
       if (int64_t at = first_non_finite((const float *)t.data, kilnrt_tensor_numel(&t)); at >= 0)
@@ -210,7 +241,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
     return user_error("weights file '" + std::string(path) + "' does not match the model:" + list("missing", missing) +
                       list("unexpected", unexpected) + list("mis-shaped", misshaped));
   }
-  std::vector<Storage> owned;  // transposed parameters: their kept layout, made once here
+  std::vector<Storage> owned = std::move(converted);  // converted and transposed parameters, made once here
   for (int i = 0; i < m->n_params; ++i)
     if (m->params[i].transposed) {
       int64_t shape[KILN_MAX_RANK];

@@ -6,6 +6,10 @@
 // end - begin, offsets inside the file, no two tensors overlapping, no name (or field) given
 // twice. A header that claims more than the file holds is rejected before anything is
 // allocated for it. Files are written through a temporary name and renamed when complete.
+//
+// Sharded checkpoints: `model.safetensors.index.json` ({"weight_map": {tensor: shard file}}) and
+// its shards, each memory-mapped; every shard the index names must exist and hold exactly the
+// tensors the index gives it. A folder opens as its model.safetensors, else its index.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -27,17 +31,20 @@ using json = nlohmann::json;
 
 struct kilnrt_weights {
   std::string path;
-  void *map = nullptr;
-  size_t map_size = 0;
+  struct Mapping {
+    void *map = nullptr;
+    size_t size = 0;
+  };
+  std::vector<Mapping> maps;  // one per file (shards)
   struct Entry {
     std::string name;
     kilnrt_tensor t;
-    std::unique_ptr<float[]> aligned;  // copy when the file stores f32 data misaligned
+    std::unique_ptr<uint32_t[]> aligned;  // copy when the file stores the data misaligned
   };
   std::vector<Entry> entries;
   std::map<std::string, int> index;
   ~kilnrt_weights() {
-    if (map) munmap(map, map_size);
+    for (auto &m : maps) munmap(m.map, m.size);
   }
 };
 
@@ -45,8 +52,8 @@ static kilnrt_status bad(const std::string &path, const std::string &why) {
   return user_error("weights file '" + path + "': " + why);
 }
 
-extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **out) {
-  *out = nullptr;
+// Maps one safetensors file and appends its tensors to w.
+static kilnrt_status open_file(const char *path, kilnrt_weights *w) {
   int fd = open(path, O_RDONLY);
   if (fd < 0) return bad(path, std::string("cannot open: ") + strerror(errno));
   struct stat st;
@@ -59,16 +66,11 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
     close(fd);
     return bad(path, "truncated: " + std::to_string(fsize) + " bytes, shorter than the 8-byte header length");
   }
-  auto w = std::make_unique<kilnrt_weights>();
-  w->path = path;
-  w->map = mmap(nullptr, fsize, PROT_READ, MAP_PRIVATE, fd, 0);
+  void *map = mmap(nullptr, fsize, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (w->map == MAP_FAILED) {
-    w->map = nullptr;
-    return bad(path, std::string("mmap failed: ") + strerror(errno));
-  }
-  w->map_size = fsize;
-  const uint8_t *base = (const uint8_t *)w->map;
+  if (map == MAP_FAILED) return bad(path, std::string("mmap failed: ") + strerror(errno));
+  w->maps.push_back({map, fsize});
+  const uint8_t *base = (const uint8_t *)map;
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | base[i];
   if (hlen > fsize - 8)
@@ -107,15 +109,17 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
       return tb("entry needs dtype, shape and data_offsets");
     if (!e["dtype"].is_string()) return tb("dtype is not a string");
     std::string dt = e["dtype"].get<std::string>();
-    // F32 and I32 are computed with; the other safetensors dtypes are validated (a checkpoint's
-    // mask buffers are often BOOL or U8) and can only be skipped.
-    static const std::map<std::string, int> kOther = {{"F64", 8}, {"I64", 8}, {"U64", 8}, {"F16", 2}, {"BF16", 2},
-                                                      {"I16", 2}, {"U16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1},
-                                                      {"U32", 4}};
+    // F32 and I32 are computed with, F16 and BF16 converted to f32 for f32 parameters; the other
+    // safetensors dtypes are validated (a checkpoint's mask buffers are often BOOL or U8) and
+    // can only be skipped.
+    static const std::map<std::string, int> kOther = {{"F64", 8}, {"I64", 8}, {"U64", 8}, {"I16", 2}, {"U16", 2},
+                                                      {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"U32", 4}};
     kiln_dtype dtype = KILN_OTHER;
     int esize = 4;
     if (dt == "F32") dtype = KILN_F32;
     else if (dt == "I32") dtype = KILN_I32;
+    else if (dt == "F16") dtype = KILN_F16, esize = 2;
+    else if (dt == "BF16") dtype = KILN_BF16, esize = 2;
     else if (kOther.count(dt)) esize = kOther.at(dt);
     else return tb("dtype " + dt + " is not a safetensors dtype");
     const json &shape = e["shape"];
@@ -142,11 +146,12 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
       return tb("shape " + shape_str(t.shape, t.rank) + " needs " + std::to_string((int64_t)bytes) +
                 " bytes but data_offsets span " + std::to_string(en - b));
     ranges.push_back({b, en});
+    if (w->index.count(name)) return tb("appears in two shards");
     kilnrt_weights::Entry entry;
     entry.name = name;
     const uint8_t *p = data + b;
-    if (dtype != KILN_OTHER && ((uintptr_t)p % 4) != 0 && en > b) {
-      entry.aligned.reset(new float[(en - b) / 4]);
+    if (dtype != KILN_OTHER && ((uintptr_t)p % esize) != 0 && en > b) {
+      entry.aligned.reset(new uint32_t[(en - b + 3) / 4]);
       memcpy(entry.aligned.get(), p, en - b);
       p = (const uint8_t *)entry.aligned.get();
     }
@@ -166,9 +171,77 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **
                                      " before another ends at byte " + std::to_string(end) + ")");
     end = std::max(end, e);
   }
+  return KILNRT_OK;
+}
+
+static bool is_dir(const std::string &p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+static bool ends_with(const std::string &s, const std::string &t) {
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+}
+
+// A sharded checkpoint: the index, then each shard it names (once, in order of first mention).
+static kilnrt_status open_index(const std::string &path, kilnrt_weights *w) {
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) return bad(path, std::string("cannot open: ") + strerror(errno));
+  std::string text;
+  char buf[65536];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  fclose(f);
+  json idx = json::parse(text, nullptr, false);
+  if (idx.is_discarded() || !idx.is_object()) return bad(path, "the shard index is not a JSON object");
+  if (!idx.contains("weight_map") || !idx["weight_map"].is_object() || idx["weight_map"].empty())
+    return bad(path, "the shard index has no weight_map of tensor -> shard file");
+  std::string dir = path.substr(0, path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  std::vector<std::string> shards;
+  std::map<std::string, std::string> where;  // tensor -> shard
+  for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) return bad(path, "weight_map['" + it.key() + "'] is not a file name");
+    std::string shard = it.value().get<std::string>();
+    if (shard.empty() || shard.find('/') != std::string::npos)
+      return bad(path, "weight_map['" + it.key() + "'] = '" + shard + "' is not a file name in the index's folder");
+    if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+    where[it.key()] = shard;
+  }
+  for (const std::string &shard : shards) {
+    std::string sp = dir + shard;
+    struct stat st;
+    if (stat(sp.c_str(), &st) != 0)
+      return bad(path, "shard '" + shard + "' named by the index is missing (" + sp + ")");
+    size_t before = w->entries.size();
+    if (kilnrt_status s = open_file(sp.c_str(), w)) return s;
+    for (size_t i = before; i < w->entries.size(); ++i) {
+      auto it = where.find(w->entries[i].name);
+      if (it == where.end() || it->second != shard)
+        return bad(path, "shard '" + shard + "' holds tensor '" + w->entries[i].name + "', which the index places " +
+                             (it == where.end() ? std::string("nowhere") : "in '" + it->second + "'"));
+    }
+  }
+  for (auto &[name, shard] : where)
+    if (!w->index.count(name)) return bad(path, "tensor '" + name + "' is not in shard '" + shard + "', where the index places it");
+  return KILNRT_OK;
+}
+
+extern "C" kilnrt_status kilnrt_weights_open(const char *cpath, kilnrt_weights **out) {
+  *out = nullptr;
+  std::string path = cpath;
+  if (is_dir(path)) {  // a checkpoint folder
+    struct stat st;
+    if (stat((path + "/model.safetensors").c_str(), &st) == 0) path += "/model.safetensors";
+    else if (stat((path + "/model.safetensors.index.json").c_str(), &st) == 0) path += "/model.safetensors.index.json";
+    else return bad(path, "a folder without model.safetensors or model.safetensors.index.json");
+  }
+  auto w = std::make_unique<kilnrt_weights>();
+  w->path = path;
+  kilnrt_status st = ends_with(path, ".index.json") ? open_index(path, w.get()) : open_file(path.c_str(), w.get());
+  if (st) return st;
   *out = w.release();
   return KILNRT_OK;
 }
+
+extern "C" const char *kilnrt_weights_path(const kilnrt_weights *w) { return w->path.c_str(); }
 
 extern "C" void kilnrt_weights_close(kilnrt_weights *w) { delete w; }
 extern "C" int32_t kilnrt_weights_count(const kilnrt_weights *w) { return (int32_t)w->entries.size(); }

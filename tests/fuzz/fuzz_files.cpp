@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < kilnrt_weights_count(w); ++i) {
       const char *name;
       kilnrt_tensor t;
-      if (kilnrt_weights_get(w, i, &name, &t) == KILNRT_OK) touch(t, t.dtype == KILN_OTHER ? 1 : 4);
+      if (kilnrt_weights_get(w, i, &name, &t) == KILNRT_OK) touch(t, t.dtype == KILN_OTHER ? 1 : t.dtype == KILN_F16 || t.dtype == KILN_BF16 ? 2 : 4);
     }
     kilnrt_weights_close(w);
   }

@@ -46,7 +46,12 @@ int64_t kilnrt_tensor_numel(const kilnrt_tensor *t);
 
 /* ---- weights files (safetensors, read with mmap) ---- */
 typedef struct kilnrt_weights kilnrt_weights;
+/* `path`: a .safetensors file, a sharded checkpoint's model.safetensors.index.json (its shards
+ * beside it, each mapped), or a folder holding either. F16 and BF16 tensors read as such
+ * (kilnrt_session_load_weights converts them to f32). */
 kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **out);
+/* The file opened (a folder's model.safetensors or index). */
+const char *kilnrt_weights_path(const kilnrt_weights *w);
 void kilnrt_weights_close(kilnrt_weights *w);
 int32_t kilnrt_weights_count(const kilnrt_weights *w);
 /* The i-th tensor in file order; data points into the mapping (f32 data is copied to an aligned
@@ -72,8 +77,9 @@ typedef struct kilnrt_session kilnrt_session;
 kilnrt_status kilnrt_session_create(const kiln_model_info *model, kilnrt_session **out);
 void kilnrt_session_destroy(kilnrt_session *s);
 /* Every parameter must be in the file (under its name, or without the model's weights prefix)
- * with its shape and dtype; tensors matching the model's ignore patterns are skipped. Otherwise
- * USER_ERROR lists the missing, unexpected and mis-shaped tensors. */
+ * with its shape and dtype (f32 parameters may be stored as F16 or BF16: converted to f32 here);
+ * tensors matching the model's ignore patterns are skipped. Otherwise USER_ERROR lists the
+ * missing, unexpected and mis-shaped tensors. `path` as for kilnrt_weights_open. */
 kilnrt_status kilnrt_session_load_weights(kilnrt_session *s, const char *path);
 /* How weights are loaded; zero-initialize for the defaults. */
 typedef struct kilnrt_load_options {

@@ -19,9 +19,10 @@ extern "C" {
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
-/* KILN_OTHER: a dtype a weights file may hold (F16, BOOL, ...) that kiln validates and can skip
- * but does not compute with. */
-typedef enum kiln_dtype { KILN_F32 = 0, KILN_I32 = 1, KILN_OTHER = 255 } kiln_dtype;
+/* KILN_F16 and KILN_BF16: half-precision tensors of a weights file, converted to f32 when loaded
+ * for an f32 parameter. KILN_OTHER: a dtype a weights file may hold (BOOL, I64, ...) that kiln
+ * validates and can skip, never computes with. */
+typedef enum kiln_dtype { KILN_F32 = 0, KILN_I32 = 1, KILN_F16 = 2, KILN_BF16 = 3, KILN_OTHER = 255 } kiln_dtype;
 
 /* One dimension: static (`sym` < 0, `size` is the extent) or a sequence length (`sym` >= 0 is
  * the index of the symbol; `size` is its compile-time upper bound). */

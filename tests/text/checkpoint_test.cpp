@@ -1,0 +1,204 @@
+// checkpoint_test.cpp - the checkpoints people have: BF16 and F16 tensors (converted to f32 at
+// load), sharded checkpoints (an index and its shards), each giving the logits of the f32 file;
+// a shard missing or misplaced is a clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness.h"
+#include "kilnrt/api.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+struct Blob {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+
+// A plain safetensors writer (header, then the data in order).
+void writeSafetensors(const std::string &path, const std::vector<Blob> &blobs) {
+  json h = json::object();
+  uint64_t off = 0;
+  for (const Blob &b : blobs) {
+    h[b.name] = {{"dtype", b.dtype}, {"shape", b.shape}, {"data_offsets", {off, off + b.bytes.size()}}};
+    off += b.bytes.size();
+  }
+  h["__metadata__"] = {{"format", "pt"}};
+  std::string hs = h.dump();
+  uint64_t n = hs.size();
+  std::ofstream f(path, std::ios::binary);
+  f.write((const char *)&n, 8);
+  f << hs;
+  for (const Blob &b : blobs) f << b.bytes;
+}
+
+uint16_t toBf16(float x) {  // round to nearest even
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+float fromBf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+uint16_t toF16(float x) {  // normal range only (the weights are small): round to nearest
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  uint32_t sign = (u >> 16) & 0x8000;
+  int e = (int)((u >> 23) & 0xFF) - 127 + 15;
+  uint32_t m = u & 0x7FFFFF;
+  if (e <= 0) {  // subnormal half
+    if (e < -10) return (uint16_t)sign;
+    m |= 0x800000;
+    return (uint16_t)(sign | ((m >> (14 - e)) + ((m >> (13 - e)) & 1)));
+  }
+  return (uint16_t)(sign | (((uint32_t)e << 10) + ((m + 0x1000) >> 13)));
+}
+
+// The f32 checkpoint's tensors, as blobs.
+std::vector<Blob> readAll(const std::string &path) {
+  kilnrt_weights *w;
+  EXPECT_EQ(kilnrt_weights_open(path.c_str(), &w), KILNRT_OK) << kilnrt_last_error();
+  std::vector<Blob> out;
+  for (int i = 0; i < kilnrt_weights_count(w); ++i) {
+    const char *name;
+    kilnrt_tensor t;
+    kilnrt_weights_get(w, i, &name, &t);
+    Blob b{name, "F32", std::vector<int64_t>(t.shape, t.shape + t.rank), ""};
+    b.bytes.assign((const char *)t.data, (size_t)kilnrt_tensor_numel(&t) * 4);
+    out.push_back(b);
+  }
+  kilnrt_weights_close(w);
+  return out;
+}
+
+template <class F>
+std::vector<Blob> converted(std::vector<Blob> blobs, const char *dtype, F conv) {
+  for (Blob &b : blobs) {
+    const float *f = (const float *)b.bytes.data();
+    size_t n = b.bytes.size() / 4;
+    std::string out(n * 2, '\0');
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h = conv(f[i]);
+      memcpy(&out[i * 2], &h, 2);
+    }
+    b.bytes = out;
+    b.dtype = dtype;
+  }
+  return blobs;
+}
+
+struct Ckpt {
+  std::string dir, f32;
+  Ckpt() {
+    dir = kt::workDir("ckpt");
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    f32 = dir + "/f32.safetensors";
+    auto r = kt::run(std::string(KILN_BIN) + "/gpt2_text --random-weights --seed 6 --save-weights " + f32 + " --tokens 1");
+    EXPECT_TRUE(fs::exists(f32)) << r.output;
+  }
+  ref::T logits(const std::string &weights, const std::string &tag) {
+    auto r = kt::run(std::string(KILN_BIN) + "/gpt2_text --weights " + weights +
+                     " --tokens 5,17,300,42,8,99,230,1 --output-dir " + dir + "/out_" + tag);
+    EXPECT_EQ(r.code, 0) << r.output;
+    return kt::loadNpy(dir + "/out_" + tag + "/logits.npy");
+  }
+};
+
+float maxDiff(const ref::T &a, const ref::T &b) {
+  EXPECT_EQ(a.v.size(), b.v.size());
+  float d = 0;
+  for (size_t i = 0; i < a.v.size() && i < b.v.size(); ++i) d = std::max(d, std::abs(a.v[i] - b.v[i]));
+  return d;
+}
+float maxAbs(const ref::T &a) {
+  float m = 0;
+  for (float v : a.v) m = std::max(m, std::abs(v));
+  return m;
+}
+}  // namespace
+
+// BF16 and F16 files: the logits of the f32 file whose weights were rounded the same way
+// (conversion at load is exact), and within half precision's rounding of the f32 logits.
+TEST(Checkpoint, HalfPrecisionFilesGiveTheLogitsOfTheirF32Values) {
+  Ckpt c;
+  std::vector<Blob> blobs = readAll(c.f32);
+  ref::T base = c.logits(c.f32, "f32");
+  for (const char *dt : {"BF16", "F16"}) {
+    std::string t = dt;
+    std::vector<Blob> half = t == "BF16" ? converted(blobs, dt, toBf16) : converted(blobs, dt, toF16);
+    writeSafetensors(c.dir + "/" + t + ".safetensors", half);
+    // The same values as f32: bf16 widened exactly; f16 widened by float arithmetic here.
+    std::vector<Blob> rounded = blobs;
+    for (size_t k = 0; k < rounded.size(); ++k) {
+      float *f = (float *)rounded[k].bytes.data();
+      const uint16_t *h = (const uint16_t *)half[k].bytes.data();
+      for (size_t i = 0; i < rounded[k].bytes.size() / 4; ++i) {
+        if (t == "BF16") {
+          f[i] = fromBf16(h[i]);
+        } else {
+          int e = (h[i] >> 10) & 0x1F, m = h[i] & 0x3FF;
+          float v = e ? std::ldexp(1.0f + m / 1024.0f, e - 15) : std::ldexp(m / 1024.0f, -14);
+          f[i] = (h[i] & 0x8000) ? -v : v;
+        }
+      }
+    }
+    writeSafetensors(c.dir + "/" + t + "_as_f32.safetensors", rounded);
+    ref::T got = c.logits(c.dir + "/" + t + ".safetensors", t), want = c.logits(c.dir + "/" + t + "_as_f32.safetensors", t + "r");
+    EXPECT_EQ(got.v, want.v) << dt << ": widening at load is exact";
+    float tol = (t == "BF16" ? 2e-2f : 2e-3f) * maxAbs(base);
+    EXPECT_LE(maxDiff(got, base), tol) << dt << " against the f32 logits";
+    EXPECT_GT(maxDiff(got, base), 0.0f) << dt << ": the rounding is visible, so the file really was half precision";
+  }
+}
+
+// A sharded checkpoint (index + 3 shards, named as save_pretrained names them) gives the f32
+// file's logits, opened by its index or its folder; a missing or misplaced shard is an error.
+TEST(Checkpoint, ShardedCheckpointsLoadThroughTheirIndex) {
+  Ckpt c;
+  std::vector<Blob> blobs = readAll(c.f32);
+  ref::T base = c.logits(c.f32, "f32");
+  std::string sd = c.dir + "/sharded";
+  fs::create_directories(sd);
+  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+  const int S = 3;
+  std::vector<std::vector<Blob>> shards(S);
+  for (size_t i = 0; i < blobs.size(); ++i) shards[i * S / blobs.size()].push_back(blobs[i]);
+  for (int k = 0; k < S; ++k) {
+    char name[64];
+    snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", k + 1, S);
+    writeSafetensors(sd + "/" + name, shards[k]);
+    for (const Blob &b : shards[k]) index["weight_map"][b.name] = name;
+  }
+  std::ofstream(sd + "/model.safetensors.index.json") << index.dump(1);
+  EXPECT_EQ(c.logits(sd + "/model.safetensors.index.json", "idx").v, base.v);
+  EXPECT_EQ(c.logits(sd, "dir").v, base.v);
+  auto fails = [&](const std::string &needle) {
+    auto r = kt::run(std::string(KILN_BIN) + "/gpt2_text --weights " + sd + " --tokens 1");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("model.safetensors.index.json"), std::string::npos) << "names the index: " << r.output;
+  };
+  // A tensor the index places in the wrong shard.
+  json moved = index;
+  std::string first = shards[0][0].name;
+  moved["weight_map"][first] = "model-00002-of-00003.safetensors";
+  std::ofstream(sd + "/model.safetensors.index.json") << moved.dump();
+  fails("holds tensor '" + first + "', which the index places in 'model-00002-of-00003.safetensors'");
+  // A shard missing.
+  std::ofstream(sd + "/model.safetensors.index.json") << index.dump();
+  fs::rename(sd + "/model-00003-of-00003.safetensors", sd + "/elsewhere.safetensors");
+  fails("shard 'model-00003-of-00003.safetensors' named by the index is missing");
+  std::ofstream(sd + "/model.safetensors.index.json") << "{\"weight_map\": 3}";
+  fails("no weight_map");
+}
