@@ -25,6 +25,18 @@ static void build_bert(kiln::Model &m, const BertConfig &c) {
                 SourceLoc::current());
   m.weights_prefix("bert.");
   m.ignore_weights({"bert.embeddings.position_ids", "bert.pooler.*", "cls.*"});
+  // Hugging Face's BertConfig: the sizes, and what changes the numbers (absent: its defaults).
+  auto n = [](int64_t v) { return std::to_string(v); };
+  m.checkpoint_config({{"num_hidden_layers", n(c.layers), "layers"},
+                       {"hidden_size", n(d), "as its width"},
+                       {"num_attention_heads", n(c.heads), "heads"},
+                       {"vocab_size", n(c.vocab), "tokens"},
+                       {"max_position_embeddings", n(c.ctx), "positions"},
+                       {"type_vocab_size", n(c.type_vocab), "token types", "2"},
+                       {"intermediate_size", n(4 * d), "as its FFN width", "3072"},
+                       {"layer_norm_eps", "1e-12", "as its layer norm epsilon", "1e-12"},
+                       {"hidden_act", "\"gelu\"", "as its activation (erf GELU)", "\"gelu\""},
+                       {"position_embedding_type", "\"absolute\"", "positions", "\"absolute\""}});
   auto norm = [&](const std::string &p, Tensor x) {
     return layer_norm(x, m.param(p + ".weight", {d}, {.init = Init::Ones}), m.param(p + ".bias", {d}, {.init = Init::Zeros}),
                       {.eps = 1e-12f});
@@ -59,5 +71,12 @@ int main(int argc, char **argv) {
   driver.app().add_option("--heads", c.heads, "attention heads")->capture_default_str();
   driver.app().add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   driver.app().add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
+  driver.app().add_option("--type-vocab", c.type_vocab, "token types (segments)")->capture_default_str();
+  driver.config_option("num_hidden_layers", "--layers", c.layers);
+  driver.config_option("hidden_size", "--d-model", c.d_model);
+  driver.config_option("num_attention_heads", "--heads", c.heads);
+  driver.config_option("vocab_size", "--vocab", c.vocab);
+  driver.config_option("max_position_embeddings", "--ctx", c.ctx);
+  driver.config_option("type_vocab_size", "--type-vocab", c.type_vocab);
   return driver.run(argc, argv, [&](kiln::Model &m) { build_bert(m, c); });
 }

@@ -28,6 +28,19 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
                 SourceLoc::current());
   m.weights_prefix("transformer.");
   m.ignore_weights({"transformer.h.*.attn.bias", "transformer.h.*.attn.masked_bias", "lm_head.weight"});
+  // Hugging Face's GPT2Config: the sizes, and what changes the numbers (absent: its defaults).
+  auto n = [](int64_t v) { return std::to_string(v); };
+  m.checkpoint_config({{"n_layer", n(c.layers), "layers"},
+                       {"n_embd", n(d), "as its width"},
+                       {"n_head", n(c.heads), "heads"},
+                       {"vocab_size", n(c.vocab), "tokens"},
+                       {"n_positions", n(c.ctx), "positions"},
+                       {"n_inner", n(4 * d), "as its FFN width", n(4 * d)},
+                       {"layer_norm_epsilon", "1e-05", "as its layer norm epsilon", "1e-05"},
+                       {"activation_function", "\"gelu_new\"", "as its activation (tanh GELU)", "\"gelu_new\""},
+                       {"tie_word_embeddings", "true", "for a head tied to the token embedding", "true"},
+                       {"scale_attn_weights", "true", "for attention scaled by 1/sqrt(head size)", "true"},
+                       {"scale_attn_by_inverse_layer_idx", "false", "for that scale divided by the layer", "false"}});
   auto norm = [&](const std::string &p, Tensor x) {
     return layer_norm(x, m.param(p + ".weight", {d}, {.init = Init::Ones}), m.param(p + ".bias", {d}, {.init = Init::Zeros}),
                       {.eps = 1e-5f});
@@ -80,6 +93,11 @@ int main(int argc, char **argv) {
   kiln::Driver driver("gpt2", "gpt2-compile: compile GPT-2 (Hugging Face names and layouts) with kiln");
   Gpt2Config c;
   driver.app().add_option("--layers", c.layers, "transformer blocks")->capture_default_str();
+  driver.config_option("n_layer", "--layers", c.layers);
+  driver.config_option("n_embd", "--d-model", c.d_model);
+  driver.config_option("n_head", "--heads", c.heads);
+  driver.config_option("vocab_size", "--vocab", c.vocab);
+  driver.config_option("n_positions|n_ctx", "--ctx", c.ctx);
   driver.app().add_option("--d-model", c.d_model, "model width")->capture_default_str();
   driver.app().add_option("--heads", c.heads, "attention heads")->capture_default_str();
   driver.app().add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();

@@ -149,7 +149,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   CLI::App app{std::string(model.name) + ": a model compiled by kiln " + model.kiln_version};
   app.footer(describe(model));
   std::string weights, save_weights, output_dir, entry = model.n_entries ? model.entries[0].name : "forward";
-  bool random = false, version = false, allow_non_finite = false;
+  bool random = false, version = false, allow_non_finite = false, ignore_config = false;
   uint64_t seed = 0;
   int threads = 0, repeat = 1, generate = 0;
   int32_t start_token = 0;
@@ -160,6 +160,8 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_flag("--random-weights", random, "use deterministic random weights instead of a file");
   app.add_flag("--allow-non-finite-weights", allow_non_finite,
                "load weights holding NaN or infinities (refused by default: they give silently wrong outputs)");
+  app.add_flag("--ignore-config", ignore_config,
+               "do not compare the config.json beside the weights with the model (compared by default)");
   app.add_option("--seed", seed, "seed for --random-weights and --generate's sampling")->capture_default_str();
   app.add_option("--save-weights", save_weights, "write the weights in use as safetensors");
   app.add_option("--input", inputs, "NAME=FILE.npy: an input (int32/int64 token ids or float32)");
@@ -215,6 +217,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   if (!weights.empty()) {
     kilnrt_load_options lo{};
     lo.allow_non_finite = allow_non_finite;
+    lo.ignore_config = ignore_config;
     cli.check(kilnrt_session_load_weights_with(s, weights.c_str(), &lo));
     if (int n = kilnrt_session_ignored_count(s); n && !gen.quiet) {
       fprintf(stderr, "%s: ignored %d tensor%s of the weights file that the model does not use:", model.name, n, n > 1 ? "s" : "");

@@ -1,5 +1,6 @@
 // kilnrt sessions: bind weights and inputs to a compiled model, plan its arena, run an entry.
 #include <fnmatch.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -171,6 +172,13 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   if (kilnrt_status st = kilnrt_weights_open(path, &w)) return st;
   std::unique_ptr<kilnrt_weights, void (*)(kilnrt_weights *)> guard(w, kilnrt_weights_close);
   const kiln_model_info *m = s->m;
+  if (!opt.ignore_config && m->n_config) {  // the checkpoint's config.json, when it has one
+    std::string wp = kilnrt_weights_path(w);
+    std::string cfg = (wp.rfind('/') == std::string::npos ? std::string(".") : wp.substr(0, wp.rfind('/'))) + "/config.json";
+    struct stat cst;
+    if (stat(cfg.c_str(), &cst) == 0)
+      if (kilnrt_status st = kilnrt_config_check(cfg.c_str(), m->config, m->n_config)) return st;
+  }
   std::string prefix = m->weights_prefix ? m->weights_prefix : "";
   std::map<std::string, int> wanted;
   for (int i = 0; i < m->n_params; ++i) wanted[m->params[i].name] = i;

@@ -202,3 +202,73 @@ TEST(Checkpoint, ShardedCheckpointsLoadThroughTheirIndex) {
   std::ofstream(sd + "/model.safetensors.index.json") << "{\"weight_map\": 3}";
   fails("no weight_map");
 }
+
+// config.json beside the weights is compared with the compiled model: sizes and what silently
+// changes numbers are named when they differ; --ignore-config skips it.
+TEST(Checkpoint, ConfigJsonBesideTheWeightsIsChecked) {
+  Ckpt c;
+  std::string d = c.dir + "/cfg";
+  fs::create_directories(d);
+  fs::copy_file(c.f32, d + "/model.safetensors");
+  json good = {{"model_type", "gpt2"}, {"n_layer", 2},   {"n_embd", 64}, {"n_head", 4},
+               {"vocab_size", 400},    {"n_positions", 64}, {"n_inner", nullptr}, {"activation_function", "gelu_new"},
+               {"layer_norm_epsilon", 1e-05}};
+  std::string run = std::string(KILN_BIN) + "/gpt2_text --weights " + d + "/model.safetensors --tokens 1,2";
+  std::ofstream(d + "/config.json") << good.dump(1);
+  auto r = kt::run(run);
+  EXPECT_EQ(r.code, 0) << r.output;
+  auto fails = [&](json cfg, const std::string &needle) {
+    std::ofstream(d + "/config.json") << cfg.dump(1);
+    auto r = kt::run(run);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("config.json"), std::string::npos) << "names the file: " << r.output;
+    EXPECT_EQ(kt::run(run + " --ignore-config").code, 0);
+  };
+  json bad = good;
+  bad["n_layer"] = 24;
+  fails(bad, "the checkpoint has n_layer 24, this model was compiled with 2 layers");
+  bad = good;
+  bad["activation_function"] = "gelu";
+  bad["layer_norm_epsilon"] = 1e-6;
+  fails(bad, "the checkpoint has activation_function gelu, this model was compiled with gelu_new as its activation");
+  fails(bad, "the checkpoint has layer_norm_epsilon 1e-06");
+  bad = good;
+  bad["tie_word_embeddings"] = false;
+  fails(bad, "tie_word_embeddings false");
+  bad = good;
+  bad["n_inner"] = 1024;  // null (as above) means 4 * n_embd
+  fails(bad, "n_inner 1024, this model was compiled with 256 as its FFN width");
+  bad = good;
+  bad.erase("vocab_size");
+  fails(bad, "the checkpoint gives no vocab_size");
+  std::ofstream(d + "/config.json") << "{not json";
+  EXPECT_EQ(kt::run(run).code, 1);
+}
+
+// *-compile --config: the sizes come from the checkpoint's config (a flag contradicting it is an error), and a
+// field the model cannot follow is an error at compile time.
+TEST(Checkpoint, CompileProgramsTakeTheirSizesFromConfig) {
+  std::string d = kt::workDir("cfg_compile");
+  fs::create_directories(d);
+  json cfg = {{"n_layer", 1}, {"n_embd", 32}, {"n_head", 2}, {"vocab_size", 77}, {"n_positions", 16}};
+  std::ofstream(d + "/config.json") << cfg.dump();
+  std::string compile = std::string(KILN_BIN) + "/gpt2-compile --config " + d + "/config.json --emit=mlir";
+  auto r = kt::run(compile);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tensor<77x32xf32>"), std::string::npos) << "wte from vocab_size x n_embd";
+  EXPECT_EQ(r.output.find("transformer.h.1."), std::string::npos) << "one layer";
+  EXPECT_EQ(kt::run(compile + " --vocab 77").code, 0) << "a flag may repeat the config";
+  r = kt::run(compile + " --vocab 90");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("--vocab 90 contradicts --config"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("whose vocab_size is 77"), std::string::npos) << r.output;
+  cfg["activation_function"] = "relu";
+  std::ofstream(d + "/config.json") << cfg.dump();
+  r = kt::run(compile);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("the checkpoint has activation_function relu"), std::string::npos) << r.output;
+  r = kt::run(std::string(KILN_BIN) + "/gpt2-compile --config " + d + "/nothing.json --emit=mlir");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("nothing.json': cannot open"), std::string::npos) << r.output;
+}

@@ -6,7 +6,11 @@
 #include <cstdio>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+#include <sstream>
+
 #include "DriverImpl.h"
+#include "kilnrt/api.h"
 #include "kiln/Frontend/DslEmitter.h"
 #include "kiln/dsl/Model.h"
 #include "llvm/Support/SourceMgr.h"
@@ -137,6 +141,44 @@ Driver::Driver(std::string name, std::string description) : impl_(new Impl(std::
 Driver::~Driver() = default;
 CLI::App &Driver::app() { return impl_->app; }
 
+void Driver::config_option(const std::string &key, const std::string &flag, int64_t &value) {
+  if (impl_->configOptions.empty())
+    impl_->app.add_option("--config", impl_->configFile,
+                          "a checkpoint's config.json: the model's sizes from it (a flag may repeat a size, not "
+                          "contradict it), its other fields checked against the model");
+  impl_->configOptions.push_back({key, flag, &value});
+}
+
+// --config: the sizes it gives, into the options bound to them (a flag given explicitly wins).
+static void applyConfig(Driver::Impl &impl) {
+  std::ifstream f(impl.configFile);
+  if (!f) throw UserError{"--config '" + impl.configFile + "': cannot open"};
+  nlohmann::json cfg = nlohmann::json::parse(f, nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object()) throw UserError{"--config '" + impl.configFile + "' is not a JSON object"};
+  for (auto &o : impl.configOptions) {
+    std::stringstream keys(o.key);
+    for (std::string k; std::getline(keys, k, '|');)
+      if (cfg.contains(k) && !cfg[k].is_null()) {
+        if (!cfg[k].is_number_integer() || cfg[k].get<int64_t>() < 0)
+          throw UserError{"--config '" + impl.configFile + "': " + k + " is " + cfg[k].dump() + ", not a size"};
+        if (impl.app.count(o.flag) && *o.value != cfg[k].get<int64_t>())
+          throw UserError{o.flag + " " + std::to_string(*o.value) + " contradicts --config '" + impl.configFile + "', whose " +
+                          k + " is " + cfg[k].dump()};
+        *o.value = cfg[k].get<int64_t>();
+        break;
+      }
+  }
+}
+
+// The model's checkpoint fields against --config's file, as a compiled model checks its weights'.
+static void checkConfig(Driver::Impl &impl, const Model &m) {
+  std::vector<kiln_config_field> fields;
+  for (auto &f : m.checkpoint_config())
+    fields.push_back({f.key.c_str(), f.value.c_str(), f.absent ? f.absent->c_str() : nullptr, f.what.c_str()});
+  if (kilnrt_config_check(impl.configFile.c_str(), fields.data(), (int32_t)fields.size()) != KILNRT_OK)
+    throw UserError{std::string(kilnrt_last_error())};
+}
+
 int Driver::Impl::guarded(const std::function<int()> &body) {
   try {
     return body();
@@ -175,8 +217,10 @@ int Driver::run(int argc, char **argv, const std::function<void(Model &)> &build
   int rc = parseFlags(impl_->app, argc, argv, done);
   if (done) return rc;
   return impl_->guarded([&] {
+    if (!impl_->configFile.empty()) applyConfig(*impl_);
     Model m(impl_->name);
     build(m);
+    if (!impl_->configFile.empty()) checkConfig(*impl_, m);
     if (m.outputs().empty()) throw UserError{"the model '" + impl_->name + "' has no outputs"};
     mlir::DialectRegistry registry;
     registerKilnDialects(registry);

@@ -50,6 +50,12 @@ struct Driver::Impl {
   std::string output, emitFlag = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto",
                       symbol = "kiln_model", maxMemory, gpuBuffers = "host";
   bool printIR = false, quiet = false, keepTemps = false;
+  std::string configFile;  // --config
+  struct ConfigOption {
+    std::string key, flag;
+    int64_t *value;
+  };
+  std::vector<ConfigOption> configOptions;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 
   // Decided from the flags by compile().

@@ -124,6 +124,17 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
   (*module)->setAttr("kiln.seq_names", b.getArrayAttr(symNames));
   (*module)->setAttr("kiln.seq_bounds", b.getDenseI64ArrayAttr(symBounds));
   if (!m.weights_prefix().empty()) (*module)->setAttr("kiln.weights_prefix", b.getStringAttr(m.weights_prefix()));
+  if (!m.checkpoint_config().empty()) {
+    SmallVector<Attribute> fields;
+    for (auto &f : m.checkpoint_config()) {
+      SmallVector<NamedAttribute> kv{b.getNamedAttr("key", b.getStringAttr(f.key)),
+                                     b.getNamedAttr("value", b.getStringAttr(f.value)),
+                                     b.getNamedAttr("what", b.getStringAttr(f.what))};
+      if (f.absent) kv.push_back(b.getNamedAttr("absent", b.getStringAttr(*f.absent)));
+      fields.push_back(b.getDictionaryAttr(kv));
+    }
+    (*module)->setAttr("kiln.checkpoint_config", b.getArrayAttr(fields));
+  }
   if (!m.ignored_weights().empty()) {
     SmallVector<Attribute> pats;
     for (auto &p : m.ignored_weights()) pats.push_back(b.getStringAttr(p));

@@ -139,6 +139,22 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
   if (ignoredAttr)
     for (Attribute a : ignoredAttr) os << cstr(cast<StringAttr>(a).getValue()) << ", ";
   os << "0};\n";
+  auto configAttr = module->getAttrOfType<ArrayAttr>("kiln.checkpoint_config");
+  os << "static const kiln_config_field config[] = {\n";
+  int nConfig = 0;
+  if (configAttr)
+    for (Attribute a : configAttr) {
+      auto d = dyn_cast<DictionaryAttr>(a);
+      auto str = [&](const char *k) {
+        auto v = d ? dyn_cast_or_null<StringAttr>(d.get(k)) : StringAttr();
+        return v ? v.getValue() : StringRef();
+      };
+      if (str("key").empty() || str("value").empty()) continue;  // not a field (the DSL writes both)
+      os << "  {" << cstr(str("key")) << ", " << cstr(str("value")) << ", "
+         << (d.get("absent") ? cstr(str("absent")) : std::string("0")) << ", " << cstr(str("what")) << "},\n";
+      ++nConfig;
+    }
+  os << "  {0}};\n";
   llvm::StringMap<StateOp> stateOps;
   module.walk([&](StateOp st) { stateOps.try_emplace(st.getName(), st); });
   auto stateNames = module->getAttrOfType<ArrayAttr>("kiln.states");
@@ -154,7 +170,8 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
      << cstr(target.cpu_features) << ", " << bnd.size() << ", sym_names, sym_max, " << paramNames.size() << ", params, "
      << ioNames.size() << ", io, " << entries.size() << ", entries, " << cstr(prefixAttr ? prefixAttr.getValue() : "")
      << ", " << (ignoredAttr ? ignoredAttr.size() : 0) << ", ignored, " << (stateNames ? stateNames.size() : 0)
-     << ", states, " << gpuApiConstant(target.gpu) << ", " << (target.gpu_resident ? 1 : 0) << "};\n";
+     << ", states, " << gpuApiConstant(target.gpu) << ", " << (target.gpu_resident ? 1 : 0) << ", "
+     << nConfig << ", config};\n";
   return os.str();
 }
 

@@ -87,7 +87,14 @@ typedef struct kilnrt_load_options {
    * first flat index (such weights give silently wrong outputs: max-based ops drop a NaN on some
    * rows); 1: loaded as they are. */
   int32_t allow_non_finite;
+  /* 0 (default): a config.json beside the weights is compared with the model (kilnrt_config_check);
+   * 1: not read. */
+  int32_t ignore_config;
 } kilnrt_load_options;
+/* A checkpoint's config.json against the fields a model was compiled for (kiln_model_info.config):
+ * USER_ERROR listing each that differs ("the checkpoint has n_layer 24, this model was compiled
+ * with 12 layers"). */
+kilnrt_status kilnrt_config_check(const char *config_path, const kiln_config_field *fields, int32_t n);
 /* kilnrt_session_load_weights with options (NULL: the defaults). */
 kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, const char *path, const kilnrt_load_options *options);
 /* The tensors the last load skipped (the model's ignore patterns); valid until the next load. */

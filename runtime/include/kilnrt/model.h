@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 6
+#define KILN_ABI_VERSION 7
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
@@ -72,6 +72,15 @@ typedef struct kiln_entry_info {
   const char *const *kernel_names;
 } kiln_entry_info;
 
+/* A field of the checkpoint config.json the model was compiled for: the runtime compares it with
+ * the config.json beside the weights. Values are JSON text. */
+typedef struct kiln_config_field {
+  const char *key;    /* "n_layer"; alternatives separated by '|' ("layer_norm_epsilon|layer_norm_eps") */
+  const char *value;  /* 12, 1e-05, "gelu_new", true */
+  const char *absent; /* what the field means when config.json omits it or sets null; NULL: it must be given */
+  const char *what;   /* the model's own word for it, for messages ("layers") */
+} kiln_config_field;
+
 typedef struct kiln_model_info {
   int32_t abi_version;
   const char *name;
@@ -101,6 +110,9 @@ typedef struct kiln_model_info {
    * the entries then take a device pointer per buffer after the host table. */
   int32_t gpu_api;
   int32_t gpu_resident;
+  /* The checkpoint config.json fields this model was compiled for (may be none). */
+  int32_t n_config;
+  const kiln_config_field *config;
 } kiln_model_info;
 
 #ifdef __cplusplus

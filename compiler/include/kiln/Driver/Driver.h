@@ -11,7 +11,8 @@
 //
 // Common flags: -o, --emit=mlir|schedule|halide-stmt|ptx|llvm|obj|lib|exe|cost,
 // --compile-to=input|fused|tiled|scheduled|kernels|llvm|exe, --dump-dir, --print-ir-after-all,
-// --target, --gpu-buffers, --cache-dir, --ffn-chunk, --lib-symbol, --max-memory, --quiet.
+// --target, --gpu-buffers, --cache-dir, --ffn-chunk, --lib-symbol, --max-memory, --quiet, and
+// --config for programs that declare config_option()s.
 // Exit codes: 0 success, 1 user error, 2 internal error.
 #pragma once
 #include <CLI/CLI.hpp>
@@ -27,6 +28,10 @@ class Driver {
   Driver(std::string name, std::string description);
   ~Driver();
   CLI::App &app();
+  // A size `flag` that --config config.json sets from `key` (alternatives "a|b"; the flag given
+  // too with another value is an error); with --config, the model's checkpoint_config fields are then checked against
+  // the file (a field that differs is an error naming it).
+  void config_option(const std::string &key, const std::string &flag, int64_t &value);
   // Parses the flags, builds the model with `build`, compiles it; returns the exit code.
   int run(int argc, char **argv, const std::function<void(Model &)> &build);
   // kilnc: the same, for a kiln-dialect .mlir file given as the positional argument.

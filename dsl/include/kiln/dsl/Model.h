@@ -17,6 +17,7 @@
 #include <memory>
 #include <source_location>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,18 @@ class Model {
     for (auto &p : patterns) ignored_.push_back(p);
   }
   const std::string &weights_prefix() const { return weights_prefix_; }
+  // The checkpoint config.json this model is built for, field by field: a compiled model
+  // compares them with the config.json beside its weights, `--config` with the one it is given.
+  // `value` and `absent` are JSON text; `absent` is what the field means when config.json omits
+  // it or sets it to null (none: it must be given); `key` may list alternatives "a|b".
+  struct ConfigField {
+    std::string key, value, what;
+    std::optional<std::string> absent;
+  };
+  void checkpoint_config(std::vector<ConfigField> fields) {
+    for (auto &f : fields) config_.push_back(std::move(f));
+  }
+  const std::vector<ConfigField> &checkpoint_config() const { return config_; }
   const std::vector<std::string> &ignored_weights() const { return ignored_; }
 
   const std::string &name() const { return name_; }
@@ -226,6 +239,7 @@ class Model {
   std::vector<std::pair<std::string, int>> outputs_;
   std::string weights_prefix_;
   std::vector<std::string> ignored_;
+  std::vector<ConfigField> config_;
   std::vector<std::string> entries_{"forward"};
   std::vector<int> kept_;
   int region_ = -1, regions_ = 0;

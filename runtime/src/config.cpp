@@ -1,0 +1,71 @@
+// config.cpp - a checkpoint's config.json against the fields the model was compiled for: its
+// sizes, and what silently changes numbers (epsilons, activations, tied embeddings).
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "internal.h"
+
+using json = nlohmann::json;
+using namespace kilnrt;
+
+namespace {
+// JSON values equal as a checkpoint means them: numbers to 1e-6 relative (1e-5 == 1e-05), others exactly.
+bool same(const json &a, const json &b) {
+  if (a.is_number() && b.is_number() && !a.is_boolean() && !b.is_boolean()) {
+    double x = a.get<double>(), y = b.get<double>();
+    return std::abs(x - y) <= 1e-6 * std::max(std::abs(x), std::abs(y));
+  }
+  return a == b;
+}
+std::string text(const json &v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+}  // namespace
+
+extern "C" kilnrt_status kilnrt_config_check(const char *path, const kiln_config_field *fields, int32_t n) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return user_error(std::string("config file '") + path + "': cannot open: " + strerror(errno));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  json cfg = json::parse(ss.str(), nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object()) return user_error(std::string("config file '") + path + "' is not a JSON object");
+  std::vector<std::string> diffs;
+  for (int32_t i = 0; i < n; ++i) {
+    const kiln_config_field &fd = fields[i];
+    json want = json::parse(fd.value, nullptr, false);
+    if (want.is_discarded()) return internal_error(std::string("the model's config field '") + fd.key + "' is not JSON");
+    // The first of the alternative keys the file has.
+    std::string keys = fd.key, key;
+    json have;
+    for (size_t at = 0; at <= keys.size();) {
+      size_t bar = keys.find('|', at);
+      std::string k = keys.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
+      if (cfg.contains(k) && !cfg[k].is_null()) {
+        key = k;
+        have = cfg[k];
+        break;
+      }
+      if (bar == std::string::npos) break;
+      at = bar + 1;
+    }
+    std::string first = keys.substr(0, keys.find('|'));
+    if (key.empty()) {
+      if (!fd.absent) {
+        diffs.push_back("the checkpoint gives no " + first + "; this model was compiled with " + text(want) + " " + fd.what);
+        continue;
+      }
+      have = json::parse(fd.absent, nullptr, false);
+      key = first + " (left out: " + text(have) + ")";
+    }
+    if (!same(have, want))
+      diffs.push_back("the checkpoint has " + key + " " + text(have) + ", this model was compiled with " + text(want) + " " +
+                      fd.what);
+  }
+  if (diffs.empty()) return KILNRT_OK;
+  std::string msg = std::string("config file '") + path + "' does not match the model:";
+  for (auto &d : diffs) msg += "\n  " + d;
+  return user_error(msg);
+}
