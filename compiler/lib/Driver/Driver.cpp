@@ -137,7 +137,22 @@ int64_t Driver::Impl::memoryLimit() {
   return (int64_t)(v * mult);
 }
 
-Driver::Driver(std::string name, std::string description) : impl_(new Impl(std::move(name), std::move(description))) {}
+Driver::Driver(std::string name, std::string description, std::string prefix)
+    : impl_(new Impl(std::move(name), std::move(description))) {
+  // The runtime: an install prefix given by the program, else one holding this executable
+  // (bin/kilnc of an installed kiln), else the build tree's.
+  if (prefix.empty()) {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    fs::path up = exe.parent_path().parent_path();
+    if (!ec && fs::exists(up / "lib/libkilnrt.a") && fs::exists(up / "include/kilnrt/api.h")) prefix = up.string();
+  }
+  if (!prefix.empty()) {
+    impl_->runtimeInclude = prefix + "/include";
+    impl_->runtimeLib = prefix + "/lib/libkilnrt.a";
+    impl_->mainLib = prefix + "/lib/libkilnrt_main.a";
+  }
+}
 Driver::~Driver() = default;
 CLI::App &Driver::app() { return impl_->app; }
 

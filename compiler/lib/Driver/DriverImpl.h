@@ -51,6 +51,8 @@ struct Driver::Impl {
                       symbol = "kiln_model", maxMemory, gpuBuffers = "host";
   bool printIR = false, quiet = false, keepTemps = false;
   std::string configFile;  // --config
+  // The runtime compiled models link (the build tree's unless an install prefix is known).
+  std::string runtimeInclude = KILN_RUNTIME_INCLUDE, runtimeLib = KILN_RUNTIME_LIB, mainLib = KILN_MAIN_LIB;
   struct ConfigOption {
     std::string key, flag;
     int64_t *value;

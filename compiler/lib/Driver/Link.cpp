@@ -62,7 +62,7 @@ int Driver::Impl::link(mlir::ModuleOp module, const Kernels &kernels, IRDumps &d
     out.commit();
     return 0;
   }
-  runCommand(std::string(KILN_CC) + " -c -O1 -I" + shellWord(KILN_RUNTIME_INCLUDE) + " " + shellWord(work + "/model_info.c") +
+  runCommand(std::string(KILN_CC) + " -c -O1 -I" + shellWord(runtimeInclude) + " " + shellWord(work + "/model_info.c") +
              " -o " + shellWord(work + "/model_info.o"));
   std::string objs = shellWord(work + "/orchestration.o") + " " + shellWord(work + "/model_info.o");
   for (auto &o : kernels.objects) objs += " " + shellWord(o);
@@ -86,8 +86,8 @@ int Driver::Impl::link(mlir::ModuleOp module, const Kernels &kernels, IRDumps &d
     return 0;
   }
   PendingFile exe(output);
-  runCommand(std::string(KILN_CXX) + " -o " + shellWord(exe.tmp) + " " + objs + " " + shellWord(KILN_MAIN_LIB) + " " +
-             shellWord(KILN_RUNTIME_LIB) + " " + KILN_TEXT_LIBS + " -lpthread -ldl -lm");
+  runCommand(std::string(KILN_CXX) + " -o " + shellWord(exe.tmp) + " " + objs + " " + shellWord(mainLib) + " " +
+             shellWord(runtimeLib) + " " + KILN_TEXT_LIBS + " -lpthread -ldl -lm");
   exe.commit();
   progress("phase exe: wrote " + output);
   return 0;

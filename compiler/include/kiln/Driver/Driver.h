@@ -20,12 +20,21 @@
 #include <memory>
 #include <string>
 
+// Where the runtime the compiled models link lives: a program built against an installed kiln
+// (find_package(kiln) defines KILN_PREFIX) passes that prefix; otherwise kilnc next to an
+// installed lib/, or the build tree kiln was built in.
+#ifdef KILN_PREFIX
+#define KILN_DRIVER_PREFIX KILN_PREFIX
+#else
+#define KILN_DRIVER_PREFIX ""
+#endif
+
 namespace kiln {
 class Model;
 
 class Driver {
  public:
-  Driver(std::string name, std::string description);
+  Driver(std::string name, std::string description, std::string prefix = KILN_DRIVER_PREFIX);
   ~Driver();
   CLI::App &app();
   // A size `flag` that --config config.json sets from `key` (alternatives "a|b"; the flag given
