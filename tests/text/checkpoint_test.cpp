@@ -100,7 +100,7 @@ std::vector<Blob> converted(std::vector<Blob> blobs, const char *dtype, F conv) 
 struct Ckpt {
   std::string dir, f32;
   Ckpt() {
-    dir = kt::workDir("ckpt");
+    dir = kt::workDir(std::string("ckpt_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());  // ctest runs tests in parallel
     fs::remove_all(dir);
     fs::create_directories(dir);
     f32 = dir + "/f32.safetensors";

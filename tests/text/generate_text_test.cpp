@@ -283,7 +283,8 @@ namespace {
 // A folder with random GPT-2 weights and the BPE tokenizer beside them, as a checkpoint ships.
 std::string checkpoint() {
   static std::string dir = [] {
-    std::string d = kt::workDir("text_ckpt");
+    // One per test: ctest runs the tests of this binary in parallel processes.
+    std::string d = kt::workDir(std::string("text_ckpt_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(d);
     fs::create_directories(d);
     kt::run(std::string(KILN_BIN) + "/gpt2_text --random-weights --seed 2 --save-weights " + d + "/model.safetensors --tokens 1");
