@@ -230,7 +230,14 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   if (!save_weights.empty()) cli.check(kilnrt_session_save_weights(s, save_weights.c_str()));
 
   // --generate on an encoder-decoder model starts with its encoder.
-  if (generate && cli.find_entry("encode") && !app.count("--entry")) entry = "encode";
+  if (generate) {  // the prompt goes where kilnrt_generate runs it: encode, else prefill, else the first entry
+    std::string prefill = cli.find_entry("encode") ? "encode" : cli.find_entry("prefill") ? "prefill" : "";
+    for (int i = 0; prefill.empty() && i < model.n_entries; ++i)
+      if (std::string(model.entries[i].name) != "decode") prefill = model.entries[i].name;
+    if (app.count("--entry") && entry != prefill)
+      cli.die(1, "--generate runs the prompt through entry '" + prefill + "'; --entry " + entry + " does not apply");
+    if (!prefill.empty()) entry = prefill;
+  }
   const kiln_entry_info *en = cli.find_entry(entry.c_str());
   if (!en) cli.die(1, "no entry point '" + entry + "'");
   if (app.count("--start-token") && !(generate && entry == "encode"))
