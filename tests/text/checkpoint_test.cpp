@@ -272,3 +272,35 @@ TEST(Checkpoint, CompileProgramsTakeTheirSizesFromConfig) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("nothing.json': cannot open"), std::string::npos) << r.output;
 }
+
+// Checkpoints written by transformers' save_pretrained (tests/reference/make_checkpoint_fixtures.py):
+// a GPT-2 sharded by max_shard_size and the same model saved in bf16, each with its config.json
+// (checked on load). The sharded one gives transformers' logits; the bf16 one the logits of the
+// model with bf16-rounded weights (what a bf16 file holds), and transformers' f32 logits within
+// bf16's rounding.
+TEST(Checkpoint, HuggingFaceShardedAndBf16CheckpointsGiveTransformersLogits) {
+  const std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/hf_gpt2";
+  std::string dir = kt::workDir("hf_ckpt");
+  ref::T want = kt::loadNpy(fx + "/logits.npy"), wantBf16 = kt::loadNpy(fx + "/logits_bf16.npy");
+  auto logits = [&](const std::string &weights, const std::string &tag) {
+    auto r = kt::run(std::string(KILN_BIN) + "/gpt2_text --weights " + weights + " --input tokens=" + fx +
+                     "/tokens.npy --output-dir " + dir + "/" + tag);
+    EXPECT_EQ(r.code, 0) << r.output;
+    return kt::loadNpy(dir + "/" + tag + "/logits.npy");
+  };
+  ref::T sharded = logits(fx + "/sharded", "sharded");
+  EXPECT_LE(maxDiff(sharded, want), 1e-4f * maxAbs(want));
+  ref::T bf16 = logits(fx + "/bf16/model.safetensors", "bf16");
+  EXPECT_LE(maxDiff(bf16, wantBf16), 1e-4f * maxAbs(wantBf16));
+  EXPECT_LE(maxDiff(bf16, want), 1e-2f * maxAbs(want));
+  EXPECT_GT(maxDiff(bf16, want), 1e-4f * maxAbs(want)) << "the file really is bf16";
+  // gpt2-compile --config takes its sizes from the same config.json.
+  auto r = kt::run(std::string(KILN_BIN) + "/gpt2-compile --config " + fx + "/sharded/config.json --emit=mlir");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tensor<400x64xf32>"), std::string::npos);
+  // And bert-compile from the config.json transformers writes for BERT.
+  r = kt::run(std::string(KILN_BIN) + "/bert-compile --config " + std::string(KILN_SOURCE_DIR) +
+              "/tests/fixtures/hf_bert/config.json --emit=mlir");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("tensor<512x64xf32>"), std::string::npos);
+}

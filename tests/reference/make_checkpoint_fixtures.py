@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Checkpoints as Hugging Face publishes them, for kiln's loader: a small GPT-2 written by
+`transformers`' save_pretrained, sharded (max_shard_size) in f32 and whole in bf16, each folder
+with the config.json save_pretrained writes, and the logits transformers computes.
+
+    build/fixture-venv/bin/pip install torch transformers safetensors numpy
+    build/fixture-venv/bin/python tests/reference/make_checkpoint_fixtures.py
+
+Writes tests/fixtures/hf_bert/config.json, tests/fixtures/hf_gpt2/{sharded,bf16}/ and tokens.npy, logits.npy (the f32 model),
+logits_bf16.npy (the same model with its weights rounded to bf16, computed in f32: what kiln
+computes from the bf16 file, which it widens to f32 at load).
+"""
+import os
+
+import numpy as np
+import torch
+from transformers import BertConfig, GPT2Config, GPT2LMHeadModel
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "hf_gpt2")
+
+
+def main():
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=400, n_positions=64)
+    model = GPT2LMHeadModel(cfg).eval()
+    tokens = torch.tensor([[5, 17, 300, 42, 8, 99, 230, 1]])
+    with torch.inference_mode():
+        logits = model(tokens).logits[0].float().numpy()
+    os.makedirs(ROOT, exist_ok=True)
+    model.save_pretrained(os.path.join(ROOT, "sharded"), max_shard_size="200KB")
+    rounded = GPT2LMHeadModel(cfg).eval()
+    rounded.load_state_dict({k: v.to(torch.bfloat16).float() for k, v in model.state_dict().items()})
+    with torch.inference_mode():
+        logits_bf16 = rounded(tokens).logits[0].float().numpy()
+    model.to(torch.bfloat16).save_pretrained(os.path.join(ROOT, "bf16"))
+    np.save(os.path.join(ROOT, "tokens.npy"), tokens[0].numpy().astype(np.int32))
+    np.save(os.path.join(ROOT, "logits.npy"), logits)
+    np.save(os.path.join(ROOT, "logits_bf16.npy"), logits_bf16)
+    # BERT's config.json as transformers writes it (for bert-compile --config).
+    bert = os.path.join(ROOT, "..", "hf_bert")
+    os.makedirs(bert, exist_ok=True)
+    BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256, vocab_size=512,
+               max_position_embeddings=128).to_json_file(os.path.join(bert, "config.json"))
+    for d in ("sharded", "bf16"):
+        print(d, sorted(os.listdir(os.path.join(ROOT, d))))
+    print("max |logits - logits_bf16|", float(np.abs(logits - logits_bf16).max()), "max |logits|", float(np.abs(logits).max()))
+
+
+if __name__ == "__main__":
+    main()
