@@ -174,6 +174,12 @@ TEST(Tokenizer, BadFilesAreClearErrors) {
   fails(write("unknown_merge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a c"]},
                                        "pre_tokenizer": {"type": "ByteLevel"}})"),
         "merges entry 1 'a c' names the token 'c', which is not in the vocabulary");
+  fails(write("suffix.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "end_of_word_suffix": "</w>"},
+                               "pre_tokenizer": {"type": "ByteLevel"}})"),
+        "end_of_word_suffix '</w>' is not supported");
+  fails(write("fallback.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [], "byte_fallback": true},
+                                 "pre_tokenizer": {"type": "ByteLevel"}})"),
+        "byte_fallback is not supported");
   fails(write("bad_field.json", R"({"model": {"type": "WordPiece", "vocab": {"[UNK]": 0}, "unk_token": 5},
                                     "pre_tokenizer": {"type": "BertPreTokenizer"}})"),
         "malformed");

@@ -50,6 +50,14 @@ std::string base_of(const std::string &p) {
   return s == std::string::npos ? p : p.substr(s + 1);
 }
 
+// A boolean field; absent or null: `dflt` (a field of another type is malformed: json throws).
+bool flag(const json &j, const char *key, bool dflt) {
+  return j.contains(key) && !j[key].is_null() ? j[key].get<bool>() : dflt;
+}
+std::string text_field(const json &j, const char *key, const std::string &dflt) {
+  return j.contains(key) && !j[key].is_null() ? j[key].get<std::string>() : dflt;
+}
+
 kilnrt_status read_file(const std::string &path, std::string &out) {
   if (is_dir(path)) return user_error("tokenizer file '" + path + "' is a folder");
   std::ifstream f(path, std::ios::binary);
@@ -181,8 +189,8 @@ kilnrt_status read_post_processor(kilnrt_tokenizer &t, const std::string &source
 bool find_byte_level(const json &pre, BpeOptions &o) {
   if (!pre.is_object()) return false;
   if (pre.value("type", "") == "ByteLevel") {
-    o.add_prefix_space = pre.value("add_prefix_space", false);
-    o.use_regex = pre.value("use_regex", true);
+    o.add_prefix_space = flag(pre, "add_prefix_space", false);
+    o.use_regex = flag(pre, "use_regex", true);
     return true;
   }
   if (pre.value("type", "") == "Sequence")
@@ -209,7 +217,7 @@ kilnrt_status open_tokenizer_json(kilnrt_tokenizer &t, const std::string &path) 
     if (kilnrt_status st = add_token(t, src, content, a["id"].get<int64_t>())) return st;
     t.added.push_back({content, a["id"].get<int32_t>()});
     t.special.resize(t.vocab.tokens.size());
-    t.special[t.added.back().id] = a.value("special", false);
+    t.special[t.added.back().id] = flag(a, "special", false);
   }
   const json &norm = j.value("normalizer", json());
   const json &pre = j.value("pre_tokenizer", json());
@@ -218,7 +226,14 @@ kilnrt_status open_tokenizer_json(kilnrt_tokenizer &t, const std::string &path) 
     t.kind = KILNRT_TOKENIZER_BPE;
     BpeOptions o;
     o.source = src;
-    o.ignore_merges = m.value("ignore_merges", false);
+    o.ignore_merges = flag(m, "ignore_merges", false);
+    // Options that change the result and that kiln does not implement: refused, not ignored.
+    for (const char *k : {"continuing_subword_prefix", "end_of_word_suffix"})
+      if (!text_field(m, k, "").empty())
+        return user_error(src + ": a BPE model with " + k + " '" + text_field(m, k, "") + "' is not supported");
+    if (flag(m, "byte_fallback", false)) return user_error(src + ": a BPE model with byte_fallback is not supported");
+    if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() != 0)
+      return user_error(src + ": BPE dropout (a training option) is not supported");
     if (!find_byte_level(pre, o))
       return user_error(src + ": kiln reads byte-level BPE tokenizers (a ByteLevel pre-tokenizer); this one's "
                         "pre-tokenizer is " + type_of(pre));
@@ -245,15 +260,17 @@ kilnrt_status open_tokenizer_json(kilnrt_tokenizer &t, const std::string &path) 
     t.kind = KILNRT_TOKENIZER_WORDPIECE;
     WordPieceOptions o;
     o.source = src;
-    o.unk = m.value("unk_token", "[UNK]");
-    o.prefix = m.value("continuing_subword_prefix", "##");
-    o.max_chars = m.value("max_input_chars_per_word", 100);
+    o.unk = text_field(m, "unk_token", "[UNK]");
+    o.prefix = text_field(m, "continuing_subword_prefix", "##");
+    o.max_chars = m.contains("max_input_chars_per_word") && !m["max_input_chars_per_word"].is_null()
+                      ? m["max_input_chars_per_word"].get<int>()
+                      : 100;
     if (norm.is_null()) {
       o.clean_text = o.chinese_chars = o.strip_accents = o.lowercase = false;
     } else if (type_of(norm) == "BertNormalizer") {
-      o.clean_text = norm.value("clean_text", true);
-      o.chinese_chars = norm.value("handle_chinese_chars", true);
-      o.lowercase = norm.value("lowercase", true);
+      o.clean_text = flag(norm, "clean_text", true);
+      o.chinese_chars = flag(norm, "handle_chinese_chars", true);
+      o.lowercase = flag(norm, "lowercase", true);
       o.strip_accents = norm.contains("strip_accents") && norm["strip_accents"].is_boolean()
                             ? norm["strip_accents"].get<bool>()
                             : o.lowercase;
@@ -264,7 +281,7 @@ kilnrt_status open_tokenizer_json(kilnrt_tokenizer &t, const std::string &path) 
       return user_error(src + ": kiln reads WordPiece tokenizers with BertPreTokenizer; this one's pre-tokenizer is " +
                         type_of(pre));
     const json &dec = j.value("decoder", json());
-    if (dec.is_object()) o.cleanup = dec.value("cleanup", true);
+    if (dec.is_object()) o.cleanup = flag(dec, "cleanup", true);
     if (kilnrt_status st = make_wordpiece(t.vocab, o, t.model)) return st;
   } else {
     return user_error(src + ": model type '" + type + "' is not supported (kiln reads BPE and WordPiece)");
