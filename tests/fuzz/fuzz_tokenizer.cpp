@@ -1,9 +1,10 @@
-// libFuzzer targets for the tokenizer files a checkpoint ships and for prompt text:
-//   KILN_FUZZ_TOKENIZER_JSON  the input is tokenizer.json
-//   KILN_FUZZ_VOCAB_JSON      the input is vocab.json (merges.txt: the BPE fixture's)
-//   KILN_FUZZ_MERGES_TXT      the input is merges.txt (vocab.json: the BPE fixture's)
-//   KILN_FUZZ_VOCAB_TXT       the input is vocab.txt (WordPiece)
-//   KILN_FUZZ_PROMPT          the input is text, encoded by the BPE and WordPiece fixtures
+// libFuzzer targets for the tokenizer files a checkpoint ships and for prompt text, one binary
+// (the sanitized runtime is compiled once) with the target chosen by KILN_FUZZ_TOKENIZER:
+//   tokenizer_json  the input is tokenizer.json
+//   vocab_json      the input is vocab.json (merges.txt: the BPE fixture's)
+//   merges_txt      the input is merges.txt (vocab.json: the BPE fixture's)
+//   vocab_txt       the input is vocab.txt (WordPiece)
+//   prompt          the input is text, encoded by the BPE and WordPiece fixtures
 // Every tokenizer the loader accepts encodes and decodes a text, and every id it produces must
 // decode (abort otherwise); for prompts, byte-level BPE must give the input bytes back.
 #include <sys/stat.h>
@@ -54,11 +55,24 @@ void exercise(kilnrt_tokenizer *t, const std::string &text) {
     if (kilnrt_tokenizer_decode(t, copy.data(), n, special, &s, &len) != KILNRT_OK) abort();  // its own ids decode
   }
 }
-}  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  kilnrt_tokenizer *t = nullptr;
-#if defined(KILN_FUZZ_PROMPT)
+enum class Mode { TokenizerJson, VocabJson, MergesTxt, VocabTxt, Prompt };
+Mode mode() {
+  static Mode m = [] {
+    const char *e = getenv("KILN_FUZZ_TOKENIZER");
+    std::string s = e ? e : "";
+    if (s == "tokenizer_json") return Mode::TokenizerJson;
+    if (s == "vocab_json") return Mode::VocabJson;
+    if (s == "merges_txt") return Mode::MergesTxt;
+    if (s == "vocab_txt") return Mode::VocabTxt;
+    if (s == "prompt") return Mode::Prompt;
+    fprintf(stderr, "fuzz_tokenizer: set KILN_FUZZ_TOKENIZER to tokenizer_json, vocab_json, merges_txt, vocab_txt or prompt\n");
+    abort();
+  }();
+  return m;
+}
+
+int prompt(const uint8_t *data, size_t size) {
   static kilnrt_tokenizer *bpe = [] {
     kilnrt_tokenizer *x;
     if (kilnrt_tokenizer_open((kFx + "/bpe").c_str(), &x)) abort();
@@ -80,29 +94,39 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (std::string(s, len) != text) abort();  // byte-level BPE: decode(encode(b)) == b
   exercise(wp, text);
   return 0;
-#else
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (mode() == Mode::Prompt) return prompt(data, size);
+  kilnrt_tokenizer *t = nullptr;
   static const std::string text = slurp(kFx + "/corpus.txt").substr(0, 600) + " \xff\xfe <|endoftext|> [CLS]";
-#if defined(KILN_FUZZ_TOKENIZER_JSON)
-  put("tokenizer.json", data, size);
-  kilnrt_tokenizer_open((dir() + "/tokenizer.json").c_str(), &t);
-#elif defined(KILN_FUZZ_VOCAB_JSON)
-  static const std::string merges = slurp(kFx + "/bpe/merges.txt");
-  put("merges.txt", merges.data(), merges.size());
-  put("vocab.json", data, size);
-  kilnrt_tokenizer_open((dir() + "/vocab.json").c_str(), &t);
-#elif defined(KILN_FUZZ_MERGES_TXT)
-  static const std::string vocab = slurp(kFx + "/bpe/vocab.json");
-  put("vocab.json", vocab.data(), vocab.size());
-  put("merges.txt", data, size);
-  kilnrt_tokenizer_open((dir() + "/merges.txt").c_str(), &t);
-#elif defined(KILN_FUZZ_VOCAB_TXT)
-  put("vocab.txt", data, size);
-  kilnrt_tokenizer_open((dir() + "/vocab.txt").c_str(), &t);
-#endif
+  static const std::string merges = slurp(kFx + "/bpe/merges.txt"), vocab = slurp(kFx + "/bpe/vocab.json");
+  switch (mode()) {
+    case Mode::TokenizerJson:
+      put("tokenizer.json", data, size);
+      kilnrt_tokenizer_open((dir() + "/tokenizer.json").c_str(), &t);
+      break;
+    case Mode::VocabJson:
+      put("merges.txt", merges.data(), merges.size());
+      put("vocab.json", data, size);
+      kilnrt_tokenizer_open((dir() + "/vocab.json").c_str(), &t);
+      break;
+    case Mode::MergesTxt:
+      put("vocab.json", vocab.data(), vocab.size());
+      put("merges.txt", data, size);
+      kilnrt_tokenizer_open((dir() + "/merges.txt").c_str(), &t);
+      break;
+    case Mode::VocabTxt:
+      put("vocab.txt", data, size);
+      kilnrt_tokenizer_open((dir() + "/vocab.txt").c_str(), &t);
+      break;
+    case Mode::Prompt:
+      break;
+  }
   if (t) {
     exercise(t, text);
     kilnrt_tokenizer_close(t);
   }
   return 0;
-#endif
 }
