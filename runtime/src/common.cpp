@@ -1,9 +1,11 @@
 // kilnrt common: error reporting, dtypes, timing, CPU feature checks.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <algorithm>
@@ -23,6 +25,27 @@ size_t dtype_size(kiln_dtype t) { return t == KILN_F32 || t == KILN_I32 ? 4 : 0;
 const char *dtype_name(kiln_dtype t) {
   return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : t == KILN_F16 ? "f16" : t == KILN_BF16 ? "bf16" : "an unsupported dtype";
 }
+bool is_dir(const std::string &p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool path_exists(const std::string &p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0;
+}
+kilnrt_status read_file(const std::string &path, const std::string &what, std::string &out) {
+  if (is_dir(path)) return user_error(what + " '" + path + "' is a folder");
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) return user_error(what + " '" + path + "': cannot open: " + strerror(errno));
+  out.clear();
+  char buf[65536];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) return user_error(what + " '" + path + "': read error");
+  return KILNRT_OK;
+}
+
 std::string shape_str(const int64_t *shape, int rank) {
   std::ostringstream os;
   os << "[";

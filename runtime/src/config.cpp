@@ -1,12 +1,9 @@
 // config.cpp - a checkpoint's config.json against the fields the model was compiled for: its
 // sizes, and what silently changes numbers (epsilons, activations, tied embeddings).
-#include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "internal.h"
 
@@ -26,11 +23,9 @@ std::string text(const json &v) { return v.is_string() ? v.get<std::string>() : 
 }  // namespace
 
 extern "C" kilnrt_status kilnrt_config_check(const char *path, const kiln_config_field *fields, int32_t n) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return user_error(std::string("config file '") + path + "': cannot open: " + strerror(errno));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json cfg = json::parse(ss.str(), nullptr, false);
+  std::string body;
+  if (kilnrt_status st = read_file(path, "config file", body)) return st;
+  json cfg = json::parse(body, nullptr, false);
   if (cfg.is_discarded() || !cfg.is_object()) return user_error(std::string("config file '") + path + "' is not a JSON object");
   std::vector<std::string> diffs;
   for (int32_t i = 0; i < n; ++i) {

@@ -24,14 +24,15 @@ const kiln_entry_info *find_entry(const kiln_model_info &m, const char *name) {
     if (strcmp(m.entries[i].name, name) == 0) return &m.entries[i];
   return nullptr;
 }
-
-uint64_t splitmix(uint64_t &x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 }  // namespace
+
+extern "C" const kiln_entry_info *kilnrt_prefill_entry(const kiln_model_info *m) {
+  if (const kiln_entry_info *e = find_entry(*m, "encode")) return e;
+  if (const kiln_entry_info *e = find_entry(*m, "prefill")) return e;
+  for (int i = 0; i < m->n_entries; ++i)
+    if (strcmp(m->entries[i].name, "decode") != 0) return &m->entries[i];
+  return nullptr;
+}
 
 extern "C" kilnrt_status kilnrt_sample(const float *logits, int64_t vocab, const kilnrt_generate_options *o,
                                        uint64_t *state, int32_t *token) {
@@ -47,25 +48,46 @@ extern "C" kilnrt_status kilnrt_sample(const float *logits, int64_t vocab, const
     *token = (int32_t)best;
     return KILNRT_OK;
   }
-  // Candidates by decreasing logit (ties: the smaller id first, so a seed names one text).
+  // Weights over the whole row, in id order: exp((l - max) / T), summing to `sum`.
+  const double T = o->temperature, top = logits[best] / T;
+  std::vector<double> w((size_t)vocab);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += w[i] = std::exp(logits[i] / T - top);
+  // Candidates: by decreasing logit (ties: the smaller id first, so a seed names one text) when
+  // top-k or top-p cuts them; otherwise the whole row in id order, without sorting.
   std::vector<int32_t> idx((size_t)vocab);
   std::iota(idx.begin(), idx.end(), 0);
   auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  int64_t keep = o->top_k > 0 ? std::min<int64_t>(o->top_k, vocab) : vocab;
-  std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), before);
-  idx.resize((size_t)keep);
+  const bool nucleus = o->top_p > 0 && o->top_p < 1;
+  if (o->top_k > 0) {
+    int64_t keep = std::min<int64_t>(o->top_k, vocab);
+    std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), before);
+    idx.resize((size_t)keep);
+    sum = 0;
+    for (int32_t i : idx) sum += w[i];
+  } else if (nucleus) {
+    // Only as many of the most likely as the nucleus needs: sorted in growing prefixes until
+    // their probability reaches top_p (a peaked row needs few; a flat one sorts the whole row).
+    int64_t m = std::min<int64_t>(vocab, 256);
+    for (;;) {
+      std::partial_sort(idx.begin(), idx.begin() + m, idx.end(), before);
+      double c = 0;
+      for (int64_t j = 0; j < m; ++j) c += w[idx[j]] / sum;
+      if (c >= o->top_p || m == vocab) break;
+      m = std::min<int64_t>(vocab, m * 4);
+    }
+    idx.resize((size_t)m);
+  }
   std::vector<double> p(idx.size());
-  double top = logits[idx[0]] / (double)o->temperature, sum = 0;
-  for (size_t i = 0; i < idx.size(); ++i) sum += p[i] = std::exp(logits[idx[i]] / (double)o->temperature - top);
-  for (double &v : p) v /= sum;
-  if (o->top_p > 0 && o->top_p < 1) {  // the nucleus: the shortest prefix reaching top_p
+  for (size_t i = 0; i < idx.size(); ++i) p[i] = w[idx[i]] / sum;
+  if (nucleus) {  // the nucleus: the shortest prefix reaching top_p
     double c = 0;
     size_t n = 0;
     while (n < p.size() && c < o->top_p) c += p[n++];
     p.resize(n);
     for (double &v : p) v /= c;
   }
-  double u = (splitmix(*state) >> 11) * (1.0 / 9007199254740992.0), c = 0;
+  double u = (splitmix64(*state) >> 11) * (1.0 / 9007199254740992.0), c = 0;
   size_t pick = p.size() - 1;
   for (size_t i = 0; i < p.size(); ++i)
     if ((c += p[i]) > u) {
@@ -89,11 +111,8 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
     return user_error("top_p " + std::to_string(o.top_p) + " is outside [0, 1]");
   if (o.top_k < 0) return user_error("top_k is negative");
   const kiln_entry_info *decode = find_entry(m, "decode");
-  const kiln_entry_info *prefill = find_entry(m, "encode");
-  const bool encdec = prefill != nullptr;
-  if (!prefill) prefill = find_entry(m, "prefill");
-  for (int i = 0; !prefill && i < m.n_entries; ++i)
-    if (&m.entries[i] != decode) prefill = &m.entries[i];
+  const kiln_entry_info *prefill = kilnrt_prefill_entry(&m);
+  const bool encdec = prefill && strcmp(prefill->name, "encode") == 0;
   if (!decode || !prefill) return user_error("generation needs a model with a prefill entry and a 'decode' entry");
   int64_t L = 0;  // the cache length: the bound of the prompt's length, or the decoder's positions
   const char *token_input = nullptr;

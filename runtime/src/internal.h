@@ -16,6 +16,20 @@ std::string shape_str(const int64_t *shape, int rank);
 // multiplication is checked, so no shape can wrap around to a small element count.
 int64_t checked_numel(const int64_t *shape, int rank, int64_t limit = INT64_MAX);
 
+// splitmix64: a stateless, platform-independent stream, so a seed names one set of weights
+// (random weights) or one text (sampling).
+inline uint64_t splitmix64(uint64_t &x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+bool is_dir(const std::string &path);
+bool path_exists(const std::string &path);
+// The whole file into `out`; a USER_ERROR "<what> '<path>': cannot open: ..." (or "is a folder").
+kilnrt_status read_file(const std::string &path, const std::string &what, std::string &out);
+
 // A file written through a temporary name in the same folder and renamed over `path` only
 // once every byte is written: a full disk, a size limit or a killed process never leaves a
 // truncated file under the final name (it keeps its previous content, or does not exist).

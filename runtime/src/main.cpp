@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "internal.h"
 
 namespace kilnrt {
 
@@ -131,18 +132,6 @@ kilnrt_tokenizer *open_tokenizer(const Cli &cli, const std::string &flag, const 
   return t;
 }
 
-std::string read_text(const Cli &cli, const std::string &path) {
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f) cli.die(1, "--prompt-file '" + path + "': cannot open: " + strerror(errno));
-  std::string s;
-  char buf[65536];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) cli.die(1, "--prompt-file '" + path + "': read error");
-  return s;
-}
-
 int run(const kiln_model_info &model, int argc, char **argv) {
   Cli cli{model};
   cli.check(kilnrt_cpu_check(model.cpu_features));
@@ -231,9 +220,8 @@ int run(const kiln_model_info &model, int argc, char **argv) {
 
   // --generate on an encoder-decoder model starts with its encoder.
   if (generate) {  // the prompt goes where kilnrt_generate runs it: encode, else prefill, else the first entry
-    std::string prefill = cli.find_entry("encode") ? "encode" : cli.find_entry("prefill") ? "prefill" : "";
-    for (int i = 0; prefill.empty() && i < model.n_entries; ++i)
-      if (std::string(model.entries[i].name) != "decode") prefill = model.entries[i].name;
+    const kiln_entry_info *pe = kilnrt_prefill_entry(&model);
+    std::string prefill = pe ? pe->name : "";
     if (app.count("--entry") && entry != prefill)
       cli.die(1, "--generate runs the prompt through entry '" + prefill + "'; --entry " + entry + " does not apply");
     if (!prefill.empty()) entry = prefill;
@@ -279,7 +267,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     cli.check(kilnrt_session_set_input(s, name.c_str(), &t));
   }
   if (!prompt.empty() && !prompt_file.empty()) cli.die(1, "give --prompt or --prompt-file, not both");
-  if (!prompt_file.empty()) prompt = read_text(cli, prompt_file);
+  if (!prompt_file.empty()) cli.check(read_file(prompt_file, "--prompt-file", prompt));
   if (app.count("--prompt") || !prompt_file.empty()) {
     if (!tok) cli.die(1, "--prompt needs a tokenizer: give --tokenizer PATH (none beside the weights)");
     if (token_inputs.size() != 1)

@@ -175,8 +175,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   if (!opt.ignore_config && m->n_config) {  // the checkpoint's config.json, when it has one
     std::string wp = kilnrt_weights_path(w);
     std::string cfg = (wp.rfind('/') == std::string::npos ? std::string(".") : wp.substr(0, wp.rfind('/'))) + "/config.json";
-    struct stat cst;
-    if (stat(cfg.c_str(), &cst) == 0)
+    if (path_exists(cfg))
       if (kilnrt_status st = kilnrt_config_check(cfg.c_str(), m->config, m->n_config)) return st;
   }
   std::string prefix = m->weights_prefix ? m->weights_prefix : "";
@@ -271,14 +270,6 @@ extern "C" const char *kilnrt_session_ignored_name(const kilnrt_session *s, int3
   return i >= 0 && i < (int32_t)s->ignored.size() ? s->ignored[i].c_str() : "";
 }
 
-// splitmix64: a stateless, platform-independent stream, so a seed names one set of weights.
-static uint64_t splitmix(uint64_t &x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64_t seed) {
   s->param_store.clear();
   for (int i = 0; i < s->m->n_params; ++i) {
@@ -292,8 +283,8 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
       if (p.init == KILN_INIT_ONES) f[k] = 1.0f;
       else if (p.init == KILN_INIT_ZEROS) f[k] = 0.0f;
       else {  // Box-Muller
-        double u1 = ((splitmix(state) >> 11) + 1.0) / 9007199254740993.0;
-        double u2 = (splitmix(state) >> 11) / 9007199254740992.0;
+        double u1 = ((splitmix64(state) >> 11) + 1.0) / 9007199254740993.0;
+        double u2 = (splitmix64(state) >> 11) / 9007199254740992.0;
         f[k] = (float)(p.init_scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
       }
     }

@@ -174,22 +174,14 @@ static kilnrt_status open_file(const char *path, kilnrt_weights *w) {
   return KILNRT_OK;
 }
 
-static bool is_dir(const std::string &p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 static bool ends_with(const std::string &s, const std::string &t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
 // A sharded checkpoint: the index, then each shard it names (once, in order of first mention).
 static kilnrt_status open_index(const std::string &path, kilnrt_weights *w) {
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f) return bad(path, std::string("cannot open: ") + strerror(errno));
   std::string text;
-  char buf[65536];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-  fclose(f);
+  if (kilnrt_status st = read_file(path, "weights file", text)) return st;
   json idx = json::parse(text, nullptr, false);
   if (idx.is_discarded() || !idx.is_object()) return bad(path, "the shard index is not a JSON object");
   if (!idx.contains("weight_map") || !idx["weight_map"].is_object() || idx["weight_map"].empty())
@@ -207,8 +199,7 @@ static kilnrt_status open_index(const std::string &path, kilnrt_weights *w) {
   }
   for (const std::string &shard : shards) {
     std::string sp = dir + shard;
-    struct stat st;
-    if (stat(sp.c_str(), &st) != 0)
+    if (!path_exists(sp))
       return bad(path, "shard '" + shard + "' named by the index is missing (" + sp + ")");
     size_t before = w->entries.size();
     if (kilnrt_status s = open_file(sp.c_str(), w)) return s;
@@ -228,9 +219,8 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *cpath, kilnrt_weights *
   *out = nullptr;
   std::string path = cpath;
   if (is_dir(path)) {  // a checkpoint folder
-    struct stat st;
-    if (stat((path + "/model.safetensors").c_str(), &st) == 0) path += "/model.safetensors";
-    else if (stat((path + "/model.safetensors.index.json").c_str(), &st) == 0) path += "/model.safetensors.index.json";
+    if (path_exists(path + "/model.safetensors")) path += "/model.safetensors";
+    else if (path_exists(path + "/model.safetensors.index.json")) path += "/model.safetensors.index.json";
     else return bad(path, "a folder without model.safetensors or model.safetensors.index.json");
   }
   auto w = std::make_unique<kilnrt_weights>();

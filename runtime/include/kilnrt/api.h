@@ -154,6 +154,9 @@ typedef int32_t (*kilnrt_token_fn)(void *user, int32_t token, const float *logit
 kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *prompt, int64_t n_prompt,
                               const kilnrt_generate_options *options, kilnrt_token_fn fn, void *user,
                               kilnrt_generate_stats *stats);
+/* The entry kilnrt_generate runs the prompt through: `encode` (encoder-decoder models), else
+ * `prefill`, else the first entry that is not `decode`; NULL when there is none. */
+const kiln_entry_info *kilnrt_prefill_entry(const kiln_model_info *model);
 /* One token from a logits row, as kilnrt_generate draws it; `state` is the sampling stream
  * (start it at the seed). */
 kilnrt_status kilnrt_sample(const float *logits, int64_t vocab, const kilnrt_generate_options *options, uint64_t *state,

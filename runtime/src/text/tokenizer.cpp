@@ -1,10 +1,8 @@
 // tokenizer.cpp - the tokenizer C API: reading a checkpoint's tokenizer files (tokenizer.json;
 // vocab.json + merges.txt; vocab.txt + tokenizer_config.json), added tokens matched in the text,
 // the post-processor's template, and decoding.
-#include <sys/stat.h>
 
 #include <climits>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -33,14 +31,6 @@ struct kilnrt_tokenizer {
 
 namespace {
 
-bool is_dir(const std::string &p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool exists(const std::string &p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0;
-}
 std::string folder_of(const std::string &p) {
   size_t s = p.rfind('/');
   return s == std::string::npos ? "." : p.substr(0, s);
@@ -58,15 +48,7 @@ std::string text_field(const json &j, const char *key, const std::string &dflt) 
   return j.contains(key) && !j[key].is_null() ? j[key].get<std::string>() : dflt;
 }
 
-kilnrt_status read_file(const std::string &path, std::string &out) {
-  if (is_dir(path)) return user_error("tokenizer file '" + path + "' is a folder");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return user_error("tokenizer file '" + path + "': cannot open: " + strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  out = ss.str();
-  return KILNRT_OK;
-}
+kilnrt_status read_file(const std::string &path, std::string &out) { return kilnrt::read_file(path, "tokenizer file", out); }
 
 kilnrt_status read_json(const std::string &path, json &out) {
   std::string s;
@@ -317,7 +299,7 @@ kilnrt_status open_vocab_txt(kilnrt_tokenizer &t, const std::string &path) {
   o.source = src;
   // BertTokenizer's settings, from tokenizer_config.json beside the vocabulary when present.
   std::string cfg = folder_of(path) + "/tokenizer_config.json";
-  if (exists(cfg)) {
+  if (path_exists(cfg)) {
     json c;
     if (kilnrt_status st = read_json(cfg, c)) return st;
     auto flag = [&](const char *k, bool dflt) {
@@ -340,22 +322,22 @@ kilnrt_status open_vocab_txt(kilnrt_tokenizer &t, const std::string &path) {
 
 kilnrt_status open_any(kilnrt_tokenizer &t, const std::string &path) {
   if (is_dir(path)) {
-    if (exists(path + "/tokenizer.json")) return open_tokenizer_json(t, path + "/tokenizer.json");
-    if (exists(path + "/vocab.json") || exists(path + "/merges.txt")) {
+    if (path_exists(path + "/tokenizer.json")) return open_tokenizer_json(t, path + "/tokenizer.json");
+    if (path_exists(path + "/vocab.json") || path_exists(path + "/merges.txt")) {
       for (const char *f : {"/vocab.json", "/merges.txt"})
-        if (!exists(path + f))
+        if (!path_exists(path + f))
           return user_error("tokenizer folder '" + path + "' has " + (f[1] == 'v' ? "merges.txt" : "vocab.json") +
                             " but no " + (f + 1));
       return open_vocab_merges(t, path + "/vocab.json", path + "/merges.txt");
     }
-    if (exists(path + "/vocab.txt")) return open_vocab_txt(t, path + "/vocab.txt");
+    if (path_exists(path + "/vocab.txt")) return open_vocab_txt(t, path + "/vocab.txt");
     return user_error("tokenizer folder '" + path + "' has no tokenizer.json, vocab.json + merges.txt, or vocab.txt");
   }
-  if (!exists(path)) return user_error("tokenizer file '" + path + "' does not exist");
+  if (!path_exists(path)) return user_error("tokenizer file '" + path + "' does not exist");
   std::string base = base_of(path), dir = folder_of(path);
   if (base == "vocab.json" || base == "merges.txt") {
     std::string other = dir + (base == "vocab.json" ? "/merges.txt" : "/vocab.json");
-    if (!exists(other)) return user_error("tokenizer file '" + path + "' needs '" + other + "' beside it");
+    if (!path_exists(other)) return user_error("tokenizer file '" + path + "' needs '" + other + "' beside it");
     return base == "vocab.json" ? open_vocab_merges(t, path, other) : open_vocab_merges(t, other, path);
   }
   if (base.size() >= 4 && base.compare(base.size() - 4, 4, ".txt") == 0) return open_vocab_txt(t, path);
