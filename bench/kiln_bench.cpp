@@ -14,7 +14,7 @@
 // OPENBLAS_CORETYPE unset and OMP_WAIT_POLICY=passive. Times are medians; ratio = baseline /
 // kiln. gflops and peak_fraction are kiln's, on the work the case allows, against the FMA peak
 // this tool measures on both cores. Peak bytes are counted: kiln's arena plus its Halide
-// scratch (through halide_set_custom_malloc), the naive baselines' own buffers.
+// scratch (kilnrt's scratch pool's peak in use), the naive baselines' own buffers.
 #include <immintrin.h>
 #include <unistd.h>
 
@@ -65,13 +65,6 @@
 #include <dnnl.hpp>
 #endif
 
-extern "C" {
-typedef void *(*kb_malloc_t)(void *, size_t);
-typedef void (*kb_free_t)(void *, void *);
-kb_malloc_t halide_set_custom_malloc(kb_malloc_t);
-kb_free_t halide_set_custom_free(kb_free_t);
-}
-
 // ---------------------------------------------------------------- counted operator new
 // While g_count_new is set, the bytes live through operator new and their peak: the plain
 // references' own allocations (weights are loaded before counting starts).
@@ -95,31 +88,6 @@ void operator delete(void *p) noexcept {
 void operator delete(void *p, size_t) noexcept { operator delete(p); }
 
 namespace {
-
-// ---------------------------------------------------------------- counted Halide scratch
-std::mutex g_mu;
-std::map<void *, size_t> g_live;
-size_t g_cur = 0, g_peak = 0;
-void *countingMalloc(void *, size_t n) {
-  void *p = aligned_alloc(64, (n + 63) / 64 * 64);
-  std::lock_guard<std::mutex> l(g_mu);
-  g_live[p] = n;
-  g_cur += n;
-  g_peak = std::max(g_peak, g_cur);
-  return p;
-}
-void countingFree(void *, void *p) {
-  {
-    std::lock_guard<std::mutex> l(g_mu);
-    auto it = g_live.find(p);
-    if (it != g_live.end()) g_cur -= it->second, g_live.erase(it);
-  }
-  free(p);
-}
-void resetPeak() {
-  std::lock_guard<std::mutex> l(g_mu);
-  g_peak = g_cur;
-}
 
 double nowMs() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -204,10 +172,13 @@ struct KilnRun {
   }
   // Arena plus Halide scratch during one run.
   double peakBytes(const char *entry = "forward") {
-    resetPeak();
-    size_t before = g_cur;
+    kilnrt_scratch_stats st;
+    kilnrt_scratch_reset_peak();
+    kilnrt_scratch_get_stats(&st);
+    int64_t before = st.in_use_bytes;
     run(entry);
-    return (double)kilnrt_session_arena_bytes(s) + (g_peak - before);
+    kilnrt_scratch_get_stats(&st);
+    return (double)kilnrt_session_arena_bytes(s) + (double)(st.peak_in_use_bytes - before);
   }
   // Every parameter, for the plain reference (via save and load: the runtime's own copy).
   ref::Weights weights() {
@@ -639,8 +610,6 @@ int main(int argc, char **argv) {
     execv("/proc/self/exe", argv);
     perror("kiln-bench: re-exec");
   }
-  halide_set_custom_malloc(countingMalloc);
-  halide_set_custom_free(countingFree);
   g_peak_gflops = measurePeak(quick);
   if (g_csv)
     printf("case,L,density,computed_density,kiln_ms,baseline,baseline_ms,ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,"

@@ -13,10 +13,17 @@ struct Stream {
   const Cli *cli;
   kilnrt_tokenizer *tok;
   std::vector<int32_t> out;
+  bool keep_logits = false;     // --output-dir: each step's logits, for teacher-forced checks
+  std::vector<float> logits;
+  int64_t vocab = 0;
 };
 
-int32_t on_token(void *user, int32_t token, const float *, int64_t) {
+int32_t on_token(void *user, int32_t token, const float *logits, int64_t vocab) {
   Stream &s = *(Stream *)user;
+  if (s.keep_logits && logits) {
+    s.vocab = vocab;
+    s.logits.insert(s.logits.end(), logits, logits + vocab);
+  }
   if (s.tok) {
     const char *text;
     size_t len;
@@ -36,6 +43,7 @@ int32_t on_token(void *user, int32_t token, const float *, int64_t) {
 
 int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &output_dir) {
   Stream stream{&cli, cli.tokenizer, {}};
+  stream.keep_logits = !output_dir.empty();
   kilnrt_generate_options o{};
   o.max_new_tokens = g.max_new_tokens;
   o.temperature = g.temperature;
@@ -67,6 +75,11 @@ int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const st
     std::filesystem::create_directories(output_dir, ec);
     kilnrt_tensor t{KILN_I32, 1, {(int64_t)stream.out.size()}, stream.out.data()};
     cli.check(kilnrt_npy_write((output_dir + "/generated.npy").c_str(), &t));
+    // The logits each generated token was chosen from: [generated, vocab].
+    if (stream.vocab && stream.logits.size() == stream.out.size() * (size_t)stream.vocab) {
+      kilnrt_tensor l{KILN_F32, 2, {(int64_t)stream.out.size(), stream.vocab}, stream.logits.data()};
+      cli.check(kilnrt_npy_write((output_dir + "/step_logits.npy").c_str(), &l));
+    }
   }
   return 0;
 }

@@ -5,6 +5,8 @@
 #include "kilnrt/api.h"
 
 namespace kilnrt {
+// Serves the Halide runtime's allocations from kilnrt's scratch pool (scratch.cpp); idempotent.
+void scratch_install();
 // Records the message for kilnrt_last_error() and returns `code`.
 kilnrt_status fail(kilnrt_status code, std::string message);
 inline kilnrt_status user_error(std::string m) { return fail(KILNRT_USER_ERROR, std::move(m)); }

@@ -103,6 +103,7 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
     return internal_error("model table has ABI version " + std::to_string(model ? model->abi_version : -1) +
                           ", this runtime expects " + std::to_string(KILN_ABI_VERSION));
   if (halide_set_error_handler) halide_set_error_handler(on_halide_error);
+  if (model->gpu_api == KILN_GPU_NONE) kilnrt::scratch_install();
   if (model->gpu_api == KILN_GPU_CUDA || model->gpu_api == KILN_GPU_OPENCL) {
     if (kilnrt_status st = model->gpu_api == KILN_GPU_CUDA ? kilnrt_cuda_check() : kilnrt_opencl_check()) return st;
     if (halide_reuse_device_allocations) halide_reuse_device_allocations(nullptr, true);

@@ -134,6 +134,14 @@ class Logged {
     t_.compute_root();
     return line("compute_root");
   }
+  template <class... V>
+  Logged &reorder_storage(const Var &first, const V &...rest) {
+    std::vector<Var> vars{first, Var(rest)...};
+    t_.reorder_storage(vars);
+    std::string s;
+    for (auto &v : vars) s += (s.empty() ? "" : ", ") + v.name();
+    return line("reorder_storage", s);
+  }
   Logged &store_in(MemoryType m) {
     t_.store_in(m);
     return line("store_in", str(m));

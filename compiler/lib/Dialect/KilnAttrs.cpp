@@ -15,6 +15,7 @@ std::map<std::string, std::string> ScheduleFields::keyEntries() const {
 #undef KILN_FIELD
   if (pack != Packing::unset) m["s.pack"] = stringifyPacking(pack).str();
   if (engine != AttentionEngine::unset) m["s.engine"] = stringifyAttentionEngine(engine).str();
+  if (gemm != GemmEngine::unset) m["s.gemm"] = stringifyGemmEngine(gemm).str();
   return m;
 }
 
@@ -26,13 +27,14 @@ ScheduleFields fieldsOf(ScheduleAttr a) {
 #undef KILN_FIELD
   f.pack = a.getPack();
   f.engine = a.getEngine();
+  f.gemm = a.getGemm();
   return f;
 }
 
 ScheduleAttr scheduleAttr(MLIRContext *ctx, const ScheduleFields &f) {
   return ScheduleAttr::get(ctx, f.vec, f.parallel, f.tile_m, f.tile_n, f.tile_rows, f.column_tasks, f.pack, f.hidden_vec,
                            f.hidden_tile_n, f.rows_per_task, f.engine, f.q_block, f.block, f.chunk, f.lsh_tile, f.gpu_tile_n,
-                           f.gpu_tile_m, f.gpu_k_chunk, f.gpu_hidden_tile_n, f.gpu_hidden_k_chunk, f.gpu_threads);
+                           f.gpu_tile_m, f.gpu_k_chunk, f.gpu_hidden_tile_n, f.gpu_hidden_k_chunk, f.gpu_threads, f.gemm);
 }
 
 ScheduleFields scheduleOf(Operation *op) { return fieldsOf(op->getAttrOfType<ScheduleAttr>("kiln.schedule")); }
@@ -45,6 +47,7 @@ void mergeSchedule(Operation *op, const ScheduleFields &decided) {
 #undef KILN_FIELD
   if (f.pack == Packing::unset) f.pack = decided.pack;
   if (f.engine == AttentionEngine::unset) f.engine = decided.engine;
+  if (f.gemm == GemmEngine::unset) f.gemm = decided.gemm;
   op->setAttr("kiln.schedule", scheduleAttr(op->getContext(), f));
 }
 

@@ -10,6 +10,11 @@
 //      read transposed, or through a dynamic or long (>= 1024) K, is packed per task (pack),
 //      others are read in place. The FFN packs both weights per call, its first GEMM's tile
 //      (hidden_tile_n, hidden_vec) over d_ff.
+//      A linear or matmul (not batched) or an FFN over at most 4 static rows (a decode step) is
+//      a bandwidth problem: gemm = stream, no packing, each weight read once in place by tasks
+//      of tile_n columns (128 for 1 or 2 rows, 64 for 3 or 4, within N): an [in, out] weight as
+//      row segments, an [out, in] one (a tied LM head) along K, vec = the lanes over K. An FFN
+//      streams only [in, out] weights (kiln-prepack-weights' layout).
 //   2. The same ops on a GPU: block tiles of gpu_tile_n columns (64, halved down to the
 //      columns, at least 16) x gpu_tile_m = 32 rows, 4 x 4 per thread; with a static K that 32,
 //      16, 8 or 4 divides and at least 32 static rows (not a decode step), K is staged through
@@ -49,6 +54,15 @@ int64_t cpuTileN(int64_t width, int64_t lanes, int64_t N) {
   if (N >= 0) tn = std::min(tn, (N + width - 1) / width * width);
   if (N >= 0) tn = std::max(lanes, std::min(tn, N / lanes * lanes));
   return std::max(lanes, tn / lanes * lanes);
+}
+
+// A streaming GEMM's rows at most (a decode step, a few batched ones) and its column tile:
+// 128 columns for 1 or 2 rows, 64 for 3 or 4 (at most 16 accumulator vectors), whole vectors
+// within N.
+constexpr int64_t kStreamRows = 4;
+int64_t streamTileN(int64_t lanes, int64_t N, int64_t M) {
+  int64_t tn = M <= 2 ? 128 : 64;
+  return std::max(lanes, std::min(tn, N / lanes * lanes));
 }
 
 // The GPU block tile's columns: 64, halved while half still covers N, at least 16.
@@ -94,6 +108,14 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
       return;
     }
     int64_t lanes = kiln::lanesFor(vectorWidth, N);
+    if (!batch && M > 0 && M <= kStreamRows && N > 0 && K > 0) {
+      s.gemm = kiln::GemmEngine::stream;
+      s.pack = kiln::Packing::none;
+      s.tile_n = transposed ? std::min<int64_t>(64, N) : streamTileN(lanes, N, M);
+      if (transposed) s.vec = kiln::lanesFor(vectorWidth, K);
+      return;
+    }
+    s.gemm = kiln::GemmEngine::register_block;
     s.tile_m = 4;
     s.tile_n = cpuTileN(vectorWidth, lanes, N);
     s.tile_rows = 8 * 4;
@@ -105,7 +127,17 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     bool oi1 = op.getLayout1() == "out_in";
     int64_t d = dim(op.getX(), 1), M = dim(op.getX(), 0), dout = dim(op.getResult(), 1);
     int64_t dff = dim(op.getW1(), oi1 ? 0 : 1);
+    if (!gpu && M > 0 && M <= kStreamRows && !oi1 && op.getLayout2() != "out_in") {
+      int64_t lanes = kiln::lanesFor(vectorWidth, dout), hiddenLanes = kiln::lanesFor(vectorWidth, dff);
+      s.gemm = kiln::GemmEngine::stream;
+      s.pack = kiln::Packing::none;
+      s.tile_n = streamTileN(lanes, dout, M);
+      s.hidden_vec = hiddenLanes;
+      s.hidden_tile_n = streamTileN(hiddenLanes, dff, M);
+      return;
+    }
     s.pack = kiln::Packing::per_call;
+    if (!gpu) s.gemm = kiln::GemmEngine::register_block;
     if (gpu) {
       s.gpu_tile_n = gpuTileN(dout);
       s.gpu_hidden_tile_n = gpuTileN(dff);

@@ -116,6 +116,22 @@ kilnrt_status kilnrt_session_state(kilnrt_session *s, const char *name, kilnrt_t
 /* Bytes of the arena the last run planned. */
 int64_t kilnrt_session_arena_bytes(const kilnrt_session *s);
 
+/* ---- kernel scratch: what the kernels allocate while they run (panels, score strips), from
+ * blocks kilnrt keeps and reuses (installed by the first session): after a first run at a given
+ * length, a run allocates nothing. Process-wide. */
+typedef struct kilnrt_scratch_stats {
+  int64_t in_use_bytes;      /* handed to running kernels now */
+  int64_t peak_in_use_bytes; /* the most at once since the last reset */
+  int64_t held_bytes;        /* every block kept (in use + idle) */
+  int64_t idle_bytes;        /* kept, free for the next request of its size */
+  int64_t requests;          /* allocations the kernels asked for */
+  int64_t blocks_allocated;  /* of which served by new memory (the rest reused a block) */
+} kilnrt_scratch_stats;
+void kilnrt_scratch_get_stats(kilnrt_scratch_stats *out);
+void kilnrt_scratch_reset_peak(void);
+/* Returns the idle blocks to the system. */
+void kilnrt_scratch_trim(void);
+
 /* The model a session runs. */
 const kiln_model_info *kilnrt_session_model(const kilnrt_session *s);
 

@@ -31,6 +31,18 @@ def Kiln_Packing : I32EnumAttr<"Packing", "how a GEMM's weight is packed into co
   let genSpecializedAttr = 0;
 }
 
+def Kiln_GemmEngine : I32EnumAttr<"GemmEngine", "how a GEMM (a linear, matmul or the FFN) is computed", [
+    I32EnumAttrCase<"unset", 0>,
+    // register blocks of tile_m x tile_n over task tiles of rows (prefill, forward)
+    I32EnumAttrCase<"register_block", 1>,
+    // a few static rows (a decode step): every weight read once, in place, in the layout it
+    // is stored in, column tiles of tile_n split among the threads, the rows' activations in
+    // registers; an [N, K] weight is read along K (vec lanes of partial sums per column)
+    I32EnumAttrCase<"stream", 2>]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+
 // The sparse pattern's orders, block rules and element masks (kiln/Support/SparsePattern.h,
 // whose enums these mirror case for case, checked by static_asserts where they meet).
 def Kiln_SparseOrder : I32EnumAttr<"SparseOrder", "the order queries or keys are visited in", [
@@ -74,6 +86,8 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
       tile_rows       rows of a GEMM's task tile (shorter inputs get 1, 2, 4... blocks)
       column_tasks    1: a linear's tasks are its column tiles, each packing its weight panel
                       once (enough columns for every thread); 0: row and column tiles fused
+      gemm            register_block | stream (a few static rows: each weight read once,
+                      in place, column tiles split among the threads)
       pack            none | per_task | per_call: the weight panels
       hidden_vec, hidden_tile_n   the FFN's first GEMM (over d_ff)
       rows_per_task   row-wise kernels: rows per task (about 16 KiB)
@@ -113,7 +127,8 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
     Kiln_Int<"GPU K stage">:$gpu_k_chunk,
     Kiln_Int<"GPU first FFN GEMM tile columns">:$gpu_hidden_tile_n,
     Kiln_Int<"GPU first FFN GEMM K stage">:$gpu_hidden_k_chunk,
-    Kiln_Int<"GPU threads per row">:$gpu_threads);
+    Kiln_Int<"GPU threads per row">:$gpu_threads,
+    DefaultValuedParameter<"::kiln::GemmEngine", "::kiln::GemmEngine::unset">:$gemm);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 

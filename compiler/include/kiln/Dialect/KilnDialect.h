@@ -34,6 +34,7 @@ struct ScheduleFields {
 #undef KILN_FIELD
   Packing pack = Packing::unset;
   AttentionEngine engine = AttentionEngine::unset;
+  GemmEngine gemm = GemmEngine::unset;
   // "s.<field>=<value>" for every decided field, sorted: the schedule's part of a kernel key.
   std::map<std::string, std::string> keyEntries() const;
 };

@@ -32,12 +32,15 @@ Func buildFfn(Builder &B) {
   // The GEMMs' operands as Funcs (inlined on the CPU; staged through shared memory on the GPU).
   Func Xr("Xr"), W1p("W1p"), Hr("Hr"), W2p("W2p");
   Xr(kk, i) = X(kk, clamp(i, 0, M - 1));
-  W1p(f, kk) = P1(f % tn1, kk, f / tn1);
+  // gemm = stream (a decode step): the weights are read in place, never packed.
+  const bool stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
+  if (stream && (oi1 || oi2)) throw std::runtime_error("kernel ffn: gemm = stream reads [in, out] weights only");
+  W1p(f, kk) = stream ? W1(f, kk) : P1(f % tn1, kk, f / tn1);
   acc1(f, i) = 0.0f;
   acc1(f, i) += Xr(r1, i) * W1p(f, r1);
   h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
   Hr(kk, i) = h(kk, i);
-  W2p(j, kk) = P2(j % tn2, kk, j / tn2);
+  W2p(j, kk) = stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2);
   acc2(j, i) = 0.0f;
   acc2(j, i) += Hr(r2, i) * W2p(j, r2);
   Expr v = acc2(j, i) + B2(j);
@@ -63,6 +66,19 @@ Func buildFfn(Builder &B) {
     GpuGemm g2{tn2, tm, B.need(B.sch.gpu_k_chunk, "gpu_k_chunk"), Hr, W2p};
     gpuGemm(B, h, acc1, f, i, r1, nullptr, g1);
     gpuGemm(B, out, acc2, j, ir, r2, nullptr, g2, /*fullTiles=*/true);
+    return out;
+  }
+
+  /* THE SCHEDULE: CPU, gemm = stream (a few static rows)
+   * h [rows x d_ff] once, then the second GEMM, each a streaming GEMM whose column tiles are the
+   * threads' tasks: every weight element read once per call, in place. */
+  if (stream) {
+    const int64_t rows = k.inputs[0].dims[0];
+    if (rows <= 0) throw std::runtime_error("kernel ffn: gemm = stream needs a static row count");
+    B.s(h).compute_root();
+    cpuStreamGemm(B, h, acc1, f, i, r1, (int)rows, false, B.need(B.sch.hidden_tile_n, "hidden_tile_n"),
+                  B.need(B.sch.hidden_vec, "hidden_vec"), B.parallel());
+    cpuStreamGemm(B, out, acc2, j, i, r2, (int)rows, false, tn2, B.vec(), B.parallel());
     return out;
   }
 

@@ -56,6 +56,38 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
   B.s(acc.update()).reorder(aj, ai, rk).unroll(aj).unroll(ai);
 }
 
+void cpuStreamGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar r, int rows, bool alongK, int tn, int vec,
+                   bool parallel) {
+  Var jo("jo"), ji("ji");
+  B.s(out).split(j, jo, ji, tn, TailStrategy::ShiftInwards).reorder(i, ji, jo);
+  if (parallel) B.s(out).parallel(jo);
+  Var aj = acc.args()[0], ai = acc.args()[1];
+  B.s(acc).compute_at(out, jo).bound_extent(aj, tn).bound_extent(ai, rows).unroll(ai);
+  if (!alongK) {
+    // For each k: the rows' activations (broadcast) times tn/vec weight vectors of row k.
+    if (vec > 1) B.s(out).vectorize(ji, vec), B.s(acc).vectorize(aj, vec);
+    B.s(acc.update()).reorder(aj, ai, r);
+    if (vec > 1) B.s(acc.update()).vectorize(aj, vec);
+    B.s(acc.update()).unroll(aj).unroll(ai).unroll(r, 2, TailStrategy::GuardWithIf);
+    return;
+  }
+  // For each column: vec-lane partial sums over K for every row (each weight vector loaded
+  // once for all rows), then a horizontal add. Consecutive columns are consecutive in memory,
+  // so a task streams its tn x K block front to back.
+  RVar ro("ro"), ri("ri");
+  Var l("l");
+  B.s(acc.update()).split(r, ro, ri, vec, TailStrategy::GuardWithIf);
+  Func part = acc.update().rfactor(ri, l);
+  B.note(funcName(part.name()) + " = " + funcName(acc.name()) + ".update().rfactor(ri, l): vec-lane partial sums along K");
+  B.s(acc.update()).reorder(ri, ai, aj);
+  Var pj = part.args()[0], pi = part.args()[1];  // part(j, i, l)
+  B.s(part).compute_at(acc, aj).bound_extent(pj, 1).bound_extent(pi, rows).reorder_storage(l, pj, pi).reorder(l, pj, pi).unroll(pi);
+  if (vec > 1) B.s(part).vectorize(l, vec);
+  B.s(part.update()).reorder(l, pi, ro);
+  if (vec > 1) B.s(part.update()).vectorize(l, vec);
+  B.s(part.update()).unroll(pi).unroll(ro, 4, TailStrategy::GuardWithIf);
+}
+
 Func buildMatmul(Builder &B) {
   const KernelSpec &k = B.k;
   const bool batch = k.op == KernelOp::BatchMatMul, lin = k.op == KernelOp::Linear;
@@ -76,6 +108,7 @@ Func buildMatmul(Builder &B) {
   // Columns are clamped where tiles may overhang N: a dynamic N, and the GPU schedule's tiles,
   // which are computed whole.
   Expr row = clamp(i, 0, M - 1);
+  const bool stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
   Expr col = N >= 0 && !B.gpu ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
   RDom r(0, Kx, "r");
   Func Ar("Ar"), Bt("Bt"), acc("acc"), out("out");
@@ -102,6 +135,17 @@ Func buildMatmul(Builder &B) {
     GpuGemm g{B.need(B.sch.gpu_tile_n, "gpu_tile_n"), B.need(B.sch.gpu_tile_m, "gpu_tile_m"),
               B.need(B.sch.gpu_k_chunk, "gpu_k_chunk"), Ar, perCall ? Bt.in() : Bt};
     gpuGemm(B, out, acc, j, i, r, batch ? &b : nullptr, g);
+    return out;
+  }
+
+  /* THE SCHEDULE: CPU, gemm = stream (a decode step's few static rows)
+   * Each weight element is read once, in place: column tiles of tile_n are the threads' tasks;
+   * an [N, K] weight (the tied LM head) is read along K with vec-lane partial sums per column,
+   * a [K, N] one as tile_n-wide row segments. No panel, no copy. */
+  if (stream) {
+    const int64_t rows = k.inputs[0].dims[k.inputs[0].dims.size() - 2];
+    if (batch || rows <= 0) throw std::runtime_error("kernel " + k.kind + ": gemm = stream needs a static row count and no batch");
+    cpuStreamGemm(B, out, acc, j, i, r, (int)rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel());
     return out;
   }
 

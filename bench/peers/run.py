@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""bench/peers/run.py: kiln's compiled examples against ONNX Runtime and PyTorch eager, in one run.
+
+    bench/peers/setup.sh                       # the pinned peers in build/peers-venv (once)
+    build/peers-venv/bin/python bench/peers/run.py [--threads 2] [--repeat 5] [--rounds 3]
+                                               [--only gpt2_small_forward,...] [--quick]
+
+It writes Hugging Face GPT-2 small and BERT-base checkpoints (random weights, seed 0,
+save_pretrained) and their ONNX exports under build/peers (bench/peers/checkpoints.py), compiles
+kiln's examples from those config.json files, and then, for every case, alternates `rounds`
+times between kiln (the compiled executable, loading model.safetensors as a user does, timed by
+its own --repeat median or, for generation, the whole process's wall time) and each peer (same
+thread count; ONNX Runtime with all graph optimizations, PyTorch under torch.inference_mode).
+Each row is the median over the rounds. Every row also checks kiln's outputs against the peer's
+(max |diff| <= 1e-4 * max |ref|) and the run fails loudly when one does not match.
+
+Output: kiln-bench's CSV columns (case,L,density,computed_density,kiln_ms,baseline,baseline_ms,
+ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,peak_fraction) plus max_rel_diff and a note;
+ratio = baseline_ms / kiln_ms (above 1: kiln is faster). kiln_peak_bytes is the kiln process's
+peak RSS; gflops is kiln's, on the case's work; peak_fraction is left to kiln-bench, which
+measures the FMA peak (and read bandwidth) in its own run.
+"""
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.path.join(ROOT, "build", "bin")
+OUT = os.path.join(ROOT, "build", "peers")
+TOL = 1e-4
+
+
+def log(*a):
+    print("peers:", *a, file=sys.stderr, flush=True)
+
+
+def sh(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit("peers: command failed (%d): %s\n%s%s" % (r.returncode, " ".join(cmd), r.stdout[-2000:], r.stderr[-2000:]))
+    return r
+
+
+def stale(exe, src):
+    """An executable older than its compiler or the runtime it links."""
+    deps = [src] + [os.path.join(ROOT, "build", "lib", l) for l in ("libkilnrt.a", "libkilnrt_main.a")]
+    return not os.path.exists(exe) or any(os.path.exists(d) and os.path.getmtime(exe) < os.path.getmtime(d) for d in deps)
+
+
+def compile_examples(threads):
+    exes = {}
+    for name, prog, cfg in (("gpt2", "gpt2-compile", "gpt2"), ("bert", "bert-compile", "bert")):
+        exe = os.path.join(OUT, name + "-kiln")
+        src = os.path.join(BIN, prog)
+        if stale(exe, src):
+            log("compiling", name, "with", prog)
+            sh([src, "--config", os.path.join(OUT, cfg, "config.json"), "-o", exe])
+        exes[name] = exe
+    attn = {}
+    for L in (2048, 8192):
+        exe = os.path.join(OUT, "attention-causal-%d" % L)
+        src = os.path.join(BIN, "kiln-bench-models")
+        if stale(exe, src):
+            sh([src, "--case", "attention", "--causal", "--heads", "12", "--dim", "64", "--ctx", str(L), "-o", exe])
+        attn[L] = exe
+    return exes, attn
+
+
+def run_kiln(args, threads, repeat, out_dir=None):
+    """Runs a compiled kiln executable; returns (median ms from --repeat, peak RSS bytes, stderr)."""
+    cmd = list(args) + ["--threads", str(threads), "--repeat", str(repeat)]
+    if out_dir:
+        cmd += ["--output-dir", out_dir]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = sh(cmd)
+    m = re.search(r"median time over \d+ runs: ([0-9.]+) ms", r.stdout)
+    if repeat > 1 and not m:
+        sys.exit("peers: no median time in kiln's output:\n" + r.stdout[-1000:])
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far
+    return (float(m.group(1)) if m else None), rss, r.stderr
+
+
+def median_ms(fn, repeat):
+    fn()  # warm
+    t = []
+    for _ in range(repeat):
+        a = time.perf_counter()
+        fn()
+        t.append((time.perf_counter() - a) * 1e3)
+    return statistics.median(t)
+
+
+def check(case, kiln_out, ref, what):
+    kiln_out, ref = np.asarray(kiln_out, np.float64), np.asarray(ref, np.float64)
+    if kiln_out.shape != ref.shape:
+        sys.exit("peers: %s: kiln's %s has shape %s, %s's %s" % (case, what, kiln_out.shape, "the peer", ref.shape))
+    scale = float(np.max(np.abs(ref)))
+    diff = float(np.max(np.abs(kiln_out - ref)))
+    rel = diff / scale if scale > 0 else diff
+    if not np.all(np.isfinite(kiln_out)) or rel > TOL:
+        sys.exit("peers: %s: kiln's %s differs from the peer's: max |diff| %.3g = %.3g x max |ref| (allowed %g)"
+                 % (case, what, diff, rel, TOL))
+    return rel
+
+
+ROWS = []
+
+
+def row(case, L, kiln_ms, baseline, base_ms, rss, gflop, rel, note=""):
+    r = dict(case=case, L=L, kiln_ms=kiln_ms, baseline=baseline, baseline_ms=base_ms, ratio=base_ms / kiln_ms,
+             kiln_peak_bytes=rss, gflops=gflop / (kiln_ms / 1e3) if gflop else 0.0, rel=rel, note=note)
+    ROWS.append(r)
+    print("%s,%d,1,1,%.3f,%s,%.3f,%.3f,%d,,%.1f,,%.2e,%s" % (case, L, kiln_ms, baseline, base_ms, r["ratio"], rss,
+                                                            r["gflops"], rel, note), flush=True)
+
+
+def gpt2_flops(L, past=0, head_rows=None):
+    d, dff, n, V = 768, 3072, 12, 50257
+    per_row = n * 2 * (d * 3 * d + d * d + 2 * d * dff)
+    attn = n * 2 * 2 * d * (L * (L + 1) / 2 + L * past)  # QK^T and PV, causal
+    head = 2 * d * V * (L if head_rows is None else head_rows)
+    return (per_row * L + attn + head) / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--quick", action="store_true", help="one size per case, 1 round")
+    a = ap.parse_args()
+    only = set(filter(None, a.only.split(",")))
+    want = lambda c: not only or c in only
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    import torch
+    import onnxruntime as ort
+    from transformers import BertModel, GPT2LMHeadModel
+    sys.path.insert(0, os.path.dirname(__file__))
+    import checkpoints
+    torch.set_num_threads(a.threads)
+    os.makedirs(OUT, exist_ok=True)
+    gdir, bdir = checkpoints.gpt2(OUT), checkpoints.bert(OUT)
+    checkpoints.export(gdir, GPT2LMHeadModel, "logits", os.path.join(gdir, "model.onnx"))
+    checkpoints.export(bdir, BertModel, "last_hidden_state", os.path.join(bdir, "model.onnx"))
+    exes, attn = compile_examples(a.threads)
+    rounds = 1 if a.quick else a.rounds
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = a.threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    print("case,L,density,computed_density,kiln_ms,baseline,baseline_ms,ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,"
+          "peak_fraction,max_rel_diff,note", flush=True)
+    rng = np.random.default_rng(0)
+    tmp = tempfile.mkdtemp(prefix="kiln-peers-")
+    gw, bw = os.path.join(gdir, "model.safetensors"), os.path.join(bdir, "model.safetensors")
+
+    gpt2 = bert = gsess = bsess = None
+    if any(want(c) for c in ("gpt2_small_forward", "gpt2_small_decode", "gpt2_small_generate")):
+        gpt2 = GPT2LMHeadModel.from_pretrained(gdir).eval()
+        gsess = ort.InferenceSession(os.path.join(gdir, "model.onnx"), so, providers=["CPUExecutionProvider"])
+
+    def ids_file(L, name, vocab=50257):
+        ids = rng.integers(0, vocab, size=L).astype(np.int32)
+        path = os.path.join(tmp, "%s-%d.npy" % (name, L))
+        np.save(path, ids)
+        return ids, path
+
+    if want("gpt2_small_forward"):
+        for L in ([128] if a.quick else [128, 512, 1024]):
+            ids, path = ids_file(L, "gpt2")
+            t = torch.from_numpy(ids.astype(np.int64))[None]
+            k, o, p = [], [], []
+            for _ in range(rounds):
+                ms, rss, _ = run_kiln([exes["gpt2"], "--weights", gw, "--input", "tokens=" + path], a.threads, a.repeat,
+                                      os.path.join(tmp, "g%d" % L))
+                k.append(ms)
+                o.append(median_ms(lambda: gsess.run(None, {"ids": t.numpy()}), a.repeat))
+                with torch.inference_mode():
+                    p.append(median_ms(lambda: gpt2(t, use_cache=False), a.repeat))
+            got = np.load(os.path.join(tmp, "g%d" % L, "logits.npy"))
+            ref_o = gsess.run(None, {"ids": t.numpy()})[0][0]
+            with torch.inference_mode():
+                ref_p = gpt2(t, use_cache=False).logits[0].numpy()
+            km = statistics.median(k)
+            row("gpt2_small_forward", L, km, "onnxruntime", statistics.median(o), rss, gpt2_flops(L),
+                check("gpt2_small_forward", got, ref_o, "logits"))
+            row("gpt2_small_forward", L, km, "torch", statistics.median(p), rss, gpt2_flops(L),
+                check("gpt2_small_forward", got, ref_p, "logits"))
+
+    if want("gpt2_small_decode"):
+        for past in ([128] if a.quick else [128, 511, 1023]):
+            ids, ppath = ids_file(past, "prompt")
+            tokf = os.path.join(tmp, "token.npy")
+            np.save(tokf, np.array([ids[-1]], np.int32))
+            pastf = os.path.join(tmp, "past-%d.npy" % past)
+            np.save(pastf, np.array([past], np.int32))
+            # Correctness: a decode step at `past` after the prompt, through --generate 2 (the first
+            # token comes from the prompt's run, the second from decode at past), teacher-forced.
+            gd = os.path.join(tmp, "d%d" % past)
+            run_kiln([exes["gpt2"], "--weights", gw, "--input", "tokens=" + ppath, "--generate", "2", "--quiet"], a.threads,
+                     1, gd)
+            gen = np.load(os.path.join(gd, "generated.npy"))
+            steps = np.load(os.path.join(gd, "step_logits.npy"))
+            t = torch.from_numpy(ids.astype(np.int64))[None]
+            with torch.inference_mode():
+                full = gpt2(torch.cat([t, torch.tensor([[int(gen[0])]])], 1), use_cache=False).logits[0]
+                rel = check("gpt2_small_decode", steps, full[-2:].numpy(), "step logits")
+                cache = gpt2(t, use_cache=True).past_key_values
+                nxt = torch.tensor([[int(gen[0])]])
+
+                def step():
+                    gpt2(nxt, past_key_values=cache, use_cache=True)
+                    cache.crop(past)
+                k, p = [], []
+                for _ in range(rounds):
+                    ms, rss, _ = run_kiln([exes["gpt2"], "--weights", gw, "--entry", "decode", "--input", "token=" + tokf,
+                                           "--input", "past=" + pastf], a.threads, 4 * a.repeat)
+                    k.append(ms)
+                    p.append(median_ms(step, 4 * a.repeat))
+            row("gpt2_small_decode", past, statistics.median(k), "torch", statistics.median(p), rss,
+                gpt2_flops(1, past), rel, "past=%d; torch DynamicCache cropped back each step" % past)
+
+    if want("gpt2_small_generate"):
+        P, N = (128, 16) if a.quick else (512, 64)
+        ids, ppath = ids_file(P, "gen")
+        t = torch.from_numpy(ids.astype(np.int64))[None]
+        k, p = [], []
+        for r in range(rounds):
+            gd = os.path.join(tmp, "gen%d" % r)
+            a0 = time.perf_counter()
+            _, rss, err = run_kiln([exes["gpt2"], "--weights", gw, "--input", "tokens=" + ppath, "--generate", str(N)],
+                                   a.threads, 1, gd)
+            k.append((time.perf_counter() - a0) * 1e3)
+            with torch.inference_mode():
+                a0 = time.perf_counter()
+                m = GPT2LMHeadModel.from_pretrained(gdir).eval()
+                m.generate(t, max_new_tokens=N, min_new_tokens=N, do_sample=False, pad_token_id=0)
+                p.append((time.perf_counter() - a0) * 1e3)
+        gen = np.load(os.path.join(gd, "generated.npy"))
+        steps = np.load(os.path.join(gd, "step_logits.npy"))
+        with torch.inference_mode():  # teacher-forced: the peer's logits over prompt + kiln's tokens
+            full = gpt2(torch.cat([t, torch.from_numpy(gen[:-1].astype(np.int64))[None]], 1), use_cache=False).logits[0]
+        rel = check("gpt2_small_generate", steps, full[P - 1:].numpy(), "step logits")
+        km = statistics.median(k)
+        row("gpt2_small_generate", P, km, "torch", statistics.median(p), rss, 0.0, rel,
+            "prompt %d + %d new tokens, whole process incl. loading (torch: from_pretrained + generate); kiln %.1f tok/s, "
+            "torch %.1f tok/s; kiln: %s" % (P, N, N / (km / 1e3), N / (statistics.median(p) / 1e3), err.strip().splitlines()[-1]))
+
+    if want("bert_base_forward"):
+        bert = BertModel.from_pretrained(bdir, add_pooling_layer=False).eval()
+        bsess = ort.InferenceSession(os.path.join(bdir, "model.onnx"), so, providers=["CPUExecutionProvider"])
+        for L in ([128] if a.quick else [128, 512]):
+            ids, path = ids_file(L, "bert", 30522)
+            t = torch.from_numpy(ids.astype(np.int64))[None]
+            k, o, p = [], [], []
+            for _ in range(rounds):
+                ms, rss, _ = run_kiln([exes["bert"], "--weights", bw, "--input", "tokens=" + path], a.threads, a.repeat,
+                                      os.path.join(tmp, "b%d" % L))
+                k.append(ms)
+                o.append(median_ms(lambda: bsess.run(None, {"ids": t.numpy()}), a.repeat))
+                with torch.inference_mode():
+                    p.append(median_ms(lambda: bert(input_ids=t, token_type_ids=torch.zeros_like(t)), a.repeat))
+            got = np.load(os.path.join(tmp, "b%d" % L, "hidden.npy"))
+            ref_o = bsess.run(None, {"ids": t.numpy()})[0][0]
+            with torch.inference_mode():
+                ref_p = bert(input_ids=t, token_type_ids=torch.zeros_like(t)).last_hidden_state[0].numpy()
+            d, dff = 768, 3072
+            fl = (12 * 2 * L * (4 * d * d + 2 * d * dff) + 12 * 4 * d * L * L) / 1e9
+            km = statistics.median(k)
+            row("bert_base_forward", L, km, "onnxruntime", statistics.median(o), rss, fl, check("bert_base_forward", got, ref_o, "hidden"))
+            row("bert_base_forward", L, km, "torch", statistics.median(p), rss, fl, check("bert_base_forward", got, ref_p, "hidden"))
+
+    if want("attention_causal"):
+        for L in ([2048] if a.quick else [2048, 8192]):
+            x = {n: rng.standard_normal((12, L, 64)).astype(np.float32) for n in "qkv"}
+            paths = []
+            for n, v in x.items():
+                paths += ["--input", "%s=%s" % (n, os.path.join(tmp, "%s%d.npy" % (n, L)))]
+                np.save(os.path.join(tmp, "%s%d.npy" % (n, L)), v)
+            tq, tk, tv = (torch.from_numpy(x[n])[None] for n in "qkv")
+            k, p = [], []
+            for _ in range(rounds):
+                ms, rss, _ = run_kiln([attn[L]] + paths, a.threads, a.repeat, os.path.join(tmp, "a%d" % L))
+                k.append(ms)
+                with torch.inference_mode():
+                    p.append(median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True),
+                                       a.repeat))
+            got = np.load(os.path.join(tmp, "a%d" % L, "o.npy"))
+            with torch.inference_mode():
+                ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)[0].numpy()
+            fl = 12 * 4 * 64 * L * (L + 1) / 2 / 1e9
+            row("attention_causal", L, statistics.median(k), "torch_sdpa", statistics.median(p), rss, fl,
+                check("attention_causal", got, ref, "o"))
+    log("done: %d rows, every output matched its peer" % len(ROWS))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# bench/peers/setup.sh: the peers kiln is timed against, in a virtual environment under build/
+# (never run by ./test.sh). PyPI's torch wheel pulls several GB of CUDA wheels; that is fine on
+# demand. Idempotent: an environment that already has the pinned versions is kept.
+#
+#   bench/peers/setup.sh [VENV]        (default build/peers-venv)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VENV=${1:-build/peers-venv}
+PINS=(torch==2.15.0 transformers==5.24.0 onnxruntime==1.32.0 onnx onnxscript safetensors numpy)
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" - <<'PY' 2>/dev/null; then
+import importlib.metadata as m, sys
+want = {"torch": "2.15.0", "transformers": "5.24.0", "onnxruntime": "1.32.0"}
+sys.exit(0 if all(m.version(k) == v for k, v in want.items()) and m.version("onnx") and m.version("onnxscript") else 1)
+PY
+  echo "peers: $VENV already has ${PINS[*]:0:3}"
+  exit 0
+fi
+command -v python3 >/dev/null || { echo "peers: python3 is needed (apt install python3 python3-venv)" >&2; exit 1; }
+python3 -m venv "$VENV" || { echo "peers: python3 -m venv failed (apt install python3-venv)" >&2; exit 1; }
+"$VENV/bin/pip" install --quiet --upgrade pip
+"$VENV/bin/pip" install --quiet "${PINS[@]}"
+"$VENV/bin/python" -c "import torch, transformers, onnxruntime; print('peers: torch', torch.__version__, 'transformers', transformers.__version__, 'onnxruntime', onnxruntime.__version__)"

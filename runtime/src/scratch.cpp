@@ -1,0 +1,121 @@
+// scratch.cpp - the memory Halide kernels allocate while they run (a task's panel, a score
+// strip, a root buffer of a kernel's own), served from blocks kilnrt owns and keeps.
+//
+// Without it every such allocation goes to malloc and is freed when the kernel returns; glibc
+// serves the large ones with a fresh mmap each time, which the kernel zero-fills again on first
+// touch: a steady-state run then takes tens of thousands of minor page faults. Here a freed block
+// goes back to a free list of its size (rounded up to 4 KiB pages above 4 KiB, to 64 bytes
+// below) and the next request of that size takes it: after the first run at a given length every
+// kernel's scratch is memory that was already touched, and a run makes no allocation of its own.
+// The blocks are kept until the process ends (kilnrt_scratch_trim returns the idle ones).
+// Installed into the Halide runtime by the first session (halide_set_custom_malloc).
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "internal.h"
+
+extern "C" {
+typedef void *(*kiln_halide_malloc_t)(void *, size_t);
+typedef void (*kiln_halide_free_t)(void *, void *);
+__attribute__((weak)) kiln_halide_malloc_t halide_set_custom_malloc(kiln_halide_malloc_t);
+__attribute__((weak)) kiln_halide_free_t halide_set_custom_free(kiln_halide_free_t);
+}
+
+namespace {
+// Halide's kernels assume the alignment its own allocator gives (up to 128 bytes for its widest
+// vector types); every block starts on a 128-byte boundary.
+constexpr size_t kAlign = 128;
+
+struct Pool {
+  std::mutex mu;
+  std::map<size_t, std::vector<void *>> free_blocks;  // by rounded size
+  std::map<void *, size_t> size_of;                   // every block handed out or kept
+  kilnrt_scratch_stats stats{};
+};
+Pool &pool() {
+  static Pool *p = new Pool;  // never destroyed: kernels may run during static destruction
+  return *p;
+}
+
+size_t rounded(size_t n) {
+  if (n <= 4096) return (n + 63) / 64 * 64;
+  return (n + 4095) / 4096 * 4096;
+}
+
+void *scratch_malloc(void *, size_t n) {
+  size_t r = rounded(n ? n : 1);
+  Pool &p = pool();
+  std::lock_guard<std::mutex> l(p.mu);
+  void *b = nullptr;
+  auto it = p.free_blocks.find(r);
+  if (it != p.free_blocks.end() && !it->second.empty()) {
+    b = it->second.back();
+    it->second.pop_back();
+    p.stats.idle_bytes -= (int64_t)r;
+  } else {
+    b = aligned_alloc(kAlign, r);
+    if (!b) return nullptr;
+    p.size_of[b] = r;
+    p.stats.held_bytes += (int64_t)r;
+    p.stats.blocks_allocated += 1;
+  }
+  p.stats.in_use_bytes += (int64_t)r;
+  if (p.stats.in_use_bytes > p.stats.peak_in_use_bytes) p.stats.peak_in_use_bytes = p.stats.in_use_bytes;
+  p.stats.requests += 1;
+  return b;
+}
+
+void scratch_free(void *, void *b) {
+  if (!b) return;
+  Pool &p = pool();
+  std::lock_guard<std::mutex> l(p.mu);
+  auto it = p.size_of.find(b);
+  if (it == p.size_of.end()) {  // not ours (allocated before the pool was installed)
+    free(b);
+    return;
+  }
+  p.free_blocks[it->second].push_back(b);
+  p.stats.in_use_bytes -= (int64_t)it->second;
+  p.stats.idle_bytes += (int64_t)it->second;
+}
+}  // namespace
+
+namespace kilnrt {
+void scratch_install() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (halide_set_custom_malloc && halide_set_custom_free) {
+      halide_set_custom_malloc(scratch_malloc);
+      halide_set_custom_free(scratch_free);
+    }
+  });
+}
+}  // namespace kilnrt
+
+extern "C" void kilnrt_scratch_get_stats(kilnrt_scratch_stats *out) {
+  Pool &p = pool();
+  std::lock_guard<std::mutex> l(p.mu);
+  *out = p.stats;
+}
+
+extern "C" void kilnrt_scratch_reset_peak(void) {
+  Pool &p = pool();
+  std::lock_guard<std::mutex> l(p.mu);
+  p.stats.peak_in_use_bytes = p.stats.in_use_bytes;
+}
+
+extern "C" void kilnrt_scratch_trim(void) {
+  Pool &p = pool();
+  std::lock_guard<std::mutex> l(p.mu);
+  for (auto &[size, blocks] : p.free_blocks) {
+    for (void *b : blocks) {
+      p.size_of.erase(b);
+      free(b);
+      p.stats.held_bytes -= (int64_t)size;
+      p.stats.idle_bytes -= (int64_t)size;
+    }
+    blocks.clear();
+  }
+}
