@@ -285,6 +285,18 @@ Tensor slice(Tensor x, int64_t axis, int64_t offset, int64_t size, SourceLoc loc
   return t;
 }
 
+Tensor last(Tensor x, int64_t axis, SourceLoc loc) {
+  Model &m = model_of({x}, "last", loc);
+  need(axis >= 0 && axis < x.rank(), "last", "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(x.rank()), loc);
+  Shape s = x.shape();
+  s[axis] = 1;
+  Tensor t = make(m, OpKind::Slice, {x.id()}, s, loc, x.dtype());
+  Node &n = const_cast<Node &>(t.node());
+  n.axis = axis;
+  n.offset = -1;  // counted from the end: the slice [size - 1, size)
+  return t;
+}
+
 std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes, SourceLoc loc) {
   Model &m = model_of({x}, "split", loc);
   int64_t total = 0;

@@ -6,9 +6,12 @@
 // "transformer." prefix; the attention mask buffers GPT-2 checkpoints carry
 // (h.{i}.attn.bias, h.{i}.attn.masked_bias) are ignored and reported.
 //
-// Two entry points share the weights and a KV cache (one key and one value state per layer):
-// `forward` runs the prompt and fills the cache; `decode` runs one token at position `past`
-// and attends to the cache, so `./gpt2 --tokens ... --generate N` costs O(L) per new token.
+// Three entry points share the weights and a KV cache (one key and one value state per layer):
+// `forward` runs the prompt, fills the cache and gives every row's logits; `prefill` does the
+// same but computes the head on the last row only (`last_logits` [1, vocab]: what generation
+// needs, as transformers' logits_to_keep = 1), saving the 50257-wide head on every other row;
+// `decode` runs one token at position `past` and attends to the cache, so
+// `./gpt2 --tokens ... --generate N` (prefill, then decode steps) costs O(L) per new token.
 //
 //   build/bin/gpt2-compile --layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128 -o gpt2
 //   ./gpt2 --weights model.safetensors --tokens 464,3290,318
@@ -53,7 +56,7 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   // The decoder, shared by both entries: x [n, d] -> logits [n, vocab]. Each layer writes its
   // keys and values into the KV cache at `past` (none: row 0) and, when decoding, attends to the
   // cache; the prompt attends to its own keys and values.
-  auto decoder = [&](Tensor x, Tensor past, Tensor wte) {
+  auto decoder = [&](Tensor x, Tensor past, Tensor wte, bool lastRow = false) {
     for (int64_t i = 0; i < c.layers; ++i) {
       std::string p = "transformer.h." + std::to_string(i);
       std::vector<Tensor> qkv = split(conv1d(p + ".attn.c_attn", norm(p + ".ln_1", x), d, 3 * d), 1, {d, d, d});
@@ -72,6 +75,7 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
       Tensor h = gelu(conv1d(p + ".mlp.c_fc", norm(p + ".ln_2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
       x = add(x, conv1d(p + ".mlp.c_proj", h, 4 * d, d));
     }
+    if (lastRow) x = last(x, 0);
     return linear(norm("transformer.ln_f", x), wte);  // tied head: x · wteᵀ
   };
   // forward (the prefill): the prompt, which also fills the caches.
@@ -80,6 +84,12 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   Tensor wte = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor wpe = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
   m.output("logits", decoder(add(embedding(wte, tokens), position_embedding(wpe, tokens)), Tensor(), wte));
+  // prefill: the same prompt and caches, the head on the last row only.
+  m.entry("prefill");
+  Tensor ptokens = m.tokens("tokens", L, c.vocab);
+  Tensor wteP = m.param("transformer.wte.weight", {c.vocab, d});
+  Tensor wpeP = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
+  m.output("last_logits", decoder(add(embedding(wteP, ptokens), position_embedding(wpeP, ptokens)), Tensor(), wteP, true));
   // decode: one token at position `past`, attending to the cached positions.
   m.entry("decode");
   Tensor token = m.tokens("token", 1, c.vocab);

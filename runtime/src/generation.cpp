@@ -145,8 +145,10 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
   if (kilnrt_status r = kilnrt_session_output(s, m.io[prefill->outputs[0]].name, &first)) return r;
   int64_t t1 = kilnrt_time_now_ns();
   st.prompt_ns = t1 - t0;
-  st.prompt_tokens = first->shape[0];
-  int64_t past = encdec ? 0 : first->shape[0];
+  // The prompt's length: the token input's (a prefill entry's output may be its last row only).
+  const kilnrt_tensor *given = token_input ? kilnrt::session_input(s, token_input) : nullptr;
+  st.prompt_tokens = given ? given->shape[0] : first->shape[0];
+  int64_t past = encdec ? 0 : st.prompt_tokens;
   int32_t memory_len = (int32_t)first->shape[0];
   uint64_t rng = o.seed;
   const float *row = nullptr;

@@ -7,6 +7,11 @@
 namespace kilnrt {
 // Serves the Halide runtime's allocations from kilnrt's scratch pool (scratch.cpp); idempotent.
 void scratch_install();
+void scratch_threads(int n);  // the kernels' thread count (kilnrt_threads_set)
+void scratch_prefault_stacks();  // every kernel thread touches the top MiB of its stack once
+// The tensor last set for input `name` (null when none was set): generation reads the prompt's
+// length from it.
+const kilnrt_tensor *session_input(const kilnrt_session *s, const char *name);
 // Records the message for kilnrt_last_error() and returns `code`.
 kilnrt_status fail(kilnrt_status code, std::string message);
 inline kilnrt_status user_error(std::string m) { return fail(KILNRT_USER_ERROR, std::move(m)); }

@@ -32,6 +32,7 @@ static void on_halide_error(void *, const char *msg) {
 
 extern "C" void kilnrt_threads_set(int n) {
   if (halide_set_num_threads) halide_set_num_threads(n);
+  kilnrt::scratch_threads(n);
 }
 
 namespace {
@@ -496,6 +497,7 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
   std::vector<int64_t> offsets(e->n_buffers);
   int64_t total = 0;
   if (kilnrt_status st = kilnrt_arena_plan(e->buffers, e->n_buffers, syms, offsets.data(), &total)) return st;
+  if (m->gpu_api == KILN_GPU_NONE) kilnrt::scratch_prefault_stacks();
   if (total > s->arena_bytes || !s->arena) {
     s->arena = alloc64((size_t)total);
     if (!s->arena) return user_error("cannot allocate the " + std::to_string(total) + "-byte arena");
@@ -559,6 +561,12 @@ extern "C" kilnrt_status kilnrt_session_state(kilnrt_session *s, const char *nam
     names += (names.empty() ? "" : ", ") + std::string(st.name);
   }
   return user_error("the model has no state '" + std::string(name) + "' (states: " + (names.empty() ? "none" : names) + ")");
+}
+
+const kilnrt_tensor *kilnrt::session_input(const kilnrt_session *s, const char *name) {
+  for (int i = 0; i < s->m->n_io; ++i)
+    if (strcmp(s->m->io[i].name, name) == 0) return s->io_set[i] ? &s->io_tensor[i] : nullptr;
+  return nullptr;
 }
 
 extern "C" int64_t kilnrt_session_arena_bytes(const kilnrt_session *s) { return s->arena_bytes; }

@@ -91,6 +91,47 @@ TEST(Gpt2Generate, KvCacheDecodingMatchesGreedyReference) {
   EXPECT_EQ(readIds(dir + "/long/generated.npy").size(), 60u);
 }
 
+// examples/gpt2's `prefill` entry: the prompt through every layer, the head on its last row only
+// (last_logits [1, vocab]), which --generate runs the prompt through. Its logits must be the last
+// row of `forward`'s and of the reference's; --generate's step logits (--output-dir writes them)
+// must be the reference's over the prompt and the tokens generated so far (teacher-forced).
+TEST(Gpt2Generate, PrefillKeepsTheLastRowAndStepLogitsMatchTheReference) {
+  std::string dir = kt::workDir("gpt2_prefill"), fx = kSrc + "/tests/fixtures/gpt2";
+  auto r = kt::run(std::string(KILN_BIN) + "/gpt2-compile --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64 --quiet "
+                   "--cache-dir " + std::string(KILN_TEST_CACHE) + " -o " + dir + "/gpt2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  W w = kt::loadWeights(fx + "/weights.safetensors");
+  std::vector<int32_t> prompt{17, 4, 99, 3, 250, 61, 7};
+  std::string cmd = dir + "/gpt2 --weights " + fx + "/weights.safetensors --tokens " + kt::idList(prompt);
+  r = kt::run(cmd + " --entry forward --output-dir " + dir + "/f");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(cmd + " --entry prefill --output-dir " + dir + "/p");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T all = kt::loadNpy(dir + "/f/logits.npy"), lastRow = kt::loadNpy(dir + "/p/last_logits.npy");
+  const int64_t V = 256, L = (int64_t)prompt.size();
+  ASSERT_EQ(lastRow.shape, (std::vector<int64_t>{1, V}));
+  ref::T want({1, V});
+  std::copy(all.v.end() - V, all.v.end(), want.v.begin());
+  EXPECT_TRUE(kt::allClose(want, lastRow));
+  ref::T full = ref::gpt2_hf(w, prompt, 2, 4, "");
+  std::copy(full.v.begin() + (L - 1) * V, full.v.begin() + L * V, want.v.begin());
+  EXPECT_TRUE(kt::allClose(want, lastRow));
+  const int n = 4;
+  r = kt::run(cmd + " --generate " + std::to_string(n) + " --output-dir " + dir + "/g");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<int32_t> gen = readIds(dir + "/g/generated.npy");
+  ASSERT_EQ(gen.size(), (size_t)n);
+  ref::T steps = kt::loadNpy(dir + "/g/step_logits.npy");
+  ASSERT_EQ(steps.shape, (std::vector<int64_t>{n, V}));
+  std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), gen.begin(), gen.end() - 1);
+  ref::T tf = ref::gpt2_hf(w, seq, 2, 4, "");  // row L - 1 + k predicts generated token k
+  ref::T wantSteps({n, V});
+  std::copy(tf.v.begin() + (L - 1) * V, tf.v.end(), wantSteps.v.begin());
+  EXPECT_TRUE(kt::allClose(wantSteps, steps));
+  EXPECT_NE(r.output.find("prompt: 7 tokens in"), std::string::npos) << r.output;
+}
+
 // examples/transformer --generate: the encoder runs once (its `encode` entry fills every decoder
 // layer's cross-attention keys and values), then each decode step runs one target token through
 // the decoder with its own self-attention cache. Must equal greedy decoding with the reference

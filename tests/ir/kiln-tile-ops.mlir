@@ -9,11 +9,11 @@
 // block tiles of up to 64 columns (halved down to the columns, at least 16) x 32 rows, each K
 // staged through shared memory in the largest of 32, 16, 8, 4 that divides it.
 // CHECK-LABEL: func.func @linear_tiles
-// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 0, pack = per_task>
-// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task>
+// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 0, pack = per_task, gemm = register_block>
+// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task, gemm = register_block>
 // AVX2-LABEL: func.func @linear_tiles
-// AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 32, tile_rows = 32, column_tasks = 1, pack = per_task>
-// AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task>
+// AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 32, tile_rows = 32, column_tasks = 1, pack = per_task, gemm = register_block>
+// AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task, gemm = register_block>
 // GPU-LABEL: func.func @linear_tiles
 // GPU: kiln.schedule = #kiln.schedule<pack = per_call, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 8>
 // GPU: kiln.schedule = #kiln.schedule<pack = per_call, gpu_tile_n = 16, gpu_tile_m = 32, gpu_k_chunk = 32>
@@ -27,11 +27,12 @@ func.func @linear_tiles(%x: tensor<?x8xf32>) -> tensor<?x10xf32> {
 
 // -----
 
-// A weight stored [in, out] (x·W) with a short K is read in place; a long K (>= 1024) packs it.
+// One static row (a decode step) streams the weight in place: column tiles of 128 as tasks, no
+// packing. Over many rows, a weight stored [in, out] (x·W) with a long K (>= 1024) is packed.
 // A decode step (one static row) on a GPU stages nothing: whole 32-row tiles would be padding.
 // CHECK-LABEL: func.func @packing
-// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = none>
-// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 128, pack = none, gemm = stream>
+// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, gemm = register_block>
 // GPU-LABEL: func.func @packing
 // GPU: kiln.linear {{.*}}#kiln.schedule<pack = none, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 0>
 func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>) -> (tensor<1x2048xf32>, tensor<?x2048xf32>) {
@@ -47,7 +48,7 @@ func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>) -> (tensor<1x20
 // The FFN's two GEMMs: the output's block over d_out (64 columns: one 64-wide block), the
 // intermediate's over d_ff (256: 64); both weights packed once per call.
 // CHECK-LABEL: func.func @ffn
-// CHECK: kiln.ffn {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, pack = per_call, hidden_vec = 16, hidden_tile_n = 64, chunk = 32>
+// CHECK: kiln.ffn {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, pack = per_call, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>
 // GPU-LABEL: func.func @ffn
 // GPU: kiln.ffn {{.*}}kiln.schedule = #kiln.schedule<pack = per_call, chunk = 32, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 32, gpu_hidden_tile_n = 64, gpu_hidden_k_chunk = 32>
 func.func @ffn(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
@@ -82,4 +83,24 @@ func.func @others(%q: tensor<4x?x32xf32>, %q1: tensor<4x1x32xf32>, %c: tensor<4x
   %s = kiln.softmax %a {kiln.schedule = #kiln.schedule<rows_per_task = 7>} : (tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
   %r = kiln.relu %s : (tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
   return %r, %d : tensor<4x?x32xf32>, tensor<4x1x32xf32>
+}
+
+// -----
+
+// A decode step's GEMMs stream their weights (gemm = stream, no packing): an [out, in] weight
+// (a tied LM head) in tasks of 64 columns read along K (vec = the lanes over K: 16 for K = 64),
+// the FFN's two [in, out] weights in tasks of 128 columns.
+// CHECK-LABEL: func.func @decode_stream
+// CHECK: kiln.linear {{.*}}#kiln.schedule<vec = 16, tile_n = 64, pack = none, gemm = stream>
+// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_n = 64, pack = none, hidden_vec = 16, hidden_tile_n = 128, chunk = 32, gemm = stream>
+func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x64xf32>) {
+  %e = kiln.param "e" : tensor<1000x64xf32>
+  %l = kiln.linear %x, %e : (tensor<1x64xf32>, tensor<1000x64xf32>) -> tensor<1x1000xf32>
+  %w1 = kiln.param "w1" : tensor<64x256xf32>
+  %b1 = kiln.param "b1" : tensor<256xf32>
+  %w2 = kiln.param "w2" : tensor<256x64xf32>
+  %b2 = kiln.param "b2" : tensor<64xf32>
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
+      : (tensor<1x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+  return %l, %y : tensor<1x1000xf32>, tensor<1x64xf32>
 }

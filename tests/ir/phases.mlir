@@ -36,7 +36,7 @@ func.func @attention_from_ops(%q: tensor<2x?x32xf32> {kiln.name = "q", kiln.syms
 // FUSED: kiln.linear {{.*}}activation = #kiln.activation<gelu_tanh>
 // FUSED-NOT: kiln.gelu
 // TILED-LABEL: func.func @ffn
-// TILED: kiln.ffn {{.*}}activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 48, pack = per_call, hidden_vec = 16, hidden_tile_n = 48, chunk = 64>
+// TILED: kiln.ffn {{.*}}activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 48, pack = per_call, hidden_vec = 16, hidden_tile_n = 48, chunk = 64, gemm = register_block>
 // TILED-NOT: kiln.linear
 // NOCHUNK-LABEL: func.func @ffn
 // NOCHUNK-NOT: kiln.ffn

@@ -240,12 +240,22 @@ LogicalResult SliceOp::verify() {
   auto it = ty(getInput()), rt = ty(getResult());
   int64_t axis = getAxis();
   if (axis < 0 || axis >= it.getRank() || rt.getRank() != it.getRank()) return emitOpError("expected an axis within the rank");
-  if (ShapedType::isDynamic(it.getDimSize(axis))) return emitOpError("expected a static slice axis");
   int64_t off = (int64_t)getOffset();
+  if (off < 0) {  // the last element, of any axis
+    if (off != -1 || rt.getDimSize(axis) != 1) return emitOpError("expected offset -1 (the last element) to take size 1");
+    return success();
+  }
+  if (ShapedType::isDynamic(it.getDimSize(axis))) return emitOpError("expected a static slice axis");
   if (off < 0 || off + rt.getDimSize(axis) > it.getDimSize(axis))
     return emitOpError() << "expected the slice [" << off << ", " << off + rt.getDimSize(axis)
                          << ") to lie within " << it.getDimSize(axis);
   return success();
+}
+
+Syms SliceOp::inferSeqLengths(ArrayRef<Syms> in) {
+  Syms s = in[0];
+  if ((int64_t)getAxis() < (int64_t)s.size()) s[getAxis()] = -1;  // the slice is static (the last element: 1)
+  return s;
 }
 
 void SliceOp::getKernelAttrs(KernelAttrs &a) {

@@ -255,9 +255,12 @@ def Kiln_ConcatOp : Kiln_Op<"concat", [Pure], "Concat", ["getKernelAttrs"]> {
   let hasVerifier = 1;
 }
 
-def Kiln_SliceOp : Kiln_Op<"slice", [Pure], "Slice", ["getKernelAttrs"]> {
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure], "Slice", ["getKernelAttrs", "inferSeqLengths"]> {
   let summary = "the range [offset, offset + size) of a static axis (what split produces)";
   let description = [{
+    offset = -1 (size 1): the last element of the axis, which may then be a sequence length
+    (a prompt's last row).
+
     ```mlir
     %q = kiln.slice %qkv {axis = 1 : i64, offset = 0 : i64} : (tensor<?x384xf32>) -> tensor<?x128xf32>
     ```

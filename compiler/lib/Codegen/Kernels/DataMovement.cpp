@@ -63,7 +63,8 @@ Func buildDataMovement(Builder &B) {
     SliceOp op = B.op<SliceOp>();
     int axis = r - 1 - (int)op.getAxis();
     std::vector<Expr> a = ex(v);
-    a[axis] = a[axis] + (int)op.getOffset();
+    const int64_t off = op.getOffset();  // -1: the last element
+    a[axis] = a[axis] + (off < 0 ? B.in[0].dim(axis).extent() + (int)off : Expr((int)off));
     out(v) = B.in[0](a);
     break;
   }

@@ -61,6 +61,9 @@ Tensor merge_heads(Tensor x, SourceLoc loc = SourceLoc::current());
 Tensor concat(std::vector<Tensor> xs, int64_t axis, SourceLoc loc = SourceLoc::current());
 Tensor slice(Tensor x, int64_t axis, int64_t offset, int64_t size, SourceLoc loc = SourceLoc::current());
 std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes, SourceLoc loc = SourceLoc::current());
+// The last element along `axis` (a sequence length too), the axis kept with size 1: a prompt's
+// last row, whose logits start generation.
+Tensor last(Tensor x, int64_t axis, SourceLoc loc = SourceLoc::current());
 
 struct AttentionOptions {
   Mask mask;
