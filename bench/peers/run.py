@@ -23,7 +23,6 @@ measures the FMA peak (and read bandwidth) in its own run.
 import argparse
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -75,17 +74,23 @@ def compile_examples(threads):
 
 
 def run_kiln(args, threads, repeat, out_dir=None):
-    """Runs a compiled kiln executable; returns (median ms from --repeat, peak RSS bytes, stderr)."""
+    """Runs a compiled kiln executable; returns (median ms from --repeat, its peak RSS in bytes, stderr)."""
     cmd = list(args) + ["--threads", str(threads), "--repeat", str(repeat)]
     if out_dir:
         cmd += ["--output-dir", out_dir]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    r = sh(cmd)
-    m = re.search(r"median time over \d+ runs: ([0-9.]+) ms", r.stdout)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(p.pid, 0)  # this process's own rusage: its peak RSS
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if p.returncode != 0:
+        sys.exit("peers: command failed (%d): %s\n%s%s" % (p.returncode, " ".join(cmd), stdout[-2000:], stderr[-2000:]))
+    m = re.search(r"median time over \d+ runs: ([0-9.]+) ms", stdout)
     if repeat > 1 and not m:
-        sys.exit("peers: no median time in kiln's output:\n" + r.stdout[-1000:])
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far
-    return (float(m.group(1)) if m else None), rss, r.stderr
+        sys.exit("peers: no median time in kiln's output:\n" + stdout[-1000:])
+    return (float(m.group(1)) if m else None), usage.ru_maxrss * 1024, stderr
 
 
 def median_ms(fn, repeat):
@@ -219,7 +224,7 @@ def main():
 
                 def step():
                     gpt2(nxt, past_key_values=cache, use_cache=True)
-                    cache.crop(past)
+                    cache.crop(-1)  # back to `past` rows
                 k, p = [], []
                 for _ in range(rounds):
                     ms, rss, _ = run_kiln([exes["gpt2"], "--weights", gw, "--entry", "decode", "--input", "token=" + tokf,

@@ -64,18 +64,18 @@ func.func @ffn(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
 // -----
 
 // Attention over a whole sequence runs on the online block engine with blocks of 64 queries
-// and keys; a decode step over a cache on row strips of 8 queries (32 x 4 tiles per pass on a
+// and keys; a decode step over a cache on row strips of its one query (32 x 4 tiles per pass on a
 // GPU target). Row-wise ops get rows per task (16 KiB per task; threads across a row on GPUs). A decision
 // already made (the softmax's rows) is kept; parameters get nothing.
 // CHECK-LABEL: func.func @others
 // CHECK-NOT: kiln.param {{.*}}kiln.schedule
 // CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = online_block, q_block = 64>
-// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 8>
+// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 1>
 // CHECK: kiln.softmax {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 7>
 // CHECK: kiln.relu {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 128>
 // GPU-LABEL: func.func @others
 // GPU: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = online_block, q_block = 64, gpu_threads = 32>
-// GPU: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 8, gpu_tile_n = 32, gpu_tile_m = 4>
+// GPU: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 1, gpu_tile_n = 32, gpu_tile_m = 4>
 // GPU: kiln.relu {{.*}}kiln.schedule = #kiln.schedule<gpu_threads = 32>
 func.func @others(%q: tensor<4x?x32xf32>, %q1: tensor<4x1x32xf32>, %c: tensor<4x64x32xf32>, %past: tensor<1xi32>) -> (tensor<4x?x32xf32>, tensor<4x1x32xf32>) {
   %a = kiln.attention %q, %q, %q {mask = "causal", scale = 0.17677 : f32} : (tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>) -> tensor<4x?x32xf32>

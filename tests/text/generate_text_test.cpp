@@ -367,7 +367,7 @@ TEST(GenerateCli, BadInputIsAClearError) {
   fails(exe() + " --prompt hi --temperature 0.5", "--temperature applies to --generate");
   fails(exe() + " --prompt hi --tokens 1,2", "give --prompt or --tokens");
   fails(exe() + " --prompt ''", "the prompt is empty");
-  fails(exe() + " --prompt hi --generate 2 --entry decode", "--generate runs the prompt through entry 'forward'");
+  fails(exe() + " --prompt hi --generate 2 --entry decode", "--generate runs the prompt through entry 'prefill'");
   // A tokenizer larger than the model's vocabulary (the gpt2 example has 256 tokens).
   fails(std::string(KILN_BIN) + "/gpt2 --random-weights --tokenizer " + kFx + "/bpe --prompt hi",
         "the tokenizer has 400 tokens, more than this model's vocabulary of 256");

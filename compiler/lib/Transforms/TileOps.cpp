@@ -22,7 +22,8 @@
 //   3. attention: a sparse pattern's engine and block come from kiln-tile-sparse-pattern; over a
 //      whole sequence (no cache, a dynamic query length) the online block engine with blocks of
 //      q_block = 64 queries and keys; over a cache or for decode steps row strips of q_block = 8
-//      queries (the score strip is 8 x Lk per task; GPU: 32 x 4 tiles per pass).
+//      queries (the score strip is 8 x Lk per task; GPU: 32 x 4 tiles per pass), a decode step's
+//      fewer static query rows as one block.
 //   4. LSH hashing: 64 positions per task (lsh_tile); LSH chunk attention on the GPU: key norms
 //      over 128 positions per block (gpu_tile_n).
 //   5. row-wise ops (norms, softmax, elementwise, data movement, depthwise conv, ACT): CPU
@@ -173,7 +174,10 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
           }
           bool sequence = !a.getPast() && dim(a.getQuery(), 1) < 0;
           s.engine = sequence ? kiln::AttentionEngine::online_block : kiln::AttentionEngine::row_strip;
-          s.q_block = sequence ? 64 : 8;
+          // A decode step's few static query rows are one block of their own: a block of 8
+          // would compute 8 score rows for 1.
+          int64_t lq = dim(a.getQuery(), 1);
+          s.q_block = sequence ? 64 : lq > 0 && lq < 8 ? lq : 8;
           if (gpu && sequence) s.gpu_threads = gpuRowThreads(3, inner);
           if (gpu && !sequence) s.gpu_tile_n = 32, s.gpu_tile_m = 4;
           break;

@@ -127,7 +127,8 @@ Func buildCacheAttention(Builder &B) {
 
   /* THE SCHEDULE: CPU
    * Query blocks of qb rows per task (heads in parallel); per block the score strip [Lk x qb]
-   * in register blocks of qb rows x 2 key vectors over the head dim, then max, exp, sum and
+   * in register blocks of qb rows x 2 key vectors over the head dim (one row, a decode step:
+   * each key's dot product read in place along the head dim), then max, exp, sum and
    * P.V in register blocks of up to 4 rows x the value width over the keys. */
   const int qb = B.need(B.sch.q_block, "q_block");
   Var io("io"), ii("ii");
@@ -135,15 +136,31 @@ Func buildCacheAttention(Builder &B) {
   if (B.parallel()) B.s(out).parallel(h);
   const int w = B.vec();  // kiln-assign-schedule's lanes, within the value width E
   if (w > 1) B.s(out).vectorize(e, w);
-  B.s(Kt).compute_at(out, h);
   const int wk = w;
-  if (wk > 1) B.s(Kt).vectorize(j, wk, TailStrategy::GuardWithIf);
-  B.s(S).compute_at(out, io).bound_extent(i, qb);
-  if (wk > 1) B.s(S).vectorize(j, wk, TailStrategy::GuardWithIf);
-  Var jo("jo"), ji("ji");
-  B.s(S.update()).split(j, jo, ji, 2 * wk, TailStrategy::GuardWithIf).reorder(ji, i, rd, jo);
-  if (wk > 1) B.s(S.update()).vectorize(ji, wk, TailStrategy::GuardWithIf).unroll(ji);
-  B.s(S.update()).unroll(i);
+  if (qb == 1 && wk > 1 && D % wk == 0) {
+    // One query row (a decode step): each key is read in place, contiguous along the head dim,
+    // as wk-lane partial sums reduced across the lanes. Transposing the cache into Kt would
+    // gather every key at a stride of D for a single dot product.
+    B.s(S).compute_at(out, io).bound_extent(i, 1);
+    RVar rdo("rdo"), rdi("rdi");
+    Var l("l");
+    B.s(S.update()).split(rd, rdo, rdi, wk);
+    Func Sp = S.update().rfactor(rdi, l);
+    B.note(funcName(Sp.name()) + " = " + funcName(S.name()) + ".update().rfactor(rdi, l): lane partial sums along the head dim");
+    B.s(S.update()).reorder(rdi, i, j);
+    Var pj = Sp.args()[0], pi = Sp.args()[1], ph = Sp.args()[2];
+    B.s(Sp).compute_at(S, j).bound_extent(pj, 1).bound_extent(pi, 1).bound_extent(ph, 1).reorder_storage(l, pj, pi, ph).reorder(l, pj, pi, ph).vectorize(l, wk);
+    B.s(Sp.update()).reorder(l, rdo).vectorize(l, wk).unroll(rdo);
+  } else {
+    B.s(Kt).compute_at(out, h);
+    if (wk > 1) B.s(Kt).vectorize(j, wk, TailStrategy::GuardWithIf);
+    B.s(S).compute_at(out, io).bound_extent(i, qb);
+    if (wk > 1) B.s(S).vectorize(j, wk, TailStrategy::GuardWithIf);
+    Var jo("jo"), ji("ji");
+    B.s(S.update()).split(j, jo, ji, 2 * wk, TailStrategy::GuardWithIf).reorder(ji, i, rd, jo);
+    if (wk > 1) B.s(S.update()).vectorize(ji, wk, TailStrategy::GuardWithIf).unroll(ji);
+    B.s(S.update()).unroll(i);
+  }
   B.s(m).compute_at(out, io);
   B.s(E_).compute_at(out, io);
   if (wk > 1) B.s(E_).vectorize(j, wk, TailStrategy::GuardWithIf);
