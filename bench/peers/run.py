@@ -90,7 +90,11 @@ def run_kiln(args, threads, repeat, out_dir=None):
     m = re.search(r"median time over \d+ runs: ([0-9.]+) ms", stdout)
     if repeat > 1 and not m:
         sys.exit("peers: no median time in kiln's output:\n" + stdout[-1000:])
-    return (float(m.group(1)) if m else None), usage.ru_maxrss * 1024, stderr
+    # kiln's own peak RSS (its --repeat line): a child's ru_maxrss counts what it shared with
+    # this Python process before exec.
+    r = re.search(r"peak RSS ([0-9.]+) MiB", stdout)
+    rss = int(float(r.group(1)) * 1048576) if r else usage.ru_maxrss * 1024
+    return (float(m.group(1)) if m else None), rss, stderr
 
 
 def median_ms(fn, repeat):
