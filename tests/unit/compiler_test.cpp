@@ -166,11 +166,12 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
     sched += n.ends_with(".schedule.txt");
     stmt += n.ends_with(".stmt");
   }
-  EXPECT_EQ(mlir, 13);  // input, 11 passes up to the buffer plan, the LLVM lowering
+  EXPECT_EQ(mlir, 14);  // input, 12 passes up to the buffer plan, the LLVM lowering
   EXPECT_GT(sched, 5);
   EXPECT_EQ(sched, stmt);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/12-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/10-kiln-fold-views.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/13-kiln-lower-to-llvm.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
   // The executable depends on system libraries only.
   r = kt::run("ldd " + dir + "/m");

@@ -55,7 +55,7 @@ void constrain(OutputImageParam p, const TensorDesc &d) {
   for (int k = 0; k < r; ++k) {
     int64_t ext = d.dims[r - 1 - k];
     p.dim(k).set_min(0);
-    p.dim(k).set_stride(stride);
+    p.dim(k).set_stride(d.strides.empty() ? stride : Expr((int)d.strides[r - 1 - k]));
     if (ext >= 0) p.dim(k).set_extent((int)ext);
     stride = stride * (ext >= 0 ? Expr((int)ext) : p.dim(k).extent());
   }

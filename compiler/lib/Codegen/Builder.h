@@ -12,8 +12,8 @@
 //
 // Tensors are row-major; Halide's dim 0 is the innermost (last) tensor dim, so a [L, d]
 // activation is the Halide buffer (d, L). Every input and the output are constrained to min 0,
-// dense strides and their static extents, so Halide specializes on them; sequence lengths stay
-// dynamic. Kernel ABI: int32_t name(halide_buffer_t *in0, ..., halide_buffer_t *out).
+// dense strides (or a strided view's static strides, kiln-fold-views) and their static
+// extents, so Halide specializes on them; sequence lengths stay dynamic. Kernel ABI: int32_t name(halide_buffer_t *in0, ..., halide_buffer_t *out).
 #pragma once
 #include <Halide.h>
 
@@ -34,7 +34,8 @@ std::string str(const Expr &e);
 const char *str(TailStrategy t);
 const char *str(MemoryType m);
 
-// Halide's buffer constraints for a tensor: min 0, dense row-major strides, static extents.
+// Halide's buffer constraints for a tensor: min 0, dense row-major strides (a view's own static
+// strides, kiln-fold-views), static extents.
 void constrain(OutputImageParam p, const TensorDesc &d);
 
 // A Func or a Stage whose scheduling calls are logged as they are made.

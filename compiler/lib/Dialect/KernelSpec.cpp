@@ -10,14 +10,19 @@ namespace kiln {
 std::string TensorDesc::text() const {
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
-  return s + (is_int ? ":i32" : ":f32");
+  s += is_int ? ":i32" : ":f32";
+  for (size_t i = 0; i < strides.size(); ++i) s += (i ? "," : "/") + std::to_string(strides[i]);
+  return s;
 }
 
-static TensorDesc desc(Type t) {
-  auto rt = cast<RankedTensorType>(t);
+// A value's type and, where it is a strided view (not a dense one kiln-fold-views placed),
+// its strides.
+static TensorDesc desc(Value v) {
+  auto rt = cast<RankedTensorType>(v.getType());
   TensorDesc d;
   for (int64_t s : rt.getShape()) d.dims.push_back(ShapedType::isDynamic(s) ? -1 : s);
   d.is_int = rt.getElementType().isInteger(32);
+  if (ViewAttr view = viewOf(v); view && view.getKind() != ViewKind::placed) d.strides.assign(view.getStrides().asArrayRef().begin(), view.getStrides().asArrayRef().end());
   return d;
 }
 
@@ -31,8 +36,8 @@ KernelSpec KernelSpec::of(Operation *op) {
   hooks.getKernelAttrs(attrs);
   k.attrs = attrs.entries();
   k.schedule = scheduleOf(op);
-  for (Value v : op->getOperands()) k.inputs.push_back(desc(v.getType()));
-  k.output = desc(op->getResult(0).getType());
+  for (Value v : op->getOperands()) k.inputs.push_back(desc(v));
+  k.output = desc(op->getResult(0));
   return k;
 }
 

@@ -55,6 +55,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
       break;
     case Phase::Scheduled: pm.addPass(createAssignSchedule(AssignScheduleOptions{t.vector_width})); break;
     case Phase::Kernels:
+      pm.addPass(createFoldViews(FoldViewsOptions{t.isGpu()}));
       pm.addPass(createOutlineKernels(OutlineKernelsOptions{t.name}));
       pm.addPass(createPlanBuffers());
       break;

@@ -8,7 +8,8 @@
 //      bounds are at most 2^24 and kiln-plan-buffers keeps every tensor under 2^31 elements).
 //   3. For each kernel op, in order (callKernel): for each operand and the result, fill a view
 //      (host pointer = %buffers[kiln.buffer], extents static or from the lengths, dense
-//      row-major strides in Halide's innermost-first order); call the kernel (declared once per
+//      row-major strides in Halide's innermost-first order, or a #kiln.view's offset and
+//      strides); call the kernel (declared once per
 //      name); on a non-zero status store the kernel's index to %failed and return the status.
 //   4. A kiln.loop becomes a host loop (emitLoop): a header block takes the step number (i32),
 //      stores it in the step's buffer and runs the body's kernels; at the yield the next carried
@@ -146,7 +147,16 @@ class EntryLowering {
     auto rt = cast<RankedTensorType>(v.getType());
     LLVM::StoreOp::create(b_, loc, c64(0), view_.field(b_, loc, view, Field::Device));
     LLVM::StoreOp::create(b_, loc, null(loc), view_.field(b_, loc, view, Field::DeviceInterface));
-    LLVM::StoreOp::create(b_, loc, hostOf(v, loc), view_.field(b_, loc, view, Field::Host));
+    kiln::ViewAttr strided = kiln::viewOf(v);  // kiln-fold-views: an offset into the buffer, static strides
+    Value host = hostOf(v, loc);
+    if (strided && strided.getOffset())
+      host = LLVM::GEPOp::create(b_, loc, ptr_, rt.getElementType(), host, ArrayRef<LLVM::GEPArg>{(int32_t)strided.getOffset()});
+    if (strided && strided.getLastSym() >= 0) {  // a sequence's last row: (L - 1) * stride further
+      Value rows = LLVM::SubOp::create(b_, loc, symVals_[strided.getLastSym()], c32(1));
+      Value off = LLVM::MulOp::create(b_, loc, rows, c32(strided.getLastStride()));
+      host = LLVM::GEPOp::create(b_, loc, ptr_, rt.getElementType(), host, ValueRange{off});
+    }
+    LLVM::StoreOp::create(b_, loc, host, view_.field(b_, loc, view, Field::Host));
     // Host-dirty for GPU kernels on host buffers, so each call copies its operands to the
     // device; nothing on device-resident buffers, whose device copy is current.
     storeFlags(view, !gpu_.empty() && !resident_ ? kiln::HalideBufferView::kHostDirty : 0, loc);
@@ -166,7 +176,8 @@ class EntryLowering {
       Value extent = extentOf(v, rt.getRank() - 1 - k);
       LLVM::StoreOp::create(b_, loc, c32(0), view_.dimField(b_, loc, view, (int)k, DimField::Min));
       LLVM::StoreOp::create(b_, loc, extent, view_.dimField(b_, loc, view, (int)k, DimField::Extent));
-      LLVM::StoreOp::create(b_, loc, stride, view_.dimField(b_, loc, view, (int)k, DimField::Stride));
+      Value dimStride = strided ? c32(strided.getStrides()[rt.getRank() - 1 - k]) : stride;
+      LLVM::StoreOp::create(b_, loc, dimStride, view_.dimField(b_, loc, view, (int)k, DimField::Stride));
       LLVM::StoreOp::create(b_, loc, c32(0), view_.dimField(b_, loc, view, (int)k, DimField::Flags));
       stride = LLVM::MulOp::create(b_, loc, stride, extent);
     }

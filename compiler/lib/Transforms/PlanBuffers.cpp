@@ -9,8 +9,9 @@
 //      outputs likewise by name (`kiln.io`), states too (`kiln.states`). Buffer ids: parameters,
 //      then io, then states, then arena slots.
 //   3. A reshape is a view and a cache write works in place: their results take their input's
-//      buffer. A returned value is computed straight into its output buffer. Every other kernel
-//      result gets a new arena slot.
+//      buffer, as a read view of kiln-fold-views does; a write view takes its user's (whose
+//      arena slot is live from the writing kernel). A returned value is computed straight into
+//      its output buffer. Every other kernel result gets a new arena slot.
 //   4. Each arena slot records its static bytes, the power of each length and its first and
 //      last kernel as a #kiln.arena_slot in the function's `kiln.arena`; the runtime sizes and
 //      places them at start-up.
@@ -111,7 +112,10 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
       auto root = [&](Value v) {  // views, in-place cache writes and loops share their input's buffer
         while (true) {
-          if (auto r = v.getDefiningOp<kiln::ReshapeOp>()) v = r.getInput();
+          kiln::ViewAttr view = kiln::viewOf(v);
+          if (view && view.getKind() == kiln::ViewKind::read) v = v.getDefiningOp()->getOperand(0);
+          else if (view && view.getKind() == kiln::ViewKind::write) v = (*v.getUsers().begin())->getResult(0);
+          else if (auto r = v.getDefiningOp<kiln::ReshapeOp>()) v = r.getInput();
           else if (auto c = v.getDefiningOp<kiln::CacheWriteOp>()) v = c.getCache();
           else if (auto l = v.getDefiningOp<kiln::LoopOp>()) v = l.getInit();
           else if (auto ba = dyn_cast<BlockArgument>(v); ba && ba.getArgNumber() == 0 && isa<kiln::LoopOp>(ba.getOwner()->getParentOp()))
@@ -147,7 +151,7 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       SmallVector<Slot> arena;
       llvm::DenseMap<Value, int64_t> arenaOf;
       for (Operation *op : kernels) {
-        Value v = op->getResult(0);
+        Value v = root(op->getResult(0));  // a write view: its user's buffer, live from this kernel
         if (slot.count(v) || isa<kiln::CacheWriteOp>(op)) continue;
         arenaOf[v] = arena.size();
         slot[v] = nParams + nIo + nStates + arena.size();
@@ -181,7 +185,7 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       f.walk([&](Operation *op) {
         if (auto p = dyn_cast<kiln::ParamOp>(op)) slot[p.getResult()] = paramIdx[p.getName()];
         if (auto st = dyn_cast<kiln::StateOp>(op)) slot[st.getResult()] = nParams + nIo + stateIdx[st.getName()];
-        if (isa<kiln::ReshapeOp, kiln::CacheWriteOp, kiln::LoopOp>(op))
+        if (isa<kiln::ReshapeOp, kiln::CacheWriteOp, kiln::LoopOp>(op) || op->hasAttr("kiln.view"))
           slot[op->getResult(0)] = slot.lookup(root(op->getResult(0)));
         if (op->getNumResults() == 1 && op->getDialect() && op->getDialect()->getNamespace() == "kiln")
           op->setAttr("kiln.buffer", b.getI64IntegerAttr(slot.lookup(op->getResult(0))));

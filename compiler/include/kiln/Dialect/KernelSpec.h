@@ -4,6 +4,8 @@
 //
 //   linear;act=gelu_tanh;layout=in_out;s.parallel=1;s.tile_m=4;s.tile_n=64;s.vec=16|?x128:f32,128x512:f32,512:f32->?x512:f32
 //
+// A strided operand or result (kiln-fold-views) adds its strides: `12x?x64:f32/64,2304,1`.
+//
 // The code generator reads the typed attributes of `source` (one of the ops sharing the spec)
 // and the `schedule` fields; the text is only the key.
 #pragma once
@@ -19,6 +21,7 @@ namespace kiln {
 struct TensorDesc {
   std::vector<int64_t> dims;  // -1: dynamic (a sequence length)
   bool is_int = false;        // i32 (token ids) or f32
+  std::vector<int64_t> strides;  // a strided view (#kiln.view), tensor order; empty: dense
   std::string text() const;
 };
 

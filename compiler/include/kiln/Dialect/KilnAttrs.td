@@ -43,6 +43,17 @@ def Kiln_GemmEngine : I32EnumAttr<"GemmEngine", "how a GEMM (a linear, matmul or
   let genSpecializedAttr = 0;
 }
 
+def Kiln_ViewKind : I32EnumAttr<"ViewKind", "how a tensor shares the buffer of another (kiln-fold-views)", [
+    // a strided view of its operand's buffer: a slice, transpose or reshape that runs no kernel
+    I32EnumAttrCase<"read", 0>,
+    // a kernel's result written, strided, into the buffer of its single user (a transpose)
+    I32EnumAttrCase<"write", 1>,
+    // a transpose whose operand's kernel wrote it in place: it runs no kernel
+    I32EnumAttrCase<"placed", 2>]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+
 // The sparse pattern's orders, block rules and element masks (kiln/Support/SparsePattern.h,
 // whose enums these mirror case for case, checked by static_asserts where they meet).
 def Kiln_SparseOrder : I32EnumAttr<"SparseOrder", "the order queries or keys are visited in", [
@@ -175,6 +186,28 @@ def Kiln_ArenaSlotAttr : Kiln_Attr<"ArenaSlot", "arena_slot"> {
   let parameters = (ins "int64_t":$bytes, "::mlir::DenseI64ArrayAttr":$powers, "int64_t":$first, "int64_t":$last);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+// ---------------------------------------------------------------- a strided view of a buffer
+def Kiln_ViewAttr : Kiln_Attr<"View", "view"> {
+  let summary = "where a tensor lies in its buffer: an element offset and a stride per dim";
+  let description = [{
+    Set by kiln-fold-views as `kiln.view` on an op: its result is the elements
+    buffer[offset + sum_d index_d * strides[d]] of the buffer kiln-plan-buffers gives it (the
+    strides in tensor order, outermost first; all static). `kind` says how the buffer is shared:
+    read (a view of the operand's buffer: no kernel), write (the op's kernel writes into its
+    single user's buffer) or placed (the user of a `write`: its operand's kernel wrote it, no
+    kernel). Kernels reading or writing a view are generated for its strides (KernelSpec).
+    A view of a sequence's last row (kiln.slice offset -1 of a dynamic axis) adds
+    (L[last_sym] - 1) * last_stride to the offset, at run time.
+
+    ```mlir
+    %q = kiln.transpose %r {kiln.view = #kiln.view<kind = read, offset = 768, strides = [64, 2304, 1]>}
+    ```
+  }];
+  let parameters = (ins "::kiln::ViewKind":$kind, "int64_t":$offset, "::mlir::DenseI64ArrayAttr":$strides,
+                        DefaultValuedParameter<"int64_t", "-1">:$last_sym, DefaultValuedParameter<"int64_t", "0">:$last_stride);
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 #endif

@@ -53,4 +53,15 @@ SparsePartAttr partAttr(mlir::MLIRContext *ctx, const sparse::Part &p);
 // its schedule (64 until kiln-tile-sparse-pattern chose one).
 sparse::Pattern patternOf(AttentionOp op);
 
+// ---- #kiln.view (kiln-fold-views): where a value lies in its buffer. Null: dense, row-major.
+inline ViewAttr viewOf(mlir::Value v) {
+  mlir::Operation *def = v.getDefiningOp();
+  return def ? def->getAttrOfType<ViewAttr>("kiln.view") : ViewAttr();
+}
+// A slice, transpose or reshape folded into a view: it runs no kernel.
+inline bool isFoldedView(mlir::Operation *op) {
+  auto v = op->getAttrOfType<ViewAttr>("kiln.view");
+  return v && v.getKind() != ViewKind::write;
+}
+
 }  // namespace kiln

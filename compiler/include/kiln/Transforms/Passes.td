@@ -162,6 +162,27 @@ def AssignSchedule : Pass<"kiln-assign-schedule", "mlir::ModuleOp"> {
   let options = [Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes of the target's widest SIMD">];
 }
 
+def FoldViews : Pass<"kiln-fold-views", "mlir::ModuleOp"> {
+  let summary = "Make slices, transposes and head splits strided views instead of copy kernels";
+  let description = [{
+    A slice or transpose whose users can all read it in place (Halide kernels, or reshapes that
+    stay strided) becomes a view of its operand's buffer; a transpose of a kernel's result that
+    nothing else reads is written in place by that kernel. The decision is the typed attribute
+    `kiln.view` (#kiln.view<kind, offset, strides>); the kernels are generated for those strides.
+
+      %qkv = kiln.linear ... : tensor<?x2304xf32>
+      %q = kiln.slice %qkv {axis = 1, offset = 0} : tensor<?x768xf32>
+      %r = kiln.reshape %q : tensor<?x12x64xf32>
+      %t = kiln.transpose %r {permutation = [1, 0, 2]} : tensor<12x?x64xf32>
+    becomes
+      %q = kiln.slice %qkv {kiln.view = #kiln.view<kind = read, offset = 0, strides = [2304, 1]>, ...}
+      %r = kiln.reshape %q {kiln.view = #kiln.view<kind = read, offset = 0, strides = [2304, 64, 1]>}
+      %t = kiln.transpose %r {kiln.view = #kiln.view<kind = read, offset = 0, strides = [64, 2304, 1]>, ...}
+    Not on GPU targets (their buffers stay dense).
+  }];
+  let options = [Option<"gpu", "gpu", "bool", "false", "a GPU target: fold nothing">];
+}
+
 def OutlineKernels : Pass<"kiln-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Turn every compute op into a kernel with a content-hashed name";
   let description = [{

@@ -1,0 +1,218 @@
+// kiln-fold-views: slices, transposes and the reshapes after them become strided views of the
+// buffers they read (or, for a transpose of a kernel's result, the buffer that kernel writes),
+// so no kernel copies them.
+//
+// Algorithm, per entry, in program order (ops outside loops only; CPU targets only):
+//   1. The layout of a value: its op's #kiln.view, else dense row-major. A layout is usable
+//      when every stride and the offset are static (a dense tensor whose dims after the
+//      outermost are static, or a view) and the innermost stride stays 1 (kernels vectorize
+//      along rows: a transpose that moves the innermost dim keeps its kernel).
+//   2. A slice (the last element of a sequence too: its offset then grows with the length, at
+//      run time) or a transpose of a value with a usable layout gets
+//      `kiln.view = #kiln.view<kind = read, ...>`: offset += offset * stride along the axis;
+//      strides permuted. Only when every user can read the view in place: a Halide kernel (not
+//      the host's lsh_sort, not a cache write's cache), another slice or transpose, or a reshape
+//      whose result is again a strided layout (split dims, or merged dims that are contiguous)
+//      and whose users can read it in turn (those reshapes get their own read view). A returned
+//      value, a loop's operand or yield keeps its copy kernel.
+//   3. Otherwise a transpose T whose operand A is the result of a Halide kernel used by T alone
+//      (and T's own dense layout is static): A gets `kind = write` with T's strides permuted
+//      back, T gets `kind = placed`: A's kernel writes T's elements in place (GPT-2's
+//      merge_heads: attention writes [heads, L, head_dim] into the [L, d] rows c_proj reads).
+//   kiln-plan-buffers gives a read view its operand's buffer and a write its user's;
+//   kiln-outline-kernels generates each kernel for the strides it reads and writes
+//   (KernelSpec); kiln-lower-to-llvm passes the offset and strides in the buffer descriptors.
+#include <optional>
+
+#include "kiln/Dialect/SeqLengths.h"
+#include "kiln/Transforms/Passes.h"
+#include "kiln/Transforms/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_FOLDVIEWS
+#include "kiln/Transforms/Passes.h.inc"
+}  // namespace kiln
+
+using namespace mlir;
+
+namespace {
+
+struct Layout {
+  int64_t offset = 0;
+  SmallVector<int64_t> strides;
+  int64_t lastSym = -1, lastStride = 0;  // + (L[lastSym] - 1) * lastStride: a sequence's last row
+};
+
+std::optional<Layout> denseLayout(RankedTensorType t) {
+  Layout l;
+  l.strides.assign(t.getRank(), 1);
+  int64_t s = 1;
+  for (int64_t d = t.getRank() - 1; d >= 0; --d) {
+    l.strides[d] = s;
+    if (d > 0) {
+      if (t.isDynamicDim(d)) return std::nullopt;
+      s *= t.getDimSize(d);
+    }
+  }
+  return l;
+}
+
+std::optional<Layout> layoutOf(Value v) {
+  if (kiln::ViewAttr a = kiln::viewOf(v))
+    return Layout{a.getOffset(), SmallVector<int64_t>(a.getStrides().asArrayRef()), a.getLastSym(), a.getLastStride()};
+  return denseLayout(cast<RankedTensorType>(v.getType()));
+}
+
+// The layout of reshape(in) -> out over a strided input, if it is one: each group of input
+// dims that becomes a group of output dims must be contiguous; dynamic dims map one to one.
+std::optional<Layout> reshapeLayout(const Layout &in, RankedTensorType it, RankedTensorType ot) {
+  Layout out{in.offset, SmallVector<int64_t>(ot.getRank(), 0), in.lastSym, in.lastStride};
+  int64_t i = 0, j = 0, ri = it.getRank(), ro = ot.getRank();
+  while (i < ri || j < ro) {
+    // size-1 dims: any stride
+    if (j < ro && !ot.isDynamicDim(j) && ot.getDimSize(j) == 1) {
+      out.strides[j++] = 1;
+      continue;
+    }
+    if (i < ri && !it.isDynamicDim(i) && it.getDimSize(i) == 1) {
+      ++i;
+      continue;
+    }
+    if (i >= ri || j >= ro) return std::nullopt;
+    if (it.isDynamicDim(i) || ot.isDynamicDim(j)) {
+      if (!it.isDynamicDim(i) || !ot.isDynamicDim(j)) return std::nullopt;
+      out.strides[j++] = in.strides[i++];
+      continue;
+    }
+    int64_t i0 = i, j0 = j, pi = it.getDimSize(i), pj = ot.getDimSize(j);
+    while (pi != pj) {
+      if (pi < pj) {
+        if (++i >= ri || it.isDynamicDim(i)) return std::nullopt;
+        pi *= it.getDimSize(i);
+      } else {
+        if (++j >= ro || ot.isDynamicDim(j)) return std::nullopt;
+        pj *= ot.getDimSize(j);
+      }
+    }
+    for (int64_t k = i0; k < i; ++k)  // contiguous group
+      if (it.getDimSize(k) != 1 && in.strides[k] != in.strides[k + 1] * it.getDimSize(k + 1)) return std::nullopt;
+    int64_t s = in.strides[i];
+    for (int64_t k = j; k >= j0; --k) {
+      out.strides[k] = s;
+      s *= ot.getDimSize(k);
+    }
+    ++i, ++j;
+  }
+  return out;
+}
+
+kiln::ViewAttr viewAttr(MLIRContext *ctx, kiln::ViewKind kind, const Layout &l) {
+  return kiln::ViewAttr::get(ctx, kind, l.offset, DenseI64ArrayAttr::get(ctx, l.strides), l.lastSym, l.lastStride);
+}
+
+// A Halide kernel that reads operand `idx` through its buffer descriptor.
+bool readsInPlace(Operation *user, unsigned idx) {
+  if (!kiln::isKernelOp(user) || isa<kiln::LshSortOp>(user)) return false;
+  if (isa<kiln::CacheWriteOp>(user) && idx == 0) return false;
+  return true;
+}
+
+class Folder {
+ public:
+  Folder(Block &body, const kiln::SeqLengths &lengths) : body_(body), lengths_(lengths) {}
+
+  // 2. Whether every user of v (laid out as l) reads it in place; the reshapes it passes
+  // through, with their layouts, are collected.
+  bool usersRead(Value v, const Layout &l, SmallVectorImpl<std::pair<Operation *, Layout>> &reshapes) {
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (user->getBlock() != &body_) return false;
+      if (auto r = dyn_cast<kiln::ReshapeOp>(user)) {
+        std::optional<Layout> rl = reshapeLayout(l, cast<RankedTensorType>(v.getType()), r.getType());
+        if (!rl) return false;
+        reshapes.push_back({user, *rl});
+        if (!usersRead(r.getResult(), *rl, reshapes)) return false;
+        continue;
+      }
+      if (!readsInPlace(user, use.getOperandNumber())) return false;
+    }
+    return true;
+  }
+
+  bool foldRead(Operation *op, const Layout &l) {
+    if (l.strides.back() != 1) return false;  // rows stay contiguous: kernels vectorize along them
+    SmallVector<std::pair<Operation *, Layout>> reshapes;
+    if (!usersRead(op->getResult(0), l, reshapes)) return false;
+    MLIRContext *ctx = op->getContext();
+    op->setAttr("kiln.view", viewAttr(ctx, kiln::ViewKind::read, l));
+    for (auto &[r, rl] : reshapes) r->setAttr("kiln.view", viewAttr(ctx, kiln::ViewKind::read, rl));
+    return true;
+  }
+
+  void run() {
+    for (Operation &o : body_) {
+      Operation *op = &o;
+      if (auto s = dyn_cast<kiln::SliceOp>(op)) {
+        std::optional<Layout> in = layoutOf(s.getInput());
+        if (!in) continue;
+        Layout l = *in;
+        int64_t axis = s.getAxis(), off = s.getOffset();
+        auto it = cast<RankedTensorType>(s.getInput().getType());
+        if (off >= 0) {
+          l.offset += off * l.strides[axis];
+        } else if (!it.isDynamicDim(axis)) {  // the last element of a static axis
+          l.offset += (it.getDimSize(axis) - 1) * l.strides[axis];
+        } else {  // the last element of a sequence: known at run time
+          if (l.lastSym >= 0) continue;
+          l.lastSym = lengths_.of(s.getInput())[axis];
+          l.lastStride = l.strides[axis];
+          if (l.lastSym < 0) continue;
+        }
+        foldRead(op, l);
+      } else if (auto t = dyn_cast<kiln::TransposeOp>(op)) {
+        ArrayRef<int64_t> perm = t.getPermutation();
+        if (std::optional<Layout> in = layoutOf(t.getInput())) {
+          Layout l{in->offset, SmallVector<int64_t>(perm.size()), in->lastSym, in->lastStride};
+          for (size_t d = 0; d < perm.size(); ++d) l.strides[d] = in->strides[perm[d]];
+          if (foldRead(op, l)) continue;
+        }
+        foldWrite(t);
+      }
+    }
+  }
+
+  // 3. The transpose's operand written in place by its own kernel.
+  void foldWrite(kiln::TransposeOp t) {
+    Value a = t.getInput();
+    ArrayRef<int64_t> perm = t.getPermutation();
+    Operation *prod = a.getDefiningOp();
+    if (!prod || prod->getBlock() != &body_ || !a.hasOneUse() || !kiln::isKernelOp(prod) || kiln::viewOf(a) ||
+        isa<kiln::LshSortOp, kiln::CacheWriteOp>(prod))
+      return;
+    std::optional<Layout> tl = denseLayout(t.getType());
+    if (!tl || perm.back() != (int64_t)perm.size() - 1) return;  // the innermost dim stays innermost
+    Layout al{0, SmallVector<int64_t>(perm.size())};
+    for (size_t d = 0; d < perm.size(); ++d) al.strides[perm[d]] = tl->strides[d];  // T dim d is A dim perm[d]
+    MLIRContext *ctx = t->getContext();
+    prod->setAttr("kiln.view", viewAttr(ctx, kiln::ViewKind::write, al));
+    t->setAttr("kiln.view", viewAttr(ctx, kiln::ViewKind::placed, *tl));
+  }
+
+ private:
+  Block &body_;
+  const kiln::SeqLengths &lengths_;
+};
+
+struct FoldViewsPass : kiln::impl::FoldViewsBase<FoldViewsPass> {
+  using FoldViewsBase::FoldViewsBase;
+  void runOnOperation() override {
+    if (gpu) return;  // device buffers stay dense
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
+      FailureOr<kiln::SeqLengths> lengths = kiln::SeqLengths::infer(f);
+      if (failed(lengths)) return signalPassFailure();
+      Folder(f.getBody().front(), *lengths).run();
+    }
+  }
+};
+}  // namespace
