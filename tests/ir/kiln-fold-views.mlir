@@ -101,3 +101,20 @@ module {
     return %y : tensor<1x16xf32>
   }
 }
+
+// -----
+
+// A state is written in place by cache writes: a slice of it taken before the write is read
+// only when its user runs, after the write, so it keeps its copy kernel.
+// CHECK-LABEL: func.func @state
+// CHECK-NOT: kiln.view
+// CHECK: return
+module {
+  func.func @state(%v: tensor<4x?x16xf32> {kiln.name = "v", kiln.syms = array<i64: -1, 0, -1>}) -> (tensor<4x8x16xf32> {kiln.name = "y"}) {
+    %s = kiln.state "cache" : tensor<4x8x16xf32>
+    %t = kiln.slice %s {axis = 2 : i64, offset = 0 : i64} : (tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+    %w = kiln.cache_write %s, %v : (tensor<4x8x16xf32>, tensor<4x?x16xf32>) -> tensor<4x8x16xf32>
+    %y = kiln.add %t, %w : (tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+    return %y : tensor<4x8x16xf32>
+  }
+}

@@ -14,7 +14,8 @@
 //      the host's lsh_sort, not a cache write's cache), another slice or transpose, or a reshape
 //      whose result is again a strided layout (split dims, or merged dims that are contiguous)
 //      and whose users can read it in turn (those reshapes get their own read view). A returned
-//      value, a loop's operand or yield keeps its copy kernel.
+//      value, a loop's operand or yield keeps its copy kernel, as does a view of a buffer that
+//      is written in place later (a state, a loop's initial value).
 //   3. Otherwise a transpose T whose operand A is the result of a Halide kernel used by T alone
 //      (and T's own dense layout is static): A gets `kind = write` with T's strides permuted
 //      back, T gets `kind = placed`: A's kernel writes T's elements in place (GPT-2's
@@ -122,6 +123,29 @@ class Folder {
  public:
   Folder(Block &body, const kiln::SeqLengths &lengths) : body_(body), lengths_(lengths) {}
 
+  // The value whose buffer v shares (through reshapes, read views, cache writes and loops).
+  static Value root(Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      kiln::ViewAttr view = kiln::viewOf(v);
+      if (isa<kiln::ReshapeOp>(def) || (view && view.getKind() == kiln::ViewKind::read)) v = def->getOperand(0);
+      else if (auto c = dyn_cast<kiln::CacheWriteOp>(def)) v = c.getCache();
+      else if (auto l = dyn_cast<kiln::LoopOp>(def)) v = l.getInit();
+      else break;
+    }
+    return v;
+  }
+  // A view is read when its users run, not where it is defined: its buffer must not change in
+  // between. Buffers written in place (states, which cache writes update, and loops' initial
+  // values, which become their carries) keep their copies.
+  void findWrittenInPlace() {
+    body_.walk([&](Operation *op) {
+      if (auto c = dyn_cast<kiln::CacheWriteOp>(op)) written_.insert(root(c.getCache()));
+      if (auto l = dyn_cast<kiln::LoopOp>(op)) written_.insert(root(l.getInit()));
+      if (auto st = dyn_cast<kiln::StateOp>(op)) written_.insert(st.getResult());
+    });
+  }
+  bool immutable(Value v) { return !written_.count(root(v)); }
+
   // 2. Whether every user of v (laid out as l) reads it in place; the reshapes it passes
   // through, with their layouts, are collected.
   bool usersRead(Value v, const Layout &l, SmallVectorImpl<std::pair<Operation *, Layout>> &reshapes) {
@@ -142,6 +166,7 @@ class Folder {
 
   bool foldRead(Operation *op, const Layout &l) {
     if (l.strides.back() != 1) return false;  // rows stay contiguous: kernels vectorize along them
+    if (!immutable(op->getOperand(0))) return false;
     SmallVector<std::pair<Operation *, Layout>> reshapes;
     if (!usersRead(op->getResult(0), l, reshapes)) return false;
     MLIRContext *ctx = op->getContext();
@@ -151,6 +176,7 @@ class Folder {
   }
 
   void run() {
+    findWrittenInPlace();
     for (Operation &o : body_) {
       Operation *op = &o;
       if (auto s = dyn_cast<kiln::SliceOp>(op)) {
@@ -202,6 +228,7 @@ class Folder {
  private:
   Block &body_;
   const kiln::SeqLengths &lengths_;
+  llvm::DenseSet<Value> written_;
 };
 
 struct FoldViewsPass : kiln::impl::FoldViewsBase<FoldViewsPass> {
