@@ -16,8 +16,9 @@
 // kiln. gflops and peak_fraction are kiln's, on the work the case allows, against the FMA peak
 // this tool measures on both cores (the best of several trials); bandwidth_fraction (decode)
 // is the bytes a token must read at the read bandwidth measured in the same run (all threads
-// summing a 1 GiB array, the best of several passes), over kiln's time. A row above 1 in
-// either is an error (exit status 3): a measurement was wrong. Peak bytes are counted: kiln's arena plus its Halide
+// summing a 1 GiB array, the best of several passes), over kiln's time. A row above the FMA
+// peak is an error (exit status 3: the peak was mismeasured); above the bandwidth, a warning
+// (a few bytes may stay in the last level cache between tokens). Peak bytes are counted: kiln's arena plus its Halide
 // scratch (kilnrt's scratch pool's peak in use), the naive baselines' own buffers.
 #include <immintrin.h>
 #include <unistd.h>
@@ -171,16 +172,24 @@ double measureReadBandwidth(bool quick) {
   if (!__builtin_cpu_supports("avx512f")) return 0;
   unsigned n = std::max(1u, std::thread::hardware_concurrency());
   long floats = (quick ? 16L : 256L) << 20, share = floats / n / 128 * 128;
-  std::vector<float> a(floats, 1.0f);
-  double best = 0;
-  for (int trial = 0; trial < (quick ? 1 : 5); ++trial) {
-    std::atomic<double> sink{0};
-    double t0 = nowMs();
+  // Cache-line aligned (a 64-byte load across two lines costs two), each share first touched
+  // by the thread that reads it.
+  float *a = static_cast<float *>(std::aligned_alloc(64, floats * sizeof(float)));
+  if (!a) return 0;
+  auto onThreads = [&](const std::function<void(unsigned)> &f) {
     std::vector<std::thread> ts;
-    for (unsigned i = 0; i < n; ++i) ts.emplace_back([&, i] { sink = sink + sumLoop(a.data() + i * share, share); });
+    for (unsigned i = 0; i < n; ++i) ts.emplace_back(f, i);
     for (auto &t : ts) t.join();
+  };
+  onThreads([&](unsigned i) { std::fill(a + i * share, a + (i + 1) * share, 1.0f); });
+  double best = 0;
+  std::atomic<double> sink{0};
+  for (int trial = 0; trial < (quick ? 1 : 7); ++trial) {
+    double t0 = nowMs();
+    onThreads([&](unsigned i) { sink = sink + sumLoop(a + i * share, share); });
     best = std::max(best, 4.0 * share * n / ((nowMs() - t0) / 1e3) / 1e9);
   }
+  std::free(a);
   return best;
 }
 
@@ -302,17 +311,17 @@ void emit(const Row &r) {
            bwFrac > 0 ? (std::to_string((int)std::lround(100 * bwFrac)) + "%").c_str() : "-", r.diff);
   }
   fflush(stdout);
-  // Above the peak (or the bandwidth) measured in this run: one of the measurements is wrong.
+  // Above the FMA peak measured in this run: the measurement was wrong.
   if (g_peak_gflops > 0 && gflops > g_peak_gflops) {
     fprintf(stderr, "kiln-bench: error: %s at L = %ld runs at %.1f GFLOP/s, above the FMA peak measured in this run (%.1f)\n",
             r.kase.c_str(), r.L, gflops, g_peak_gflops);
     g_over_peak = true;
   }
-  if (bwFrac > 1) {
-    fprintf(stderr, "kiln-bench: error: %s at L = %ld reads %.1f GB/s, above the read bandwidth measured in this run (%.1f)\n",
+  // Above the bandwidth: possible without a mismeasurement (the last level cache can keep a few
+  // of a token's bytes from one token to the next), so a warning.
+  if (bwFrac > 1)
+    fprintf(stderr, "kiln-bench: warning: %s at L = %ld reads %.1f GB/s, above the read bandwidth measured in this run (%.1f)\n",
             r.kase.c_str(), r.L, r.bytes_read / (r.kiln_ms * 1e6), g_read_gbs);
-    g_over_peak = true;
-  }
 }
 
 // ---------------------------------------------------------------- cases
@@ -689,7 +698,7 @@ int main(int argc, char **argv) {
   fprintf(g_csv ? stderr : stdout,
           "kiln-bench: measured on %u cores: FMA peak %.1f GFLOP/s (best of %d trials), read bandwidth %.1f GB/s (best of %d "
           "passes over %d MiB)\n",
-          std::thread::hardware_concurrency(), g_peak_gflops, quick ? 1 : 7, g_read_gbs, quick ? 1 : 5, quick ? 64 : 1024);
+          std::thread::hardware_concurrency(), g_peak_gflops, quick ? 1 : 7, g_read_gbs, quick ? 1 : 7, quick ? 64 : 1024);
   if (g_csv)
     printf("case,L,density,computed_density,kiln_ms,baseline,baseline_ms,ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,"
            "peak_fraction,bandwidth_fraction\n");
@@ -719,7 +728,7 @@ int main(int argc, char **argv) {
   if (want("bert_base_forward"))
     for (long L : quick ? std::vector<long>{4} : std::vector<long>{128, 512}) bertForwardCase(L, quick);
   if (want("ut_step")) utStepCase(quick ? 9 : 512, quick);
-  // A fraction above 1 means the peak or the bandwidth was mismeasured; at --quick's sizes the
+  // A fraction above 1 means the peak was mismeasured; at --quick's sizes the
   // measurements are too short to hold anyone to them.
   if (g_over_peak && !quick) {
     fprintf(stderr, "kiln-bench: error: a row exceeds what this run measured the machine can do; rerun on an idle machine\n");
