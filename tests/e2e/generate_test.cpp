@@ -67,13 +67,19 @@ void expectGenerated(const std::string &dir, const std::string &cmd, int n, cons
   EXPECT_GT(distinct.size(), 2u) << "a sequence of one repeated token would not test the cache";
 }
 
+// The GPT-2 of the PyTorch fixture (2 layers, width 64, 4 heads, vocabulary 256, context 64),
+// compiled to dir/gpt2.
+kt::RunResult compileSmallGpt2(const std::string &dir) {
+  return kt::run(std::string(KILN_BIN) + "/gpt2-compile --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64 --quiet "
+                 "--cache-dir " + std::string(KILN_TEST_CACHE) + " -o " + dir + "/gpt2");
+}
+
 // examples/gpt2 --generate: the prompt runs once (filling the caches), then one decode step per
 // token attends to the cache. The tokens must equal greedy decoding with the plain reference
 // rerunning the whole prefix each step (PyTorch fixture weights: clear top-1 margins).
 TEST(Gpt2Generate, KvCacheDecodingMatchesGreedyReference) {
   std::string dir = kt::workDir("gpt2_generate"), fx = kSrc + "/tests/fixtures/gpt2";
-  auto r = kt::run(std::string(KILN_BIN) + "/gpt2-compile --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64 --quiet "
-                   "--cache-dir " + std::string(KILN_TEST_CACHE) + " -o " + dir + "/gpt2");
+  auto r = compileSmallGpt2(dir);
   ASSERT_EQ(r.code, 0) << r.output;
   W w = kt::loadWeights(fx + "/weights.safetensors");
   std::vector<int32_t> prompt{17, 4, 99, 3, 250};
@@ -97,8 +103,7 @@ TEST(Gpt2Generate, KvCacheDecodingMatchesGreedyReference) {
 // must be the reference's over the prompt and the tokens generated so far (teacher-forced).
 TEST(Gpt2Generate, PrefillKeepsTheLastRowAndStepLogitsMatchTheReference) {
   std::string dir = kt::workDir("gpt2_prefill"), fx = kSrc + "/tests/fixtures/gpt2";
-  auto r = kt::run(std::string(KILN_BIN) + "/gpt2-compile --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64 --quiet "
-                   "--cache-dir " + std::string(KILN_TEST_CACHE) + " -o " + dir + "/gpt2");
+  auto r = compileSmallGpt2(dir);
   ASSERT_EQ(r.code, 0) << r.output;
   W w = kt::loadWeights(fx + "/weights.safetensors");
   std::vector<int32_t> prompt{17, 4, 99, 3, 250, 61, 7};

@@ -32,7 +32,7 @@ static std::atomic<bool> g_counting{false};
 static std::atomic<long> g_large{0};
 static std::atomic<size_t> g_largest{0};
 static std::atomic<void *> g_caller{nullptr};  // the code that made the largest one
-#define count(n) count_from(n, __builtin_return_address(0))
+#define KILN_COUNT_ALLOCATION(n) count_from(n, __builtin_return_address(0))
 static void count_from(size_t n, void *caller) {
   if (g_counting.load(std::memory_order_relaxed) && n > 4096) {
     g_large++;
@@ -43,32 +43,32 @@ static void count_from(size_t n, void *caller) {
   }
 }
 extern "C" void *malloc(size_t n) {
-  count(n);
+  KILN_COUNT_ALLOCATION(n);
   return __libc_malloc(n);
 }
 extern "C" void *calloc(size_t a, size_t b) {
-  count(a * b);
+  KILN_COUNT_ALLOCATION(a * b);
   return __libc_calloc(a, b);
 }
 extern "C" void *realloc(void *p, size_t n) {
-  count(n);
+  KILN_COUNT_ALLOCATION(n);
   return __libc_realloc(p, n);
 }
 extern "C" void *memalign(size_t al, size_t n) {
-  count(n);
+  KILN_COUNT_ALLOCATION(n);
   return __libc_memalign(al, n);
 }
 extern "C" void *aligned_alloc(size_t al, size_t n) {
-  count(n);
+  KILN_COUNT_ALLOCATION(n);
   return __libc_memalign(al, n);
 }
 extern "C" int posix_memalign(void **out, size_t al, size_t n) {
-  count(n);
+  KILN_COUNT_ALLOCATION(n);
   *out = __libc_memalign(al, n);
   return *out ? 0 : 12;  // ENOMEM
 }
 extern "C" void *valloc(size_t n) {
-  count(n);
+  KILN_COUNT_ALLOCATION(n);
   return __libc_memalign(4096, n);
 }
 extern "C" void free(void *p) { __libc_free(p); }
