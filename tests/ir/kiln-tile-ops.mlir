@@ -28,19 +28,27 @@ func.func @linear_tiles(%x: tensor<?x8xf32>) -> tensor<?x10xf32> {
 // -----
 
 // One static row (a decode step) streams the weight in place: column tiles of 128 as tasks, no
-// packing. Over many rows, a weight stored [in, out] (x·W) with a long K (>= 1024) is packed.
+// packing. Over many rows, a weight stored [in, out] (x·W) with a long K (>= 1024) is packed,
+// as is one with rows of 1024 or more columns (GPT-2's c_attn, [768, 2304]: in place, each K
+// step of a panel would be on its own page); [768, 768] is read in place.
 // A decode step (one static row) on a GPU stages nothing: whole 32-row tiles would be padding.
 // CHECK-LABEL: func.func @packing
 // CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 128, pack = none, gemm = stream>
 // CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, gemm = register_block>
+// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, gemm = register_block>
+// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = none, gemm = register_block>
 // GPU-LABEL: func.func @packing
 // GPU: kiln.linear {{.*}}#kiln.schedule<pack = none, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 0>
-func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>) -> (tensor<1x2048xf32>, tensor<?x2048xf32>) {
+func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>, %z: tensor<?x768xf32>) -> (tensor<1x2048xf32>, tensor<?x2048xf32>, tensor<?x2304xf32>, tensor<?x768xf32>) {
   %w = kiln.param "w" : tensor<64x2048xf32>
   %a = kiln.linear %x, %w {weight_layout = "in_out"} : (tensor<1x64xf32>, tensor<64x2048xf32>) -> tensor<1x2048xf32>
   %w2 = kiln.param "w2" : tensor<1024x2048xf32>
   %b = kiln.linear %y, %w2 {weight_layout = "in_out"} : (tensor<?x1024xf32>, tensor<1024x2048xf32>) -> tensor<?x2048xf32>
-  return %a, %b : tensor<1x2048xf32>, tensor<?x2048xf32>
+  %w3 = kiln.param "w3" : tensor<768x2304xf32>
+  %c = kiln.linear %z, %w3 {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<768x2304xf32>) -> tensor<?x2304xf32>
+  %w4 = kiln.param "w4" : tensor<768x768xf32>
+  %d = kiln.linear %z, %w4 {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<768x768xf32>) -> tensor<?x768xf32>
+  return %a, %b, %c, %d : tensor<1x2048xf32>, tensor<?x2048xf32>, tensor<?x2304xf32>, tensor<?x768xf32>
 }
 
 // -----

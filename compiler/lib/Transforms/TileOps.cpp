@@ -7,8 +7,9 @@
 //      accumulator vectors fit the 32 AVX-512 (or 16 AVX2) registers with room for the
 //      operands. Task tiles of tile_rows = 8 blocks. A linear with at least 8 column tiles runs
 //      its column tiles as tasks (column_tasks), each packing its weight panel once; a weight
-//      read transposed, or through a dynamic or long (>= 1024) K, is packed per task (pack),
-//      others are read in place. The FFN packs both weights per call, its first GEMM's tile
+//      read transposed, through a dynamic or long (>= 1024) K, or with rows of 1024 or more
+//      columns (each K step of an in-place panel on its own page: the TLB misses cost more than
+//      the copy) is packed per task (pack), others are read in place. The FFN packs both weights per call, its first GEMM's tile
 //      (hidden_tile_n, hidden_vec) over d_ff.
 //      A linear or matmul (not batched) or an FFN over at most 4 static rows (a decode step) is
 //      a bandwidth problem: gemm = stream, no packing, each weight read once in place by tasks
@@ -121,7 +122,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     s.tile_n = cpuTileN(vectorWidth, lanes, N);
     s.tile_rows = 8 * 4;
     s.column_tasks = N >= 0 && N / *s.tile_n >= 8 && !batch;
-    s.pack = transposed || N < 0 || K < 0 || K >= 1024 ? kiln::Packing::per_task : kiln::Packing::none;
+    s.pack = transposed || N < 0 || K < 0 || K >= 1024 || N >= 1024 ? kiln::Packing::per_task : kiln::Packing::none;
   }
 
   void ffn(kiln::FfnOp op, kiln::ScheduleFields &s) {
