@@ -118,6 +118,22 @@ double timeMs(const std::function<void()> &f, bool once, bool warm = false) {
 }
 
 // ---------------------------------------------------------------- machine peak
+// The sum of a vector's lanes (_mm512_reduce_add_ps trips a false GCC 12 -Wuninitialized in its
+// header).
+__attribute__((target("avx512f"))) double laneSum(__m512 v) {
+  float lanes[16];
+  _mm512_storeu_ps(lanes, v);
+  double total = 0;
+  for (float x : lanes) total += x;
+  return total;
+}
+// Runs f(thread index) on every core at once and waits for all of them.
+void onAllCores(unsigned n, const std::function<void(unsigned)> &f) {
+  std::vector<std::thread> ts;
+  for (unsigned i = 0; i < n; ++i) ts.emplace_back(f, i);
+  for (auto &t : ts) t.join();
+}
+
 __attribute__((target("avx512f,fma"))) double fmaLoop(long n) {
   __m512 a[16], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
   for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(0.01f * i);
@@ -126,13 +142,8 @@ __attribute__((target("avx512f,fma"))) double fmaLoop(long n) {
     F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11) F(12) F(13) F(14) F(15)
 #undef F
   }
-  __m512 s = a[0];
-  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
-  float lanes[16];  // (_mm512_reduce_add_ps trips a false GCC 12 -Wuninitialized in its header)
-  _mm512_storeu_ps(lanes, s);
-  double total = 0;
-  for (float x : lanes) total += x;
-  return total;
+  for (int i = 1; i < 16; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+  return laneSum(a[0]);
 }
 // FMA peak of all cores together (GFLOP/s), measured with one 16-chain loop per core: the best
 // of several trials of about 0.1 s each (one trial can land on a busy or down-clocked moment;
@@ -145,29 +156,23 @@ double measurePeak(bool quick) {
   for (int trial = 0; trial < (quick ? 1 : 7); ++trial) {
     std::atomic<double> sink{0};
     double t0 = nowMs();
-    std::vector<std::thread> ts;
-    for (unsigned i = 0; i < n; ++i) ts.emplace_back([&] { sink = sink + fmaLoop(iters); });
-    for (auto &t : ts) t.join();
+    onAllCores(n, [&](unsigned) { sink = sink + fmaLoop(iters); });
     double s = (nowMs() - t0) / 1e3;
     best = std::max(best, n * iters * 16.0 * 32 / s / 1e9);
   }
   return best;
 }
 
-__attribute__((target("avx512f"))) float sumLoop(const float *p, long n) {
+__attribute__((target("avx512f"))) double sumLoop(const float *p, long n) {
   __m512 a[8];
   for (int i = 0; i < 8; ++i) a[i] = _mm512_setzero_ps();
   for (long k = 0; k + 128 <= n; k += 128)
     for (int i = 0; i < 8; ++i) a[i] = _mm512_add_ps(a[i], _mm512_loadu_ps(p + k + 16 * i));
   for (int i = 1; i < 8; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
-  float lanes[16];
-  _mm512_storeu_ps(lanes, a[0]);
-  float total = 0;
-  for (float x : lanes) total += x;
-  return total;
+  return laneSum(a[0]);
 }
 // Read bandwidth of all cores together (GB/s): each thread sums its share of a 1 GiB array,
-// the best of several passes (the array touched first, so no pass takes page faults).
+// the best of several passes.
 double measureReadBandwidth(bool quick) {
   if (!__builtin_cpu_supports("avx512f")) return 0;
   unsigned n = std::max(1u, std::thread::hardware_concurrency());
@@ -176,17 +181,12 @@ double measureReadBandwidth(bool quick) {
   // by the thread that reads it.
   float *a = static_cast<float *>(std::aligned_alloc(64, floats * sizeof(float)));
   if (!a) return 0;
-  auto onThreads = [&](const std::function<void(unsigned)> &f) {
-    std::vector<std::thread> ts;
-    for (unsigned i = 0; i < n; ++i) ts.emplace_back(f, i);
-    for (auto &t : ts) t.join();
-  };
-  onThreads([&](unsigned i) { std::fill(a + i * share, a + (i + 1) * share, 1.0f); });
+  onAllCores(n, [&](unsigned i) { std::fill(a + i * share, a + (i + 1) * share, 1.0f); });
   double best = 0;
   std::atomic<double> sink{0};
   for (int trial = 0; trial < (quick ? 1 : 7); ++trial) {
     double t0 = nowMs();
-    onThreads([&](unsigned i) { sink = sink + sumLoop(a + i * share, share); });
+    onAllCores(n, [&](unsigned i) { sink = sink + sumLoop(a + i * share, share); });
     best = std::max(best, 4.0 * share * n / ((nowMs() - t0) / 1e3) / 1e9);
   }
   std::free(a);

@@ -22,7 +22,10 @@ static TensorDesc desc(Value v) {
   TensorDesc d;
   for (int64_t s : rt.getShape()) d.dims.push_back(ShapedType::isDynamic(s) ? -1 : s);
   d.is_int = rt.getElementType().isInteger(32);
-  if (ViewAttr view = viewOf(v); view && view.getKind() != ViewKind::placed) d.strides.assign(view.getStrides().asArrayRef().begin(), view.getStrides().asArrayRef().end());
+  if (ViewAttr view = viewOf(v); view && view.getKind() != ViewKind::placed) {
+    ArrayRef<int64_t> strides = view.getStrides().asArrayRef();
+    d.strides.assign(strides.begin(), strides.end());
+  }
   return d;
 }
 
