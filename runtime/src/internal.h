@@ -12,6 +12,9 @@ void scratch_prefault_stacks();  // every kernel thread touches the top MiB of i
 // The tensor last set for input `name` (null when none was set): generation reads the prompt's
 // length from it.
 const kilnrt_tensor *session_input(const kilnrt_session *s, const char *name);
+// A parameter's rank and shape in weights files (a transposed or panel parameter's dims are the
+// layout the model keeps).
+int param_file_shape(const kiln_tensor_info &p, int64_t *shape);
 // Records the message for kilnrt_last_error() and returns `code`.
 kilnrt_status fail(kilnrt_status code, std::string message);
 inline kilnrt_status user_error(std::string m) { return fail(KILNRT_USER_ERROR, std::move(m)); }

@@ -83,7 +83,12 @@ std::string describe(const kiln_model_info &model) {
       os << "    " << model.io[en.outputs[i]].name << " " << dims_str(model, model.io[en.outputs[i]]) << "\n";
   }
   os << "Parameters (" << model.n_params << "):\n";
-  for (int i = 0; i < model.n_params; ++i) os << "    " << model.params[i].name << " " << dims_str(model, model.params[i]) << "\n";
+  for (int i = 0; i < model.n_params; ++i) {  // as weights files hold them
+    int64_t shape[KILN_MAX_RANK];
+    int rank = kilnrt::param_file_shape(model.params[i], shape);
+    os << "    " << model.params[i].name << " " << kilnrt::shape_str(shape, rank) << " "
+       << (model.params[i].dtype == KILN_F32 ? "f32" : "i32") << "\n";
+  }
   return os.str();
 }
 

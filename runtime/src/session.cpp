@@ -83,20 +83,46 @@ static int64_t param_numel(const kiln_tensor_info &p) {
   return n;
 }
 
-// A parameter's shape in weights files: the transpose of the kept [in, out] for a transposed one.
-static void file_shape(const kiln_tensor_info &p, int64_t *shape) {
+// A parameter's rank and shape in weights files: the [K, N] matrix of a parameter in panels,
+// transposed back for a transposed one.
+int kilnrt::param_file_shape(const kiln_tensor_info &p, int64_t *shape) {
+  int rank = p.rank;
   for (int d = 0; d < p.rank; ++d) shape[d] = p.dims[d].size;
-  if (p.transposed) std::swap(shape[0], shape[1]);
+  if (p.panel_cols > 0) rank = 2, shape[0] = p.dims[1].size, shape[1] = p.panel_cols;
+  if (p.transposed && rank == 2) std::swap(shape[0], shape[1]);
+  return rank;
 }
 
-// src [rows, cols] -> a new [cols, rows] buffer.
-static Storage transposed(const float *src, int64_t rows, int64_t cols) {
-  Storage st = alloc64((size_t)(rows * cols) * 4);
+// Element (k, c) of the [K, N] matrix a parameter keeps, in a tensor of its file's layout.
+static float file_at(const kiln_tensor_info &p, const float *file, int64_t K, int64_t N, int64_t k, int64_t c) {
+  return p.transposed ? file[c * K + k] : file[k * N + c];
+}
+
+// A transposed or panel parameter in the layout the model keeps, from its file's layout (made
+// once, when weights are loaded or generated), and back (`to_file`, for saving).
+static Storage kept_layout(const kiln_tensor_info &p, const float *src, bool to_file) {
+  int64_t shape[KILN_MAX_RANK];
+  kilnrt::param_file_shape(p, shape);
+  const int64_t K = p.transposed ? shape[1] : shape[0], N = p.transposed ? shape[0] : shape[1];
+  Storage st = alloc64((size_t)(to_file ? K * N : param_numel(p)) * 4);
   float *dst = (float *)st.get();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  if (p.panel_cols <= 0) {  // transposed: [K, N] <-> [N, K]
+    const int64_t rows = to_file ? K : N, cols = to_file ? N : K;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+    return st;
+  }
+  const int64_t w = p.dims[2].size;  // panels [ceil(N / w), K, w]
+  for (int64_t c = 0; c < p.dims[0].size * w; ++c) {
+    const int64_t at = (c / w) * K * w + c % w;  // (k = 0, c) in the panels; k steps by w
+    for (int64_t k = 0; k < K; ++k) {
+      if (!to_file) dst[at + k * w] = c < N ? file_at(p, src, K, N, k, c) : 0.0f;
+      else if (c < N) dst[p.transposed ? c * K + k : k * N + c] = src[at + k * w];
+    }
+  }
   return st;
 }
+static bool relaid(const kiln_tensor_info &p) { return p.transposed || p.panel_cols > 0; }
 
 extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kilnrt_session **out) {
   *out = nullptr;
@@ -211,13 +237,13 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
                         prefix + "')");
     seen[it->second] = true;
     int64_t want[KILN_MAX_RANK];
-    file_shape(p, want);
+    const int rank = kilnrt::param_file_shape(p, want);
     const bool half = (t.dtype == KILN_F16 || t.dtype == KILN_BF16) && p.dtype == KILN_F32;
-    bool same = t.rank == p.rank && (t.dtype == (kiln_dtype)p.dtype || half);
-    for (int d = 0; d < p.rank; ++d) same = same && t.shape[d] == want[d];
+    bool same = t.rank == rank && (t.dtype == (kiln_dtype)p.dtype || half);
+    for (int d = 0; d < rank; ++d) same = same && t.shape[d] == want[d];
     if (!same) {
       misshaped.push_back(name + " (" + shape_str(t.shape, t.rank) + " " + dtype_name(t.dtype) + ", expected " +
-                          shape_str(want, p.rank) + " " + dtype_name((kiln_dtype)p.dtype) + ")");
+                          shape_str(want, rank) + " " + dtype_name((kiln_dtype)p.dtype) + ")");
       continue;
     }
     if (half) {  // converted once, here; the model computes in f32
@@ -250,12 +276,10 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
     return user_error("weights file '" + std::string(path) + "' does not match the model:" + list("missing", missing) +
                       list("unexpected", unexpected) + list("mis-shaped", misshaped));
   }
-  std::vector<Storage> owned = std::move(converted);  // converted and transposed parameters, made once here
+  std::vector<Storage> owned = std::move(converted);  // converted, transposed and panel parameters, made once here
   for (int i = 0; i < m->n_params; ++i)
-    if (m->params[i].transposed) {
-      int64_t shape[KILN_MAX_RANK];
-      file_shape(m->params[i], shape);
-      owned.push_back(transposed((const float *)ptrs[i], shape[0], shape[1]));
+    if (relaid(m->params[i])) {
+      owned.push_back(kept_layout(m->params[i], (const float *)ptrs[i], false));
       ptrs[i] = owned.back().get();
     }
   kilnrt_weights_close(s->weights);
@@ -276,7 +300,8 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
   s->param_store.clear();
   for (int i = 0; i < s->m->n_params; ++i) {
     const kiln_tensor_info &p = s->m->params[i];
-    int64_t n = param_numel(p);
+    int64_t shape[KILN_MAX_RANK], n = 1;
+    for (int d = 0, rank = kilnrt::param_file_shape(p, shape); d < rank; ++d) n *= shape[d];  // the file's elements
     Storage st = alloc64((size_t)n * 4);
     float *f = (float *)st.get();
     uint64_t state = seed * 0x100000001b3ULL;
@@ -290,11 +315,7 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
         f[k] = (float)(p.init_scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
       }
     }
-    if (p.transposed) {  // generated in the file's layout, kept transposed
-      int64_t shape[KILN_MAX_RANK];
-      file_shape(p, shape);
-      st = transposed(f, shape[0], shape[1]);
-    }
+    if (relaid(p)) st = kept_layout(p, f, false);  // generated in the file's layout (the same numbers), kept as the model reads them
     s->params[i] = st.get();
     s->param_store.push_back(std::move(st));
   }
@@ -307,17 +328,16 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
 extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const char *path) {
   std::vector<const char *> names;
   std::vector<kilnrt_tensor> ts;
-  std::vector<Storage> back;  // transposed parameters, in the file's layout again
+  std::vector<Storage> back;  // transposed and panel parameters, in the file's layout again
   for (int i = 0; i < s->m->n_params; ++i) {
     const kiln_tensor_info &p = s->m->params[i];
     if (!s->params[i]) return user_error("no weights loaded: use --weights or --random-weights");
     kilnrt_tensor t{};
     t.dtype = (kiln_dtype)p.dtype;
-    t.rank = p.rank;
-    file_shape(p, t.shape);
+    t.rank = kilnrt::param_file_shape(p, t.shape);
     t.data = s->params[i];
-    if (p.transposed) {
-      back.push_back(transposed((const float *)s->params[i], p.dims[0].size, p.dims[1].size));
+    if (relaid(p)) {
+      back.push_back(kept_layout(p, (const float *)s->params[i], true));
       t.data = back.back().get();
     }
     names.push_back(p.name);

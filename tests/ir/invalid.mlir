@@ -12,7 +12,7 @@ func.func @linear_features(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
 
 func.func @linear_layout(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
   %w = kiln.param "w" : tensor<16x8xf32>
-  // expected-error @+1 {{expected weight_layout "out_in" or "in_out"}}
+  // expected-error @+1 {{expected weight_layout "out_in", "in_out" or "panels", got "sideways"}}
   %h = kiln.linear %x, %w {weight_layout = "sideways"} : (tensor<?x8xf32>, tensor<16x8xf32>) -> tensor<?x16xf32>
   return %h : tensor<?x16xf32>
 }
@@ -219,4 +219,30 @@ func.func @depthwise_even(%x: tensor<?x16xf32>, %w: tensor<4x16xf32>, %b: tensor
   // expected-error @+1 {{expected an odd kernel size (weight dim 0), got 4}}
   %y = kiln.depthwise_conv %x, %w, %b : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
   return %y : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @param_panels() -> tensor<2x4x16xf32> {
+  // expected-error @+1 {{expected 2 panels of 16 columns to hold panel_cols = 40 columns}}
+  %w = kiln.param "w" {panel_cols = 40 : i64} : tensor<2x4x16xf32>
+  return %w : tensor<2x4x16xf32>
+}
+
+// -----
+
+func.func @linear_panels(%x: tensor<?x4xf32>) -> tensor<?x40xf32> {
+  %w = kiln.param "w" {panel_cols = 32 : i64} : tensor<2x4x16xf32>
+  // expected-error @+1 {{expected the weight's 2 panels of 16 columns to hold its 40 out-features}}
+  %h = kiln.linear %x, %w {weight_layout = "panels"} : (tensor<?x4xf32>, tensor<2x4x16xf32>) -> tensor<?x40xf32>
+  return %h : tensor<?x40xf32>
+}
+
+// -----
+
+func.func @ffn_panels_rank(%x: tensor<?x4xf32>, %w1: tensor<4x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x4xf32>, %b2: tensor<4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{expected the W1 in panels to have rank 3, got 'tensor<4x16xf32>'}}
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "panels", layout2 = "in_out", activation = #kiln.activation<relu>}
+      : (tensor<?x4xf32>, tensor<4x16xf32>, tensor<16xf32>, tensor<16x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
 }

@@ -1,19 +1,32 @@
 // RUN: kiln-opt %s --kiln-prepack-weights | FileCheck %s
+// RUN: kiln-opt %s --kiln-prepack-weights="vector-width=8" | FileCheck %s --check-prefix=AVX2
+// RUN: kiln-opt %s --kiln-prepack-weights="gpu=true" | FileCheck %s --check-prefix=GPU
 
 // An [out, in] weight read only by linears (in two entries) and by an FFN is kept transposed,
-// its users switched to in_out; a weight also read by an embedding (a tied output head) and
-// one already in_out are left alone.
+// then, on a CPU target, in panels of the register block's columns (16 in, 32 out: one panel of
+// 32 columns; w1's 64 columns: one panel with 16-lane vectors, two of 32 with 8-lane ones), its
+// users switched to the panels layout; a weight also read by an embedding (a tied output head)
+// is left alone; one already in_out is kept in panels too (not transposed). A GPU target keeps
+// the transposes only.
 // CHECK-LABEL: func.func @a
-// CHECK: %[[W:.*]] = kiln.param "fc.weight" {transposed} : tensor<16x32xf32>
-// CHECK: kiln.linear %arg0, %[[W]] {weight_layout = "in_out"} : (tensor<?x16xf32>, tensor<16x32xf32>) -> tensor<?x32xf32>
+// CHECK: %[[W:.*]] = kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
+// CHECK: kiln.linear %arg0, %[[W]] {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x32xf32>) -> tensor<?x32xf32>
 // CHECK: %[[E:.*]] = kiln.param "wte" : tensor<64x16xf32>
 // CHECK: kiln.linear %{{.*}}, %[[E]] : (tensor<?x16xf32>, tensor<64x16xf32>) -> tensor<?x64xf32>
-// CHECK: kiln.param "w1" {transposed} : tensor<16x64xf32>
-// CHECK: kiln.param "w2" {transposed} : tensor<64x16xf32>
-// CHECK: kiln.ffn {{.*}}layout1 = "in_out", layout2 = "in_out"
-// CHECK: kiln.param "io" : tensor<16x16xf32>
+// CHECK: kiln.param "w1" {panel_cols = 64 : i64, transposed} : tensor<1x16x64xf32>
+// CHECK: kiln.param "w2" {panel_cols = 16 : i64, transposed} : tensor<1x64x16xf32>
+// CHECK: kiln.ffn {{.*}}layout1 = "panels", layout2 = "panels"
+// CHECK: kiln.param "io" {panel_cols = 16 : i64} : tensor<1x16x16xf32>
 // CHECK-LABEL: func.func @b
-// CHECK: kiln.param "fc.weight" {transposed} : tensor<16x32xf32>
+// CHECK: kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
+// AVX2: kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
+// AVX2: kiln.param "w1" {panel_cols = 64 : i64, transposed} : tensor<2x16x32xf32>
+// GPU-LABEL: func.func @a
+// GPU: %[[W:.*]] = kiln.param "fc.weight" {transposed} : tensor<16x32xf32>
+// GPU: kiln.linear %arg0, %[[W]] {weight_layout = "in_out"} : (tensor<?x16xf32>, tensor<16x32xf32>) -> tensor<?x32xf32>
+// GPU: kiln.param "w1" {transposed} : tensor<16x64xf32>
+// GPU: kiln.ffn {{.*}}layout1 = "in_out", layout2 = "in_out"
+// GPU: kiln.param "io" : tensor<16x16xf32>
 func.func @a(%x: tensor<?x16xf32>, %ids: tensor<?xi32>) -> (tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>) {
   %w = kiln.param "fc.weight" : tensor<32x16xf32>
   %y = kiln.linear %x, %w : (tensor<?x16xf32>, tensor<32x16xf32>) -> tensor<?x32xf32>

@@ -112,3 +112,35 @@ func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x
       : (tensor<1x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
   return %l, %y : tensor<1x1000xf32>, tensor<1x64xf32>
 }
+
+// -----
+
+// Weights kept in panels since load (kiln-prepack-weights) are read in place (pack = at_load):
+// a register block is one panel wide (the last of 50257 columns' 786 panels holds 17); a decode
+// step streams whole panels (tiles of 128 columns: two panels of 64; 48 columns in panels of 16:
+// tiles of 48); the FFN reads both weights' panels, its blocks one panel wide each. On a GPU,
+// panels are read in place too.
+// CHECK-LABEL: func.func @panels
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 1, pack = at_load, gemm = register_block>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 128, pack = at_load, gemm = stream>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 48, pack = at_load, gemm = stream>
+// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 4, tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>
+// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 128, chunk = 32, gemm = stream>
+// GPU-LABEL: func.func @panels
+// GPU: kiln.linear {{.*}}#kiln.schedule<pack = at_load, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 32>
+func.func @panels(%x: tensor<?x64xf32>, %x1: tensor<1x64xf32>) -> (tensor<?x50257xf32>, tensor<1x50257xf32>, tensor<1x48xf32>, tensor<?x64xf32>, tensor<1x64xf32>) {
+  %w = kiln.param "head" {panel_cols = 50257 : i64} : tensor<786x64x64xf32>
+  %a = kiln.linear %x, %w {weight_layout = "panels"} : (tensor<?x64xf32>, tensor<786x64x64xf32>) -> tensor<?x50257xf32>
+  %b = kiln.linear %x1, %w {weight_layout = "panels"} : (tensor<1x64xf32>, tensor<786x64x64xf32>) -> tensor<1x50257xf32>
+  %n = kiln.param "narrow" {panel_cols = 48 : i64} : tensor<3x64x16xf32>
+  %c = kiln.linear %x1, %n {weight_layout = "panels"} : (tensor<1x64xf32>, tensor<3x64x16xf32>) -> tensor<1x48xf32>
+  %w1 = kiln.param "w1" {panel_cols = 256 : i64} : tensor<4x64x64xf32>
+  %b1 = kiln.param "b1" : tensor<256xf32>
+  %w2 = kiln.param "w2" {panel_cols = 64 : i64} : tensor<1x256x64xf32>
+  %b2 = kiln.param "b2" : tensor<64xf32>
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "panels", layout2 = "panels", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
+      : (tensor<?x64xf32>, tensor<4x64x64xf32>, tensor<256xf32>, tensor<1x256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
+  %y1 = kiln.ffn %x1, %w1, %b1, %w2, %b2 {layout1 = "panels", layout2 = "panels", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
+      : (tensor<1x64xf32>, tensor<4x64x64xf32>, tensor<256xf32>, tensor<1x256x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+  return %a, %b, %c, %y, %y1 : tensor<?x50257xf32>, tensor<1x50257xf32>, tensor<1x48xf32>, tensor<?x64xf32>, tensor<1x64xf32>
+}

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "harness.h"
 #include "kilnrt/api.h"
@@ -365,6 +367,103 @@ TEST(Session, RandomWeightsAreDeterministic) {
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(fa)), {}), std::string((std::istreambuf_iterator<char>(fb)), {}));
   kilnrt_session_destroy(a);
   kilnrt_session_destroy(b);
+}
+
+// Parameters kept in the layouts kiln-prepack-weights gives them: "a" [3, 5] in panels of 4
+// columns (dims [2, 3, 4]), "b" the transpose of a [5, 3] file tensor, also in panels, and "t"
+// the plain transpose of a [2, 3] file tensor. The entry copies the kept storage out, element
+// ids[i] of each parameter, so the test reads the layouts the kernels see.
+int32_t entryLayouts(void **bufs, const int64_t *syms, int32_t *) {
+  const int32_t *ids = (const int32_t *)bufs[3];
+  for (int p = 0; p < 3; ++p) {
+    const float *w = (const float *)bufs[p];
+    float *out = (float *)bufs[4 + p];
+    for (int64_t i = 0; i < syms[0]; ++i) out[i] = ids[i] < (p == 2 ? 6 : 24) ? w[ids[i]] : -1.0f;
+  }
+  return 0;
+}
+const int64_t kMaxL[] = {24};
+const kiln_tensor_info kParamsL[] = {
+    {"a", KILN_F32, 3, {{2, -1}, {3, -1}, {4, -1}}, 0, KILN_INIT_NORMAL, 1.0f, 0, 0, 5},
+    {"b", KILN_F32, 3, {{2, -1}, {3, -1}, {4, -1}}, 0, KILN_INIT_NORMAL, 1.0f, 0, 1, 5},
+    {"t", KILN_F32, 2, {{3, -1}, {2, -1}}, 0, KILN_INIT_NORMAL, 1.0f, 0, 1, 0}};
+const kiln_tensor_info kIoL[] = {{"tokens", KILN_I32, 1, {{24, 0}}, 24, 0, 0},
+                                 {"a", KILN_F32, 1, {{24, 0}}, 0, 0, 0},
+                                 {"b", KILN_F32, 1, {{24, 0}}, 0, 0, 0},
+                                 {"t", KILN_F32, 1, {{24, 0}}, 0, 0, 0}};
+const int32_t kInL[] = {0}, kOutL[] = {1, 2, 3};
+const kiln_entry_info kEntriesL[] = {{"forward", entryLayouts, 1, 3, kInL, kOutL, 1, kBufs, 1, kKernels}};
+const kiln_model_info kModelL = {KILN_ABI_VERSION, "toyl", "0", "h", "t", "", 1, kSyms, kMaxL, 3, kParamsL, 4, kIoL, 1,
+                                 kEntriesL, "", 0, nullptr};
+
+TEST(Session, ParametersAreKeptInPanelsAndSavedInTheFilesLayout) {
+  kilnrt_session *s;
+  ASSERT_EQ(kilnrt_session_create(&kModelL, &s), KILNRT_OK);
+  // a[k][c] = 10 k + c ([3, 5]); b's file [5, 3]: b[c][k] = 100 + 10 k + c; t's file [2, 3]: t[r][c] = 3 r + c.
+  std::vector<float> a(15), b(15), t(6);
+  for (int k = 0; k < 3; ++k)
+    for (int c = 0; c < 5; ++c) a[k * 5 + c] = 10.0f * k + c, b[c * 3 + k] = 100.0f + 10.0f * k + c;
+  for (int i = 0; i < 6; ++i) t[i] = (float)i;
+  std::string data((const char *)a.data(), 60);
+  data += std::string((const char *)b.data(), 60) + std::string((const char *)t.data(), 24);
+  std::string p = dir() + "/layouts.safetensors";
+  writeFile(p, safetensors(R"({"a":{"dtype":"F32","shape":[3,5],"data_offsets":[0,60]},)"
+                           R"("b":{"dtype":"F32","shape":[5,3],"data_offsets":[60,120]},)"
+                           R"("t":{"dtype":"F32","shape":[2,3],"data_offsets":[120,144]}})",
+                           data));
+  ASSERT_EQ(kilnrt_session_load_weights(s, p.c_str()), KILNRT_OK) << kilnrt_last_error();
+  std::vector<int32_t> v(24);
+  for (int i = 0; i < 24; ++i) v[i] = i;
+  kilnrt_tensor in = ids(v);
+  ASSERT_EQ(kilnrt_session_set_input(s, "tokens", &in), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_run(s, "forward"), KILNRT_OK) << kilnrt_last_error();
+  const kilnrt_tensor *oa, *ob, *ot;
+  ASSERT_EQ(kilnrt_session_output(s, "a", &oa), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_output(s, "b", &ob), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_output(s, "t", &ot), KILNRT_OK);
+  for (int pn = 0; pn < 2; ++pn)  // panel pn, row k, lane l: column 4 pn + l of row k, 0 past the 5 columns
+    for (int k = 0; k < 3; ++k)
+      for (int l = 0; l < 4; ++l) {
+        int c = 4 * pn + l, at = (pn * 3 + k) * 4 + l;
+        EXPECT_EQ(((const float *)oa->data)[at], c < 5 ? 10.0f * k + c : 0.0f) << "a panel " << pn << " row " << k << " lane " << l;
+        EXPECT_EQ(((const float *)ob->data)[at], c < 5 ? 100.0f + 10.0f * k + c : 0.0f) << "b panel " << pn << " row " << k << " lane " << l;
+      }
+  for (int r = 0; r < 3; ++r)  // t kept [3, 2]
+    for (int c = 0; c < 2; ++c) EXPECT_EQ(((const float *)ot->data)[r * 2 + c], 3.0f * c + r);
+  // Saved back in the files' layouts and shapes, the same bytes.
+  std::string q = dir() + "/layouts-saved.safetensors";
+  ASSERT_EQ(kilnrt_session_save_weights(s, q.c_str()), KILNRT_OK) << kilnrt_last_error();
+  kilnrt_weights *w;
+  ASSERT_EQ(kilnrt_weights_open(q.c_str(), &w), KILNRT_OK);
+  for (auto [name, want, rows, cols] : {std::tuple<const char *, std::vector<float> *, int, int>{"a", &a, 3, 5},
+                                        {"b", &b, 5, 3}, {"t", &t, 2, 3}}) {
+    kilnrt_tensor got;
+    ASSERT_EQ(kilnrt_weights_find(w, name, &got), KILNRT_OK);
+    ASSERT_EQ(got.rank, 2);
+    EXPECT_EQ(got.shape[0], rows);
+    EXPECT_EQ(got.shape[1], cols);
+    EXPECT_EQ(std::vector<float>((const float *)got.data, (const float *)got.data + rows * cols), *want) << name;
+  }
+  kilnrt_weights_close(w);
+  // A file with the kept shape instead of the file's is mis-shaped, named with the shape expected.
+  writeFile(p, safetensors(R"({"a":{"dtype":"F32","shape":[2,3,4],"data_offsets":[0,96]},)"
+                           R"("b":{"dtype":"F32","shape":[5,3],"data_offsets":[96,156]},)"
+                           R"("t":{"dtype":"F32","shape":[2,3],"data_offsets":[156,180]}})",
+                           std::string(180, '\0')));
+  EXPECT_EQ(kilnrt_session_load_weights(s, p.c_str()), KILNRT_USER_ERROR);
+  EXPECT_THAT(kilnrt_last_error(), HasSubstr("a ([2, 3, 4] f32, expected [3, 5] f32)"));
+  // Random weights are generated in the files' layout: the same numbers a plain [3, 5] gets.
+  ASSERT_EQ(kilnrt_session_random_weights(s, 7), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_save_weights(s, q.c_str()), KILNRT_OK) << kilnrt_last_error();
+  ASSERT_EQ(kilnrt_weights_open(q.c_str(), &w), KILNRT_OK);
+  kilnrt_tensor ra;
+  ASSERT_EQ(kilnrt_weights_find(w, "a", &ra), KILNRT_OK);
+  ASSERT_EQ(kilnrt_session_run(s, "forward"), KILNRT_OK) << kilnrt_last_error();
+  ASSERT_EQ(kilnrt_session_output(s, "a", &oa), KILNRT_OK);
+  EXPECT_EQ(((const float *)oa->data)[1 * 4 + 2], ((const float *)ra.data)[1 * 5 + 2]);  // (k 1, c 2) in panel 0
+  EXPECT_EQ(((const float *)oa->data)[(3 + 2) * 4 + 0], ((const float *)ra.data)[2 * 5 + 4]);  // (k 2, c 4) in panel 1
+  kilnrt_weights_close(w);
+  kilnrt_session_destroy(s);
 }
 
 TEST(Cpu, MissingFeaturesAreNamed) {

@@ -2,6 +2,7 @@
 // key's attributes, sequence-length inference, cost), one op after another in KilnOps.td's
 // order. Verifier messages start with "expected"; dynamic dims (`?`) match anything.
 #include <cstdio>
+#include <cstring>
 
 #include "kiln/Dialect/KilnDialect.h"
 #include "mlir/IR/Builders.h"
@@ -33,7 +34,15 @@ static LogicalResult expectRank(Operation *op, const char *role, Value v, int64_
 LogicalResult ParamOp::verify() {
   auto t = getResult().getType();
   if (!cast<RankedTensorType>(t).hasStaticShape()) return emitOpError("expected a static shape for a parameter");
-  if (getTransposed() && cast<RankedTensorType>(t).getRank() != 2) return emitOpError("expected a 2-D transposed parameter");
+  auto rt = cast<RankedTensorType>(t);
+  if (getTransposed() && rt.getRank() != 2 && !getPanelCols()) return emitOpError("expected a 2-D transposed parameter");
+  if (getPanelCols()) {
+    int64_t cols = (int64_t)*getPanelCols();
+    if (rt.getRank() != 3) return emitOpError("expected a parameter in panels to have rank 3, got ") << t;
+    int64_t p = rt.getDimSize(0), w = rt.getDimSize(2);
+    if (cols <= 0 || (cols + w - 1) / w != p)
+      return emitOpError("expected ") << p << " panels of " << w << " columns to hold panel_cols = " << cols << " columns";
+  }
   if (getInit() != "normal" && getInit() != "ones" && getInit() != "zeros")
     return emitOpError("expected init to be \"normal\", \"ones\" or \"zeros\", got \"") << getInit() << "\"";
   return success();
@@ -76,17 +85,40 @@ Syms SinusoidalPositionsOp::inferSeqLengths(ArrayRef<Syms> in) {
   return r;
 }
 
+// A GEMM weight's in- and out-features in its layout: out_in [out, in], in_out [in, out], or
+// panels [ceil(out / w), in, w] (kiln-prepack-weights: the [in, out] matrix as panels of w
+// columns, the last one padded). A panel weight does not carry its exact out-features: `out`
+// is given (the op's result or bias says it) and must fit the panels.
+static LogicalResult weightFeatures(Operation *op, const char *role, Value w, StringRef layout, const char *outRole,
+                                    int64_t &in, int64_t &out) {
+  RankedTensorType t = ty(w);
+  if (layout == "panels") {
+    if (t.getRank() != 3) return op->emitOpError() << "expected the " << role << " in panels to have rank 3, got " << t;
+    int64_t p = t.getDimSize(0), width = t.getDimSize(2);
+    in = t.getDimSize(1);
+    if (!ShapedType::isDynamic(out) && (out <= (p - 1) * width || out > p * width))
+      return op->emitOpError() << "expected the " << role << "'s " << p << " panels of " << width << " columns to hold its "
+                               << out << " out-features";
+    return success();
+  }
+  if (layout != "out_in" && layout != "in_out")
+    return op->emitOpError() << "expected " << (strcmp(role, "weight") ? std::string(role) + " layout" : "weight_layout")
+                             << " \"out_in\", \"in_out\" or \"panels\", got \"" << layout << "\"";
+  if (t.getRank() != 2) return op->emitOpError() << "expected the " << role << " to have rank 2, got " << t;
+  bool oi = layout == "out_in";
+  in = t.getDimSize(oi ? 1 : 0);
+  int64_t o = t.getDimSize(oi ? 0 : 1);
+  if (failed(expectDim(op, outRole, out, (std::string(role) + " out-features").c_str(), o))) return failure();
+  out = o;
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
-  if (failed(expectRank(*this, "weight", getWeight(), 2))) return failure();
-  if (getWeightLayout() != "out_in" && getWeightLayout() != "in_out")
-    return emitOpError("expected weight_layout \"out_in\" or \"in_out\"");
-  bool oi = getWeightLayout() == "out_in";
-  int64_t in = ty(getWeight()).getDimSize(oi ? 1 : 0), out = ty(getWeight()).getDimSize(oi ? 0 : 1);
   auto xt = ty(getX()), rt = ty(getResult());
   if (xt.getRank() != rt.getRank()) return emitOpError("expected the result to have the input's rank");
-  if (failed(expectDim(*this, "input features", xt.getDimSize(xt.getRank() - 1), "weight in-features", in)) ||
-      failed(expectDim(*this, "result features", rt.getDimSize(rt.getRank() - 1), "weight out-features", out)))
-    return failure();
+  int64_t in, out = rt.getDimSize(rt.getRank() - 1);
+  if (failed(weightFeatures(*this, "weight", getWeight(), getWeightLayout(), "result features", in, out))) return failure();
+  if (failed(expectDim(*this, "input features", xt.getDimSize(xt.getRank() - 1), "weight in-features", in))) return failure();
   if (getBias() && (ty(getBias()).getRank() != 1 || !compatible(ty(getBias()).getDimSize(0), out)))
     return emitOpError("expected a bias of shape [") << out << "], got " << ty(getBias());
   return success();
@@ -117,7 +149,7 @@ Syms LinearOp::inferSeqLengths(ArrayRef<Syms> in) {
 }
 OpCost LinearOp::getCost(function_ref<double(Value)> numel) {
   OpCost c = defaultCost(*this, numel);
-  double out = numel(getResult()), k = dimOf(getWeight(), getWeightLayout() == "out_in" ? 1 : 0);
+  double out = numel(getResult()), k = dimOf(getX(), ty(getX()).getRank() - 1);
   c.flops = 2 * out * k + (getBias() ? out : 0) + (getActivation() == ActivationKind::none ? 0 : 8 * out);
   return c;
 }
@@ -456,18 +488,17 @@ LogicalResult MaskOp::verify() {
 void MaskOp::getKernelAttrs(KernelAttrs &a) { a.set("mask", getKind()); }
 
 LogicalResult FfnOp::verify() {
-  for (StringRef l : {getLayout1(), getLayout2()})
-    if (l != "out_in" && l != "in_out") return emitOpError("expected layouts \"out_in\" or \"in_out\"");
   auto x = ty(getX()), r = ty(getResult());
   if (x.getRank() != 2 || r.getRank() != 2) return emitOpError("expected [rows, features] input and result");
-  bool oi1 = getLayout1() == "out_in", oi2 = getLayout2() == "out_in";
-  int64_t in1 = ty(getW1()).getDimSize(oi1 ? 1 : 0), ff = ty(getW1()).getDimSize(oi1 ? 0 : 1);
-  int64_t ff2 = ty(getW2()).getDimSize(oi2 ? 1 : 0), out = ty(getW2()).getDimSize(oi2 ? 0 : 1);
+  if (ty(getB1()).getRank() != 1 || ty(getB2()).getRank() != 1) return emitOpError("expected 1-D biases");
+  // The out-features of a weight in panels come from its bias.
+  int64_t in1, ff = ty(getB1()).getDimSize(0), ff2, out = ty(getB2()).getDimSize(0);
+  if (failed(weightFeatures(*this, "W1", getW1(), getLayout1(), "b1 length", in1, ff)) ||
+      failed(weightFeatures(*this, "W2", getW2(), getLayout2(), "b2 length", ff2, out)))
+    return failure();
   if (failed(expectDim(*this, "input features", x.getDimSize(1), "W1 in-features", in1)) ||
       failed(expectDim(*this, "W1 out-features", ff, "W2 in-features", ff2)) ||
-      failed(expectDim(*this, "result features", r.getDimSize(1), "W2 out-features", out)) ||
-      failed(expectDim(*this, "b1 length", ty(getB1()).getDimSize(0), "W1 out-features", ff)) ||
-      failed(expectDim(*this, "b2 length", ty(getB2()).getDimSize(0), "W2 out-features", out)))
+      failed(expectDim(*this, "result features", r.getDimSize(1), "W2 out-features", out)))
     return failure();
   if (getResidual() && getResidual().getType() != getResult().getType())
     return emitOpError("expected the residual to have the result's type");
@@ -482,7 +513,7 @@ void FfnOp::getKernelAttrs(KernelAttrs &a) {
 // Both GEMMs, the bias and the activation over the intermediate.
 OpCost FfnOp::getCost(function_ref<double(Value)> numel) {
   OpCost c = defaultCost(*this, numel);
-  double rows = numel(getX()) / dimOf(getX(), 1), d = dimOf(getW1(), 0), dff = dimOf(getW1(), 1);
+  double rows = numel(getX()) / dimOf(getX(), 1), d = dimOf(getX(), 1), dff = dimOf(getB1(), 0);
   c.flops = 2 * rows * d * dff * 2 + 10 * rows * dff;
   return c;
 }

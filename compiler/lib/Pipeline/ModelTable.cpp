@@ -24,7 +24,8 @@ std::string cstr(StringRef s) {
 }
 
 std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> syms, ArrayRef<int64_t> bounds, int64_t vocab,
-                       StringRef init, float scale, bool optional = false, bool transposed = false) {
+                       StringRef init, float scale, bool optional = false, bool transposed = false,
+                       int64_t panelCols = 0) {
   std::ostringstream os;
   os << "{" << cstr(name) << ", " << (t.getElementType().isF32() ? "KILN_F32" : "KILN_I32") << ", " << t.getRank()
      << ", {";
@@ -34,7 +35,7 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
   }
   os << "}, " << vocab << ", "
      << (init == "ones" ? "KILN_INIT_ONES" : init == "zeros" ? "KILN_INIT_ZEROS" : "KILN_INIT_NORMAL") << ", "
-     << "(float)" << scale << ", " << (optional ? 1 : 0) << ", " << (transposed ? 1 : 0) << "}";
+     << "(float)" << scale << ", " << (optional ? 1 : 0) << ", " << (transposed ? 1 : 0) << ", " << panelCols << "}";
   return os.str();
 }
 
@@ -70,7 +71,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
   for (Attribute a : paramNames) {
     ParamOp p = params[cast<StringAttr>(a).getValue()];
     os << "  " << tensorInfo(p.getName(), cast<RankedTensorType>(p.getType()), {}, bnd, 0, p.getInit(),
-                             p.getInitScale().convertToFloat(), false, p.getTransposed())
+                             p.getInitScale().convertToFloat(), false, p.getTransposed(), (int64_t)p.getPanelCols().value_or(0))
        << ",\n";
   }
   os << "  {0}};\n";

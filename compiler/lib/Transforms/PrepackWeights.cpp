@@ -1,13 +1,20 @@
-// kiln-prepack-weights: [out, in] weights kept as [in, out], transposed once by the runtime.
+// kiln-prepack-weights: GEMM weights kept in the layout their kernels read, laid out once by the
+// runtime: [out, in] weights transposed to [in, out], then (CPU targets) in panels.
 //
 // Algorithm:
 //   1. For every parameter name, collect the uses of all its kiln.param ops (a name appears in
-//      every entry and region that uses it). A use qualifies when it is the weight of a
-//      kiln.linear with weight_layout "out_in", or W1 / W2 of a kiln.ffn with that layout.
+//      every entry and region that uses it). A use qualifies for the transpose when it is the
+//      weight of a kiln.linear with weight_layout "out_in", or W1 / W2 of a kiln.ffn with that
+//      layout.
 //   2. If every use of a 2-D parameter qualifies: each of its kiln.param ops gets the transposed
 //      type and the `transposed` attribute, and each user's layout becomes "in_out".
+//   3. CPU targets: if every use of a 2-D parameter reads it "in_out" as a linear's weight or
+//      an FFN's W1 / W2, its kiln.param ops get the panel type [ceil(N / w), K, w] (w =
+//      gemmTileN of N, the register block kiln-tile-ops gives a GEMM of N columns) and
+//      `panel_cols = N`, and each user's layout becomes "panels".
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_PREPACKWEIGHTS
@@ -17,19 +24,19 @@ namespace kiln {
 using namespace mlir;
 
 namespace {
-// The layout attribute through which `use` reads an [out, in] weight, or null.
-StringAttr outInLayout(OpOperand &use, StringRef &attrName) {
+// The layout attribute through which `use` reads a GEMM weight in `layout`, or null.
+StringAttr weightLayout(OpOperand &use, StringRef layout, StringRef &attrName) {
   Operation *user = use.getOwner();
   if (auto l = dyn_cast<kiln::LinearOp>(user)) {
     attrName = "weight_layout";
-    return use.getOperandNumber() == 1 && l.getWeightLayout() == "out_in" ? l.getWeightLayoutAttr() : StringAttr();
+    return use.getOperandNumber() == 1 && l.getWeightLayout() == layout ? l.getWeightLayoutAttr() : StringAttr();
   }
   if (auto f = dyn_cast<kiln::FfnOp>(user)) {
-    if (use.get() == f.getW1() && use.getOperandNumber() == 1 && f.getLayout1() == "out_in") {
+    if (use.getOperandNumber() == 1 && f.getLayout1() == layout) {
       attrName = "layout1";
       return f.getLayout1Attr();
     }
-    if (use.get() == f.getW2() && use.getOperandNumber() == 3 && f.getLayout2() == "out_in") {
+    if (use.getOperandNumber() == 3 && f.getLayout2() == layout) {
       attrName = "layout2";
       return f.getLayout2Attr();
     }
@@ -37,33 +44,48 @@ StringAttr outInLayout(OpOperand &use, StringRef &attrName) {
   return StringAttr();
 }
 
+// If every use of the parameter's ops reads it as a GEMM weight in layout `from`: each user
+// reads it in layout `to`, and each op gets type `type`. Returns whether it did.
+bool relayout(ArrayRef<kiln::ParamOp> ops, StringRef from, StringRef to, RankedTensorType type) {
+  bool all = true, any = false;
+  for (kiln::ParamOp p : ops)
+    for (OpOperand &use : p->getUses()) {
+      StringRef name;
+      all &= (bool)weightLayout(use, from, name);
+      any = true;
+    }
+  if (!all || !any) return false;
+  for (kiln::ParamOp p : ops) {
+    for (OpOperand &use : p->getUses()) {
+      StringRef name;
+      weightLayout(use, from, name);
+      use.getOwner()->setAttr(name, StringAttr::get(type.getContext(), to));
+    }
+    p.getResult().setType(type);
+  }
+  return true;
+}
+
 struct PrepackWeightsPass : kiln::impl::PrepackWeightsBase<PrepackWeightsPass> {
   using PrepackWeightsBase::PrepackWeightsBase;
   void runOnOperation() override {
-    llvm::StringMap<SmallVector<kiln::ParamOp>> byName;
+    llvm::MapVector<StringRef, SmallVector<kiln::ParamOp>> byName;
     getOperation().walk([&](kiln::ParamOp p) { byName[p.getName()].push_back(p); });
-    MLIRContext *ctx = &getContext();
-    for (auto &entry : byName) {
-      auto t = cast<RankedTensorType>(entry.second.front().getType());
-      if (t.getRank() != 2 || entry.second.front().getTransposed()) continue;
-      bool all = true, any = false;
-      for (kiln::ParamOp p : entry.second)
-        for (OpOperand &use : p->getUses()) {
-          StringRef name;
-          all &= (bool)outInLayout(use, name);
-          any = true;
-        }
-      if (!all || !any) continue;
+    for (auto &[name, ops] : byName) {
+      auto t = cast<RankedTensorType>(ops.front().getType());
+      if (t.getRank() != 2 || ops.front().getTransposed() || ops.front().getPanelCols()) continue;
+      // 1-2. [out, in] -> [in, out].
       auto tt = RankedTensorType::get({t.getDimSize(1), t.getDimSize(0)}, t.getElementType());
-      for (kiln::ParamOp p : entry.second) {
-        for (OpOperand &use : p->getUses()) {
-          StringRef name;
-          outInLayout(use, name);
-          use.getOwner()->setAttr(name, StringAttr::get(ctx, "in_out"));
-        }
-        p.getResult().setType(tt);
-        p.setTransposed(true);
+      if (relayout(ops, "out_in", "in_out", tt)) {
+        for (kiln::ParamOp p : ops) p.setTransposed(true);
+        t = tt;
       }
+      // 3. [K, N] -> panels [ceil(N / w), K, w].
+      if (gpu) continue;
+      int64_t K = t.getDimSize(0), N = t.getDimSize(1), w = kiln::gemmTileN(vectorWidth, N);
+      auto pt = RankedTensorType::get({(N + w - 1) / w, K, w}, t.getElementType());
+      if (relayout(ops, "in_out", "panels", pt))
+        for (kiln::ParamOp p : ops) p.setPanelCols(N);
     }
   }
 };

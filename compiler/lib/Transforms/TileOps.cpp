@@ -7,15 +7,17 @@
 //      accumulator vectors fit the 32 AVX-512 (or 16 AVX2) registers with room for the
 //      operands. Task tiles of tile_rows = 8 blocks. A linear with at least 8 column tiles runs
 //      its column tiles as tasks (column_tasks), each packing its weight panel once; a weight
-//      read transposed, through a dynamic or long (>= 1024) K, or with rows of 1024 or more
-//      columns (each K step of an in-place panel on its own page: the TLB misses cost more than
-//      the copy) is packed per task (pack), others are read in place. The FFN packs both weights per call, its first GEMM's tile
-//      (hidden_tile_n, hidden_vec) over d_ff.
+//      kept in panels since load (kiln-prepack-weights) is read in place (pack = at_load,
+//      tile_n = the panel's columns); otherwise a weight read transposed, through a dynamic or
+//      long (>= 1024) K, or with rows of 1024 or more columns (each K step of an in-place panel
+//      on its own page: the TLB misses cost more than the copy) is packed per task, others are
+//      read in place. The FFN reads both weights from their panels (at_load) or packs them per
+//      call; its first GEMM's tile (hidden_tile_n, hidden_vec) is over d_ff.
 //      A linear or matmul (not batched) or an FFN over at most 4 static rows (a decode step) is
 //      a bandwidth problem: gemm = stream, no packing, each weight read once in place by tasks
 //      of tile_n columns (128 for 1 or 2 rows, 64 for 3 or 4, within N): an [in, out] weight as
-//      row segments, an [out, in] one (a tied LM head) along K, vec = the lanes over K. An FFN
-//      streams only [in, out] weights (kiln-prepack-weights' layout).
+//      row segments (whole panels for a weight in panels), an [out, in] one (a tied LM head)
+//      along K, vec = the lanes over K. An FFN streams only [in, out] weights or panels.
 //   2. The same ops on a GPU: block tiles of gpu_tile_n columns (64, halved down to the
 //      columns, at least 16) x gpu_tile_m = 32 rows, 4 x 4 per thread; with a static K that 32,
 //      16, 8 or 4 divides and at least 32 static rows (not a decode step), K is staged through
@@ -48,23 +50,14 @@ int64_t dim(Value v, int64_t d) {
   return ShapedType::isDynamic(s) ? -1 : s;
 }
 
-// The CPU register block's columns for N columns (-1: dynamic) with `lanes` lanes per vector:
-// 4 vectors of the target's width, capped by N rounded up to the target's vectors, then
-// rounded down to whole vectors of the op's lanes within N.
-int64_t cpuTileN(int64_t width, int64_t lanes, int64_t N) {
-  int64_t tn = 4 * width;
-  if (N >= 0) tn = std::min(tn, (N + width - 1) / width * width);
-  if (N >= 0) tn = std::max(lanes, std::min(tn, N / lanes * lanes));
-  return std::max(lanes, tn / lanes * lanes);
-}
-
 // A streaming GEMM's rows at most (a decode step, a few batched ones) and its column tile:
 // 128 columns for 1 or 2 rows, 64 for 3 or 4 (at most 16 accumulator vectors), whole vectors
-// within N.
+// within N; for a weight in panels of `panel` columns (0: none), whole panels.
 constexpr int64_t kStreamRows = 4;
-int64_t streamTileN(int64_t lanes, int64_t N, int64_t M) {
+int64_t streamTileN(int64_t lanes, int64_t N, int64_t M, int64_t panel = 0) {
   int64_t tn = M <= 2 ? 128 : 64;
-  return std::max(lanes, std::min(tn, N / lanes * lanes));
+  tn = std::max(lanes, std::min(tn, N / lanes * lanes));
+  return panel ? std::max(panel, tn / panel * panel) : tn;
 }
 
 // The GPU block tile's columns: 64, halved while half still covers N, at least 16.
@@ -97,63 +90,70 @@ int64_t gpuRowThreads(int64_t rank, int64_t inner) {
 struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   using TileOpsBase::TileOpsBase;
 
+  // The columns of a weight's panels (weight layout "panels", kiln-prepack-weights), or 0.
+  static int64_t panelWidth(Value w, StringRef layout) { return layout == "panels" ? dim(w, 2) : 0; }
+
   void gemm(Operation *op, kiln::ScheduleFields &s) {
     auto lin = dyn_cast<kiln::LinearOp>(op);
     bool batch = isa<kiln::BatchMatMulOp>(op);
     int64_t N = dim(op->getResult(0), -1), K = dim(op->getOperand(0), -1), M = dim(op->getOperand(0), -2);
     bool transposed = lin ? lin.getWeightLayout() == "out_in" : op->getAttrOfType<BoolAttr>("transpose_b").getValue();
+    int64_t panel = lin ? panelWidth(lin.getWeight(), lin.getWeightLayout()) : 0;
     if (gpu) {
       s.gpu_tile_n = gpuTileN(N);
       s.gpu_tile_m = 32;
       s.gpu_k_chunk = gpuKChunk(K, M);
-      s.pack = transposed ? kiln::Packing::per_call : kiln::Packing::none;
+      s.pack = transposed ? kiln::Packing::per_call : panel ? kiln::Packing::at_load : kiln::Packing::none;
       return;
     }
     int64_t lanes = kiln::lanesFor(vectorWidth, N);
     if (!batch && M > 0 && M <= kStreamRows && N > 0 && K > 0) {
       s.gemm = kiln::GemmEngine::stream;
-      s.pack = kiln::Packing::none;
-      s.tile_n = transposed ? std::min<int64_t>(64, N) : streamTileN(lanes, N, M);
+      s.pack = panel ? kiln::Packing::at_load : kiln::Packing::none;
+      s.tile_n = transposed ? std::min<int64_t>(64, N) : streamTileN(lanes, N, M, panel);
       if (transposed) s.vec = kiln::lanesFor(vectorWidth, K);
       return;
     }
     s.gemm = kiln::GemmEngine::register_block;
     s.tile_m = 4;
-    s.tile_n = cpuTileN(vectorWidth, lanes, N);
+    s.tile_n = panel ? panel : kiln::gemmTileN(vectorWidth, N);
     s.tile_rows = 8 * 4;
     s.column_tasks = N >= 0 && N / *s.tile_n >= 8 && !batch;
-    s.pack = transposed || N < 0 || K < 0 || K >= 1024 || N >= 1024 ? kiln::Packing::per_task : kiln::Packing::none;
+    s.pack = panel                                                      ? kiln::Packing::at_load
+             : transposed || N < 0 || K < 0 || K >= 1024 || N >= 1024 ? kiln::Packing::per_task
+                                                                       : kiln::Packing::none;
   }
 
   void ffn(kiln::FfnOp op, kiln::ScheduleFields &s) {
-    bool oi1 = op.getLayout1() == "out_in";
-    int64_t d = dim(op.getX(), 1), M = dim(op.getX(), 0), dout = dim(op.getResult(), 1);
-    int64_t dff = dim(op.getW1(), oi1 ? 0 : 1);
-    if (!gpu && M > 0 && M <= kStreamRows && !oi1 && op.getLayout2() != "out_in") {
+    bool oi1 = op.getLayout1() == "out_in", oi2 = op.getLayout2() == "out_in";
+    int64_t panel1 = panelWidth(op.getW1(), op.getLayout1()), panel2 = panelWidth(op.getW2(), op.getLayout2());
+    int64_t M = dim(op.getX(), 0), dout = dim(op.getResult(), 1), dff = dim(op.getB1(), 0);
+    if (!gpu && M > 0 && M <= kStreamRows && !oi1 && !oi2) {
       int64_t lanes = kiln::lanesFor(vectorWidth, dout), hiddenLanes = kiln::lanesFor(vectorWidth, dff);
       s.gemm = kiln::GemmEngine::stream;
-      s.pack = kiln::Packing::none;
-      s.tile_n = streamTileN(lanes, dout, M);
+      s.pack = panel1 && panel2 ? kiln::Packing::at_load : kiln::Packing::none;
+      s.tile_n = streamTileN(lanes, dout, M, panel2);
       s.hidden_vec = hiddenLanes;
-      s.hidden_tile_n = streamTileN(hiddenLanes, dff, M);
+      s.hidden_tile_n = streamTileN(hiddenLanes, dff, M, panel1);
       return;
     }
-    s.pack = kiln::Packing::per_call;
+    // Both weights in panels: read in place; otherwise the others are packed once per call.
+    s.pack = panel1 && panel2 ? kiln::Packing::at_load : kiln::Packing::per_call;
     if (!gpu) s.gemm = kiln::GemmEngine::register_block;
     if (gpu) {
       s.gpu_tile_n = gpuTileN(dout);
       s.gpu_hidden_tile_n = gpuTileN(dff);
       s.gpu_tile_m = 32;
       s.gpu_k_chunk = gpuKChunk(dff, M);
-      s.gpu_hidden_k_chunk = gpuKChunk(d, M);
+      s.gpu_hidden_k_chunk = gpuKChunk(dim(op.getX(), 1), M);
       return;
     }
     int64_t lanes = kiln::lanesFor(vectorWidth, dout), hiddenLanes = kiln::lanesFor(lanes, dff);
     int64_t tn0 = std::min(4 * vectorWidth, (dout + vectorWidth - 1) / vectorWidth * vectorWidth);
     s.tile_m = 4;
-    s.tile_n = std::max(lanes, std::min(tn0, dout / lanes * lanes));
+    s.tile_n = panel2 ? panel2 : std::max(lanes, std::min(tn0, dout / lanes * lanes));
     s.hidden_vec = hiddenLanes;
-    s.hidden_tile_n = std::max(hiddenLanes, std::min(tn0, dff / hiddenLanes * hiddenLanes));
+    s.hidden_tile_n = panel1 ? panel1 : std::max(hiddenLanes, std::min(tn0, dff / hiddenLanes * hiddenLanes));
   }
 
   void runOnOperation() override {

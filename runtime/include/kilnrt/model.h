@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 7
+#define KILN_ABI_VERSION 8
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
@@ -47,6 +47,10 @@ typedef struct kiln_tensor_info {
   int32_t optional;  /* inputs: may be left out, and are then all zeros (BERT's token_type_ids) */
   int32_t transposed; /* parameters: kept as the transpose of the 2-D tensor that weights files hold
                          (kiln-prepack-weights); dims are the kept layout's */
+  int64_t panel_cols; /* parameters: > 0 when the [K, N] matrix (the transpose of the file's tensor
+                         if `transposed`) is kept as panels: dims [ceil(N / w), K, w], N =
+                         panel_cols; panel p holds columns p*w .. p*w + w - 1 of every row,
+                         contiguously, the last one zero-padded (kiln-prepack-weights) */
 } kiln_tensor_info;
 
 /* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the

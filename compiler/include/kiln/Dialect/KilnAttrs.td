@@ -26,7 +26,10 @@ def Kiln_Packing : I32EnumAttr<"Packing", "how a GEMM's weight is packed into co
     I32EnumAttrCase<"unset", 0>,
     I32EnumAttrCase<"none", 1>,      // read in place
     I32EnumAttrCase<"per_task", 2>,  // a [K x tile_n] panel per parallel task (a column tile, or a tile)
-    I32EnumAttrCase<"per_call", 3>]> {  // every panel once per call (the FFN's two weights)
+    I32EnumAttrCase<"per_call", 3>,  // every panel once per call (the FFN's weights on a GPU)
+    // read in place from the panels the weight is kept in since load (weight layout "panels",
+    // kiln-prepack-weights)
+    I32EnumAttrCase<"at_load", 4>]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
 }
@@ -99,7 +102,7 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
                       once (enough columns for every thread); 0: row and column tiles fused
       gemm            register_block | stream (a few static rows: each weight read once,
                       in place, column tiles split among the threads)
-      pack            none | per_task | per_call: the weight panels
+      pack            none | per_task | per_call | at_load: the weight panels
       hidden_vec, hidden_tile_n   the FFN's first GEMM (over d_ff)
       rows_per_task   row-wise kernels: rows per task (about 16 KiB)
       engine          attention: row_strip | online_block | block_sparse

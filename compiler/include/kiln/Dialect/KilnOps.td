@@ -60,15 +60,22 @@ def Kiln_ParamOp : Kiln_Op<"param", [Pure]> {
     given initializer ("normal" with standard deviation `init_scale`, "ones", "zeros").
     `transposed` (set by kiln-prepack-weights): the result is the transpose of the 2-D tensor
     the weights file holds; the runtime transposes it once when the weights are set.
+    `panel_cols` (set by kiln-prepack-weights on CPU targets): the result holds an [in, out]
+    matrix of `panel_cols` columns as panels [ceil(panel_cols / w), in, w]: panel p holds
+    columns p·w ... p·w + w - 1 of every row, contiguously (the last one zero-padded), which is
+    how a register-blocked GEMM reads its weight. The runtime lays the file's matrix out so once
+    when the weights are set (after the transpose, for a transposed one).
 
     ```mlir
     %w = kiln.param "wte" : tensor<256x128xf32>
     %g = kiln.param "ln_f.weight" {init = "ones"} : tensor<128xf32>
+    %p = kiln.param "h.0.mlp.c_fc.weight" {panel_cols = 512 : i64} : tensor<8x128x64xf32>
     ```
   }];
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let arguments = (ins StrAttr:$name, DefaultValuedAttr<StrAttr, "\"normal\"">:$init,
-                   DefaultValuedAttr<F32Attr, "0.02f">:$init_scale, UnitAttr:$transposed);
+                   DefaultValuedAttr<F32Attr, "0.02f">:$init_scale, UnitAttr:$transposed,
+                   OptionalAttr<I64Attr>:$panel_cols);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
@@ -115,9 +122,12 @@ def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure], "Sinuso
 }
 
 def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Linear", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
-  let summary = "x·Wᵀ + b (weight_layout out_in) or x·W + b (in_out), with a fused activation";
+  let summary = "x·Wᵀ + b (weight_layout out_in) or x·W + b (in_out, panels), with a fused activation";
   let description = [{
     `activation` (none, relu, gelu_erf, gelu_tanh, silu) is set by `kiln-fuse-epilogue`.
+    weight_layout "panels": W is an [in, out] matrix kept as panels [ceil(out / w), in, w]
+    (kiln.param's `panel_cols`, set by kiln-prepack-weights); the layouts of kiln.ffn's two
+    weights (layout1, layout2) take the same three values.
 
     ```mlir
     %y = kiln.linear %x, %w, %b {weight_layout = "in_out"} : (tensor<?x128xf32>, tensor<128x384xf32>, tensor<384xf32>) -> tensor<?x384xf32>

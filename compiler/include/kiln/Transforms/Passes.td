@@ -115,20 +115,29 @@ def TileSparsePattern : Pass<"kiln-tile-sparse-pattern", "mlir::ModuleOp"> {
 }
 
 def PrepackWeights : Pass<"kiln-prepack-weights", "mlir::ModuleOp"> {
-  let summary = "Keep [out, in] linear weights transposed, so kernels never transpose them per call";
+  let summary = "Keep GEMM weights in the layout their kernels read, made once at load: transposed, then in panels";
   let description = [{
-    A parameter whose every use (in every entry) is the [out, in] weight of a linear or of a
-    chunked FFN becomes `transposed`: its type is [in, out] and its users read it in the in_out
-    layout. The runtime transposes it once, when the weights are loaded or generated, and saves
-    it back in the file's [out, in] layout.
+    1. A parameter whose every use (in every entry) is the [out, in] weight of a linear or of a
+       chunked FFN becomes `transposed`: its type is [in, out] and its users read it in the
+       in_out layout.
+    2. On a CPU target, a 2-D parameter whose every use is then the [in, out] weight of a linear
+       or an FFN is kept in panels: [ceil(N / w), in, w], w = the register block's columns for
+       its N columns (kiln-tile-ops reads one panel per block: 4 vectors of the target, within
+       N), `panel_cols = N`, its users' layout "panels". A GEMM then never packs it per call or
+       per task, and a decode step's streaming GEMM reads the same panels front to back.
+    The runtime lays the weights out once, when they are loaded or generated, and saves them
+    back in the file's layout. The panels' padding counts in the parameters' bytes (the cost
+    report, --max-memory).
 
       %w = kiln.param "fc.weight" : tensor<512x128xf32>
       %y = kiln.linear %x, %w {weight_layout = "out_in"}
-    becomes
-      %w = kiln.param "fc.weight" {transposed} : tensor<128x512xf32>
-      %y = kiln.linear %x, %w {weight_layout = "in_out"}
+    becomes (--vector-width=16)
+      %w = kiln.param "fc.weight" {panel_cols = 512 : i64, transposed} : tensor<8x128x64xf32>
+      %y = kiln.linear %x, %w {weight_layout = "panels"}
     A parameter with any other use (an embedding table tied to the output head) is left alone.
   }];
+  let options = [Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes of the target's widest SIMD">,
+                 Option<"gpu", "gpu", "bool", "false", "a GPU target: no panels (its GEMMs stage tiles in shared memory)">];
 }
 
 def TileOps : Pass<"kiln-tile-ops", "mlir::ModuleOp"> {

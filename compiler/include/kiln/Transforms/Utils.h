@@ -17,4 +17,15 @@ inline int64_t lanesFor(int64_t targetLanes, int64_t extent) {
     while (w > 1 && w > extent) w /= 2;
   return w;
 }
+// A CPU GEMM's register block columns over N output columns (-1: dynamic) on a target with
+// `targetLanes` f32 lanes: 4 vectors of the target's width, capped by N rounded up to the
+// target's vectors, then rounded down to whole vectors of the op's lanes within N. Also the
+// width of the panels a weight of N columns is kept in (kiln-prepack-weights), so that a
+// register block reads exactly one panel.
+inline int64_t gemmTileN(int64_t targetLanes, int64_t N) {
+  int64_t lanes = lanesFor(targetLanes, N), tn = 4 * targetLanes;
+  if (N >= 0) tn = std::min(tn, (N + targetLanes - 1) / targetLanes * targetLanes);
+  if (N >= 0) tn = std::max(lanes, std::min(tn, N / lanes * lanes));
+  return std::max(lanes, tn / lanes * lanes);
+}
 }  // namespace kiln

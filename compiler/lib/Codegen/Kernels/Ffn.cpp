@@ -12,7 +12,8 @@ Func buildFfn(Builder &B) {
   ImageParam X = B.in[0], W1 = B.in[1], B1 = B.in[2], W2 = B.in[3], B2 = B.in[4];
   const int d = (int)k.inputs[0].dims[1];
   const bool oi1 = op.getLayout1() == "out_in", oi2 = op.getLayout2() == "out_in";
-  const int dff = (int)(oi1 ? k.inputs[1].dims[0] : k.inputs[1].dims[1]);
+  const bool pan1 = op.getLayout1() == "panels", pan2 = op.getLayout2() == "panels";
+  const int dff = (int)k.inputs[2].dims[0];  // b1's length
   const int dout = (int)k.output.dims[1];
   const int chunk = B.need(B.sch.chunk, "chunk");
   Expr M = X.dim(1).extent();
@@ -23,24 +24,25 @@ Func buildFfn(Builder &B) {
   const int tn1 = B.gpu ? B.need(B.sch.gpu_hidden_tile_n, "gpu_hidden_tile_n") : B.need(B.sch.hidden_tile_n, "hidden_tile_n");
 
   /* THE ALGORITHM */
-  // Each weight is packed once per call into panels: P(pi, kk, po) is column po * tn + pi of
-  // row kk, so the panel a column tile reads (K x tn) is contiguous, as for a linear.
+  // A weight kept in panels since load (kiln-prepack-weights) is read in place; others are
+  // packed once per call into panels: P(pi, kk, po) is column po * tn + pi of row kk, so the
+  // panel a column tile reads (K x tn) is contiguous, as for a linear.
   Func P1("P1"), P2("P2"), acc1("acc1"), h("h"), acc2("acc2"), out("out");
   Expr c1 = min(po * tn1 + pi, dff - 1), c2 = min(po * tn2 + pi, dout - 1);
-  P1(pi, kk, po) = oi1 ? W1(kk, c1) : W1(c1, kk);
-  P2(pi, kk, po) = oi2 ? W2(kk, c2) : W2(c2, kk);
+  P1(pi, kk, po) = pan1 ? W1(pi, kk, po) : oi1 ? W1(kk, c1) : W1(c1, kk);  // (unused with panels)
+  P2(pi, kk, po) = pan2 ? W2(pi, kk, po) : oi2 ? W2(kk, c2) : W2(c2, kk);
   // The GEMMs' operands as Funcs (inlined on the CPU; staged through shared memory on the GPU).
   Func Xr("Xr"), W1p("W1p"), Hr("Hr"), W2p("W2p");
   Xr(kk, i) = X(kk, clamp(i, 0, M - 1));
   // gemm = stream (a decode step): the weights are read in place, never packed.
   const bool stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
   if (stream && (oi1 || oi2)) throw std::runtime_error("kernel ffn: gemm = stream reads [in, out] weights only");
-  W1p(f, kk) = stream ? W1(f, kk) : P1(f % tn1, kk, f / tn1);
+  W1p(f, kk) = pan1 ? panelRead(W1, k.inputs[1], f, kk) : stream ? W1(f, kk) : P1(f % tn1, kk, f / tn1);
   acc1(f, i) = 0.0f;
   acc1(f, i) += Xr(r1, i) * W1p(f, r1);
   h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
   Hr(kk, i) = h(kk, i);
-  W2p(j, kk) = stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2);
+  W2p(j, kk) = pan2 ? panelRead(W2, k.inputs[3], j, kk) : stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2);
   acc2(j, i) = 0.0f;
   acc2(j, i) += Hr(r2, i) * W2p(j, r2);
   Expr v = acc2(j, i) + B2(j);
@@ -52,9 +54,10 @@ Func buildFfn(Builder &B) {
    * kiln-chunk-ffn picks GPU-sized chunks (1024 rows unless --ffn-chunk says otherwise): each
    * chunk's two GEMMs still fill the GPU, and h never exceeds chunk x d_ff. Inputs shorter than
    * a chunk are one chunk of their own length (the factor is min(L, chunk)). The weights are
-   * packed into panels on the GPU once per call (pack = per_call). */
+   * packed into panels on the GPU once per call (pack = per_call), or read in place. */
   if (B.gpu) {
-    for (Func P : {P1, P2}) {
+    for (auto [P, packed] : {std::pair<Func, bool>{P1, !pan1}, {P2, !pan2}}) {
+      if (!packed) continue;
       Var kp("kp"), bx("bx"), by("by"), tx("tx"), ty("ty");
       B.s(P).compute_root().fuse(kk, po, kp).gpu_tile(pi, kp, bx, by, tx, ty, 16, 16, TailStrategy::GuardWithIf);
     }
@@ -77,8 +80,9 @@ Func buildFfn(Builder &B) {
     if (rows <= 0) throw std::runtime_error("kernel ffn: gemm = stream needs a static row count");
     B.s(h).compute_root();
     cpuStreamGemm(B, h, acc1, f, i, r1, (int)rows, false, B.need(B.sch.hidden_tile_n, "hidden_tile_n"),
-                  B.need(B.sch.hidden_vec, "hidden_vec"), B.parallel());
-    cpuStreamGemm(B, out, acc2, j, i, r2, (int)rows, false, tn2, B.vec(), B.parallel());
+                  B.need(B.sch.hidden_vec, "hidden_vec"), B.parallel(), pan1 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
+    cpuStreamGemm(B, out, acc2, j, i, r2, (int)rows, false, tn2, B.vec(), B.parallel(),
+                  pan2 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
     return out;
   }
 
@@ -86,14 +90,15 @@ Func buildFfn(Builder &B) {
    * Chunks of `chunk` rows run in parallel; within a chunk the intermediate h is computed once
    * (a GEMM with the same register blocks as a linear) and consumed by the second GEMM. As for
    * linears, inputs shorter than a chunk get chunks of 1, 2, 4... register blocks: GuardWithIf
-   * would otherwise compute a whole chunk of h for one row. */
+   * would otherwise compute a whole chunk of h for one row. Column tiles of a weight in panels
+   * start at whole panels (GuardWithIf where the panels do not divide the columns). */
   const int tm = B.need(B.sch.tile_m, "tile_m"), w2 = B.vec(), w1 = B.need(B.sch.hidden_vec, "hidden_vec");
   const bool par = B.parallel();
   Var io("io"), ii("ii"), jo("jo"), ji("ji"), yi("yi"), yii("yii");
   auto tileOut = [&](Stage st, int rows) {
     auto ls = B.s(st);
     ls.split(i, io, ii, rows, TailStrategy::GuardWithIf)
-        .split(j, jo, ji, tn2, TailStrategy::ShiftInwards)
+        .split(j, jo, ji, tn2, pan2 && dout % tn2 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards)
         .split(ii, yi, yii, tm, TailStrategy::GuardWithIf)
         .reorder(ji, yii, yi, jo, io);
     if (par) ls.parallel(io).parallel(jo);  // nested: short inputs are one chunk
@@ -112,7 +117,7 @@ Func buildFfn(Builder &B) {
   // The chunk's intermediate, itself a register-blocked GEMM.
   Var fo("fo"), fi("fi"), hy("hy"), hyy("hyy");
   B.s(h).compute_at(out, io)
-      .split(f, fo, fi, tn1, TailStrategy::ShiftInwards)
+      .split(f, fo, fi, tn1, pan1 && dff % tn1 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards)
       .split(i, hy, hyy, tm, TailStrategy::GuardWithIf)
       .reorder(fi, hyy, hy, fo);
   if (par) B.s(h).parallel(fo);
@@ -122,10 +127,12 @@ Func buildFfn(Builder &B) {
   if (w1 > 1) B.s(acc1).vectorize(f, w1), B.s(acc1.update()).vectorize(f, w1);
   B.s(acc1).unroll(i);
   B.s(acc1.update()).unroll(f).unroll(i).unroll(r1, 2, TailStrategy::GuardWithIf);
-  // The panels are packed once per call (not once per chunk, which would repeat the packing
-  // L/chunk times).
-  if (B.sch.pack != Packing::per_call) throw std::runtime_error("kernel ffn: its weights are packed per_call");
-  for (auto [P, w] : {std::pair<Func, int>{P1, w1}, {P2, w2}}) {
+  // The panels of weights not kept in panels are packed once per call (not once per chunk,
+  // which would repeat the packing L/chunk times).
+  if (B.sch.pack != (pan1 && pan2 ? Packing::at_load : Packing::per_call))
+    throw std::runtime_error(std::string("kernel ffn: its weights are ") + (pan1 && pan2 ? "read at_load" : "packed per_call"));
+  for (auto [P, w, packed] : {std::tuple<Func, int, bool>{P1, w1, !pan1}, {P2, w2, !pan2}}) {
+    if (!packed) continue;
     B.s(P).compute_root();
     if (par) B.s(P).parallel(po);
     if (w > 1) B.s(P).vectorize(pi, w, TailStrategy::GuardWithIf);

@@ -57,9 +57,9 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
 }
 
 void cpuStreamGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar r, int rows, bool alongK, int tn, int vec,
-                   bool parallel) {
+                   bool parallel, TailStrategy tail) {
   Var jo("jo"), ji("ji");
-  B.s(out).split(j, jo, ji, tn, TailStrategy::ShiftInwards).reorder(i, ji, jo);
+  B.s(out).split(j, jo, ji, tn, tail).reorder(i, ji, jo);
   if (parallel) B.s(out).parallel(jo);
   Var aj = acc.args()[0], ai = acc.args()[1];
   B.s(acc).compute_at(out, jo).bound_extent(aj, tn).bound_extent(ai, rows).unroll(ai);
@@ -88,6 +88,11 @@ void cpuStreamGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar r, int row
   B.s(part.update()).unroll(pi).unroll(ro, 4, TailStrategy::GuardWithIf);
 }
 
+Expr panelRead(ImageParam W, const TensorDesc &d, Expr j, Expr k) {
+  const int panels = (int)d.dims[0], w = (int)d.dims[2];  // static: [panels, K, w]
+  return W(j % w, k, min(j / w, panels - 1));
+}
+
 Func buildMatmul(Builder &B) {
   const KernelSpec &k = B.k;
   const bool batch = k.op == KernelOp::BatchMatMul, lin = k.op == KernelOp::Linear;
@@ -98,6 +103,7 @@ Func buildMatmul(Builder &B) {
   Expr M = A.dim(1).extent();
   const bool transposed = lin ? B.op<LinearOp>().getWeightLayout() == "out_in"
                               : batch ? B.op<BatchMatMulOp>().getTransposeB() : B.op<MatMulOp>().getTransposeB();
+  const bool panels = lin && B.op<LinearOp>().getWeightLayout() == "panels";
   auto withB = [&](std::vector<Expr> v) {
     if (batch) v.push_back(b);
     return v;
@@ -112,7 +118,9 @@ Func buildMatmul(Builder &B) {
   Expr col = N >= 0 && !B.gpu ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
   RDom r(0, Kx, "r");
   Func Ar("Ar"), Bt("Bt"), acc("acc"), out("out");
-  Bt(withB({j, kk})) = transposed ? W(withB({kk, col})) : W(withB({col, kk}));
+  // A weight in panels (kiln-prepack-weights) is read in place: column j is lane j % w of panel
+  // j / w (clamped: a streaming tile of several panels may overhang the last one).
+  Bt(withB({j, kk})) = panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk}));
   Ar(withB({kk, i})) = A(withB({kk, row}));  // inlined on the CPU
   std::vector<Expr> accArgs = withB({j, i});
   acc(accArgs) = 0.0f;
@@ -141,11 +149,14 @@ Func buildMatmul(Builder &B) {
   /* THE SCHEDULE: CPU, gemm = stream (a decode step's few static rows)
    * Each weight element is read once, in place: column tiles of tile_n are the threads' tasks;
    * an [N, K] weight (the tied LM head) is read along K with vec-lane partial sums per column,
-   * a [K, N] one as tile_n-wide row segments. No panel, no copy. */
+   * a [K, N] one as tile_n-wide row segments, a weight in panels panel after panel. No copy.
+   * Tiles of panels start at whole panels (GuardWithIf): a shifted tile would read them
+   * unaligned. */
   if (stream) {
     const int64_t rows = k.inputs[0].dims[k.inputs[0].dims.size() - 2];
     if (batch || rows <= 0) throw std::runtime_error("kernel " + k.kind + ": gemm = stream needs a static row count and no batch");
-    cpuStreamGemm(B, out, acc, j, i, r, (int)rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel());
+    cpuStreamGemm(B, out, acc, j, i, r, (int)rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel(),
+                  panels ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
     return out;
   }
 
@@ -162,13 +173,15 @@ Func buildMatmul(Builder &B) {
    *     GuardWithIf keeps an inner split's full trip count, so a 32-row tile would compute 8
    *     register blocks for a one-row (decode) input;
    *   * pack = per_task: the weight panel (transposed from [N, K] where it is stored so) is
-   *     packed once per task, so the inner loop reads contiguous vectors from both layouts. */
+   *     packed once per task, so the inner loop reads contiguous vectors from both layouts;
+   *     pack = at_load: the weight is kept in panels of tile_n columns, a register block reads
+   *     one in place; column tiles start at whole panels (GuardWithIf). */
   const int vec = B.vec(), tn = B.need(B.sch.tile_n, "tile_n"), tm = B.need(B.sch.tile_m, "tile_m"),
             tr = B.need(B.sch.tile_rows, "tile_rows");
   const bool columnTasks = B.need(B.sch.column_tasks, "column_tasks") != 0;
   if (tn % vec || tr % tm) throw std::runtime_error("kernel " + k.kind + ": tile_n must be a multiple of vec and tile_rows of tile_m");
   Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii"), t("t");
-  TailStrategy tj = N >= tn ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+  TailStrategy tj = N >= tn && !panels ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
   Var par = columnTasks ? jo : t;
   auto tileRows = [&](Stage st, int rows) {
     auto ls = B.s(st);
@@ -189,8 +202,9 @@ Func buildMatmul(Builder &B) {
   if (B.sch.pack == Packing::per_task) {
     B.s(Bt).compute_at(out, par);
     if (vec > 1) B.s(Bt).vectorize(j, vec, TailStrategy::GuardWithIf);
-  } else if (B.sch.pack != Packing::none) {
-    throw std::runtime_error("kernel " + k.kind + ": a CPU GEMM packs its weight per_task or not at all");
+  } else if (B.sch.pack != (panels ? Packing::at_load : Packing::none)) {
+    throw std::runtime_error("kernel " + k.kind + (panels ? ": a weight in panels is read at_load"
+                                                          : ": a CPU GEMM packs its weight per_task or not at all"));
   }
   B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn);
   if (vec > 1) B.s(acc).vectorize(j, vec);
