@@ -2,15 +2,16 @@
 // RUN: kiln-opt %s --kiln-tile-ops=vector-width=8 --split-input-file | FileCheck %s --check-prefix=AVX2
 // RUN: kiln-opt %s --kiln-tile-ops="vector-width=16 gpu=true" --split-input-file | FileCheck %s --check-prefix=GPU
 
-// Linears get a 4-row register block, 4 vectors wide, in task tiles of 32 rows; narrow outputs
-// get narrower blocks of whole vectors of their lanes (10 columns: 8-lane vectors, a block of 8).
+// Linears get a 6-row register block (4 rows with AVX2's 16 registers), 4 vectors wide, in task
+// tiles of 8 blocks; narrow outputs get narrower blocks of whole vectors of their lanes (10
+// columns: 8-lane vectors, a block of 8).
 // With 8 or more column tiles the tasks are column tiles (256 columns in 8 tiles of 32 with
 // 8-lane vectors). A weight read transposed ([out, in], x·Wᵀ) is packed per task. On GPUs,
 // block tiles of up to 64 columns (halved down to the columns, at least 16) x 32 rows, each K
 // staged through shared memory in the largest of 32, 16, 8, 4 that divides it.
 // CHECK-LABEL: func.func @linear_tiles
-// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 0, pack = per_task, gemm = register_block>
-// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task, gemm = register_block>
+// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, column_tasks = 0, pack = per_task, gemm = register_block>
+// CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 8, tile_rows = 48, column_tasks = 0, pack = per_task, gemm = register_block>
 // AVX2-LABEL: func.func @linear_tiles
 // AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 32, tile_rows = 32, column_tasks = 1, pack = per_task, gemm = register_block>
 // AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task, gemm = register_block>
@@ -56,7 +57,7 @@ func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>, %z: tensor<?x76
 // The FFN's two GEMMs: the output's block over d_out (64 columns: one 64-wide block), the
 // intermediate's over d_ff (256: 64); both weights packed once per call.
 // CHECK-LABEL: func.func @ffn
-// CHECK: kiln.ffn {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 64, pack = per_call, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>
+// CHECK: kiln.ffn {{.*}}kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, pack = per_call, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>
 // GPU-LABEL: func.func @ffn
 // GPU: kiln.ffn {{.*}}kiln.schedule = #kiln.schedule<pack = per_call, chunk = 32, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 32, gpu_hidden_tile_n = 64, gpu_hidden_k_chunk = 32>
 func.func @ffn(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
@@ -121,10 +122,10 @@ func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x
 // tiles of 48); the FFN reads both weights' panels, its blocks one panel wide each. On a GPU,
 // panels are read in place too.
 // CHECK-LABEL: func.func @panels
-// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 1, pack = at_load, gemm = register_block>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, column_tasks = 1, pack = at_load, gemm = register_block>
 // CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 128, pack = at_load, gemm = stream>
 // CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 48, pack = at_load, gemm = stream>
-// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 4, tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>
+// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>
 // CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 128, chunk = 32, gemm = stream>
 // GPU-LABEL: func.func @panels
 // GPU: kiln.linear {{.*}}#kiln.schedule<pack = at_load, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 32>

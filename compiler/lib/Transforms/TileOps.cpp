@@ -115,9 +115,9 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
       return;
     }
     s.gemm = kiln::GemmEngine::register_block;
-    s.tile_m = 4;
+    s.tile_m = kiln::gemmTileM(vectorWidth);
     s.tile_n = panel ? panel : kiln::gemmTileN(vectorWidth, N);
-    s.tile_rows = 8 * 4;
+    s.tile_rows = 8 * *s.tile_m;
     s.column_tasks = N >= 0 && N / *s.tile_n >= 8 && !batch;
     s.pack = panel                                                      ? kiln::Packing::at_load
              : transposed || N < 0 || K < 0 || K >= 1024 || N >= 1024 ? kiln::Packing::per_task
@@ -150,7 +150,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     }
     int64_t lanes = kiln::lanesFor(vectorWidth, dout), hiddenLanes = kiln::lanesFor(lanes, dff);
     int64_t tn0 = std::min(4 * vectorWidth, (dout + vectorWidth - 1) / vectorWidth * vectorWidth);
-    s.tile_m = 4;
+    s.tile_m = kiln::gemmTileM(vectorWidth);
     s.tile_n = panel2 ? panel2 : std::max(lanes, std::min(tn0, dout / lanes * lanes));
     s.hidden_vec = hiddenLanes;
     s.hidden_tile_n = panel1 ? panel1 : std::max(hiddenLanes, std::min(tn0, dff / hiddenLanes * hiddenLanes));

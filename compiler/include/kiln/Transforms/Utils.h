@@ -17,6 +17,10 @@ inline int64_t lanesFor(int64_t targetLanes, int64_t extent) {
     while (w > 1 && w > extent) w /= 2;
   return w;
 }
+// A CPU GEMM's register block rows: 6 with 32 vector registers (AVX-512: 6 x 4 accumulator
+// vectors, each weight vector loaded once per 6 FMAs, so a block's panel streams from L2 at
+// 2/3 of the rate of 4 rows), else 4.
+inline int64_t gemmTileM(int64_t targetLanes) { return targetLanes >= 16 ? 6 : 4; }
 // A CPU GEMM's register block columns over N output columns (-1: dynamic) on a target with
 // `targetLanes` f32 lanes: 4 vectors of the target's width, capped by N rounded up to the
 // target's vectors, then rounded down to whole vectors of the op's lanes within N. Also the
