@@ -1,6 +1,8 @@
 // kilnrt sessions: bind weights and inputs to a compiled model, plan its arena, run an entry.
 #include <fnmatch.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -101,7 +103,7 @@ static float file_at(const kiln_tensor_info &p, const float *file, int64_t K, in
 // A transposed or panel parameter in the layout the model keeps, from its file's layout (made
 // once, when weights are loaded or generated), and back (`to_file`, for saving).
 static Storage kept_layout(const kiln_tensor_info &p, const float *src, bool to_file) {
-  int64_t shape[KILN_MAX_RANK];
+  int64_t shape[KILN_MAX_RANK] = {};  // relaid parameters are 2-D in files
   kilnrt::param_file_shape(p, shape);
   const int64_t K = p.transposed ? shape[1] : shape[0], N = p.transposed ? shape[0] : shape[1];
   Storage st = alloc64((size_t)(to_file ? K * N : param_numel(p)) * 4);
@@ -123,6 +125,16 @@ static Storage kept_layout(const kiln_tensor_info &p, const float *src, bool to_
   return st;
 }
 static bool relaid(const kiln_tensor_info &p) { return p.transposed || p.panel_cols > 0; }
+
+// Drops the whole pages of [p, p + n), a tensor of the weights file's private, read-only
+// mapping that the model no longer reads (it keeps a relaid copy): loading then never holds a
+// checkpoint tensor and its copy at once. Safe for any mapped bytes: a later read of a dropped
+// page faults it in again from the file.
+static void release_mapped(const void *p, size_t n) {
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + page - 1) / page * page,
+                  b = ((uintptr_t)p + n) / page * page;
+  if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
 
 extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kilnrt_session **out) {
   *out = nullptr;
@@ -220,6 +232,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   std::vector<bool> seen(m->n_params);
   std::vector<std::string> unexpected, misshaped, skipped;
   std::vector<Storage> converted;  // F16/BF16 parameters widened to f32
+  std::vector<size_t> mapped(m->n_params, 0);  // bytes of a parameter read in place from the mapping
   for (int i = 0; i < kilnrt_weights_count(w); ++i) {
     const char *cname;
     kilnrt_tensor t;
@@ -261,6 +274,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
                           "; kiln refuses non-finite weights, which give silently wrong outputs (load them anyway "
                           "with --allow-non-finite-weights)");
     ptrs[it->second] = t.data;
+    if (!half) mapped[it->second] = (size_t)kilnrt_tensor_numel(&t) * 4;
   }
   std::vector<std::string> missing;
   for (int i = 0; i < m->n_params; ++i)
@@ -280,6 +294,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   for (int i = 0; i < m->n_params; ++i)
     if (relaid(m->params[i])) {
       owned.push_back(kept_layout(m->params[i], (const float *)ptrs[i], false));
+      if (mapped[i]) release_mapped(ptrs[i], mapped[i]);
       ptrs[i] = owned.back().get();
     }
   kilnrt_weights_close(s->weights);

@@ -246,3 +246,11 @@ func.func @ffn_panels_rank(%x: tensor<?x4xf32>, %w1: tensor<4x16xf32>, %b1: tens
       : (tensor<?x4xf32>, tensor<4x16xf32>, tensor<16xf32>, tensor<16x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
   return %y : tensor<?x4xf32>
 }
+
+// -----
+
+func.func @embedding_panels(%t: tensor<10x4xf32>, %ids: tensor<?xi32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{expected the table to have rank 3, got 'tensor<10x4xf32>'}}
+  %y = kiln.embedding %t, %ids {table_layout = "panels"} : (tensor<10x4xf32>, tensor<?xi32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}

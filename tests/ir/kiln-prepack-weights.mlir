@@ -5,14 +5,16 @@
 // An [out, in] weight read only by linears (in two entries) and by an FFN is kept transposed,
 // then, on a CPU target, in panels of the register block's columns (16 in, 32 out: one panel of
 // 32 columns; w1's 64 columns: one panel with 16-lane vectors, two of 32 with 8-lane ones), its
-// users switched to the panels layout; a weight also read by an embedding (a tied output head)
-// is left alone; one already in_out is kept in panels too (not transposed). A GPU target keeps
-// the transposes only.
+// users switched to the panels layout; one already in_out is kept in panels too (not
+// transposed). A table also read by an embedding (an output head tied to the input embedding,
+// [64, 16]) becomes the head's [16, 64] weight in panels, its embedding reading the panels. A
+// GPU target keeps the transposes only, and the tied table as it is.
 // CHECK-LABEL: func.func @a
 // CHECK: %[[W:.*]] = kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
 // CHECK: kiln.linear %arg0, %[[W]] {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x32xf32>) -> tensor<?x32xf32>
-// CHECK: %[[E:.*]] = kiln.param "wte" : tensor<64x16xf32>
-// CHECK: kiln.linear %{{.*}}, %[[E]] : (tensor<?x16xf32>, tensor<64x16xf32>) -> tensor<?x64xf32>
+// CHECK: %[[E:.*]] = kiln.param "wte" {panel_cols = 64 : i64, transposed} : tensor<1x16x64xf32>
+// CHECK: kiln.embedding %[[E]], %arg1 {table_layout = "panels"} : (tensor<1x16x64xf32>, tensor<?xi32>) -> tensor<?x16xf32>
+// CHECK: kiln.linear %{{.*}}, %[[E]] {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x64xf32>) -> tensor<?x64xf32>
 // CHECK: kiln.param "w1" {panel_cols = 64 : i64, transposed} : tensor<1x16x64xf32>
 // CHECK: kiln.param "w2" {panel_cols = 16 : i64, transposed} : tensor<1x64x16xf32>
 // CHECK: kiln.ffn {{.*}}layout1 = "panels", layout2 = "panels"
@@ -24,6 +26,7 @@
 // GPU-LABEL: func.func @a
 // GPU: %[[W:.*]] = kiln.param "fc.weight" {transposed} : tensor<16x32xf32>
 // GPU: kiln.linear %arg0, %[[W]] {weight_layout = "in_out"} : (tensor<?x16xf32>, tensor<16x32xf32>) -> tensor<?x32xf32>
+// GPU: kiln.param "wte" : tensor<64x16xf32>
 // GPU: kiln.param "w1" {transposed} : tensor<16x64xf32>
 // GPU: kiln.ffn {{.*}}layout1 = "in_out", layout2 = "in_out"
 // GPU: kiln.param "io" : tensor<16x16xf32>

@@ -253,7 +253,7 @@ TEST(Checkpoint, CompileProgramsTakeTheirSizesFromConfig) {
   fs::create_directories(d);
   json cfg = {{"n_layer", 1}, {"n_embd", 32}, {"n_head", 2}, {"vocab_size", 77}, {"n_positions", 16}};
   std::ofstream(d + "/config.json") << cfg.dump();
-  std::string compile = std::string(KILN_BIN) + "/gpt2-compile --config " + d + "/config.json --emit=mlir";
+  std::string compile = std::string(KILN_BIN) + "/gpt2-compile --config " + d + "/config.json --emit=mlir --compile-to=input";
   auto r = kt::run(compile);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("tensor<77x32xf32>"), std::string::npos) << "wte from vocab_size x n_embd";
@@ -295,12 +295,12 @@ TEST(Checkpoint, HuggingFaceShardedAndBf16CheckpointsGiveTransformersLogits) {
   EXPECT_LE(maxDiff(bf16, want), 1e-2f * maxAbs(want));
   EXPECT_GT(maxDiff(bf16, want), 1e-4f * maxAbs(want)) << "the file really is bf16";
   // gpt2-compile --config takes its sizes from the same config.json.
-  auto r = kt::run(std::string(KILN_BIN) + "/gpt2-compile --config " + fx + "/sharded/config.json --emit=mlir");
+  auto r = kt::run(std::string(KILN_BIN) + "/gpt2-compile --config " + fx + "/sharded/config.json --emit=mlir --compile-to=input");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("tensor<400x64xf32>"), std::string::npos);
   // And bert-compile from the config.json transformers writes for BERT.
   r = kt::run(std::string(KILN_BIN) + "/bert-compile --config " + std::string(KILN_SOURCE_DIR) +
-              "/tests/fixtures/hf_bert/config.json --emit=mlir");
+              "/tests/fixtures/hf_bert/config.json --emit=mlir --compile-to=input");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("tensor<512x64xf32>"), std::string::npos);
 }

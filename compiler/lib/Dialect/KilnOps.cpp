@@ -49,12 +49,19 @@ LogicalResult ParamOp::verify() {
 }
 
 LogicalResult EmbeddingOp::verify() {
-  if (failed(expectRank(*this, "table", getTable(), 2)) || failed(expectRank(*this, "ids", getIds(), 1))) return failure();
+  bool panels = getTableLayout() == "panels";
+  if (!panels && getTableLayout() != "rows")
+    return emitOpError("expected table_layout \"rows\" or \"panels\", got \"") << getTableLayout() << "\"";
+  if (failed(expectRank(*this, "table", getTable(), panels ? 3 : 2)) || failed(expectRank(*this, "ids", getIds(), 1)))
+    return failure();
   if (!ty(getIds()).getElementType().isInteger(32)) return emitOpError("expected i32 token ids");
   return success(succeeded(expectDim(*this, "result rows", ty(getResult()).getDimSize(0), "ids length",
                                      ty(getIds()).getDimSize(0))) &&
                  succeeded(expectDim(*this, "result width", ty(getResult()).getDimSize(1), "table width",
                                      ty(getTable()).getDimSize(1))));
+}
+void EmbeddingOp::getKernelAttrs(KernelAttrs &a) {
+  if (getTableLayout() != "rows") a.set("layout", getTableLayout());
 }
 
 Syms EmbeddingOp::inferSeqLengths(ArrayRef<Syms> in) {

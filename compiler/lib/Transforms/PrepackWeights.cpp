@@ -12,6 +12,11 @@
 //      an FFN's W1 / W2, its kiln.param ops get the panel type [ceil(N / w), K, w] (w =
 //      gemmTileN of N, the register block kiln-tile-ops gives a GEMM of N columns) and
 //      `panel_cols = N`, and each user's layout becomes "panels".
+//   4. CPU targets: a table read by embeddings and by GEMMs as an [out, in] weight (an output
+//      head tied to the input embedding, [vocab, d]) is kept as the head's [d, vocab] weight in
+//      panels: `transposed`, `panel_cols = vocab`, the GEMMs' layouts "panels" and the
+//      embeddings' table_layout "panels" (a row is then read every w-th element: a few hundred
+//      cache lines per token, against repacking the whole table for every forward pass).
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "llvm/ADT/MapVector.h"
@@ -66,6 +71,21 @@ bool relayout(ArrayRef<kiln::ParamOp> ops, StringRef from, StringRef to, RankedT
   return true;
 }
 
+// Whether every use of the parameter's ops is the table of an embedding (rows) or the [out, in]
+// weight of a GEMM, with at least one of each.
+bool tiedTable(ArrayRef<kiln::ParamOp> ops) {
+  bool table = false, gemm = false;
+  for (kiln::ParamOp p : ops)
+    for (OpOperand &use : p->getUses()) {
+      StringRef name;
+      auto e = dyn_cast<kiln::EmbeddingOp>(use.getOwner());
+      if (e && use.getOperandNumber() == 0 && e.getTableLayout() == "rows") table = true;
+      else if (weightLayout(use, "out_in", name)) gemm = true;
+      else return false;
+    }
+  return table && gemm;
+}
+
 struct PrepackWeightsPass : kiln::impl::PrepackWeightsBase<PrepackWeightsPass> {
   using PrepackWeightsBase::PrepackWeightsBase;
   void runOnOperation() override {
@@ -84,8 +104,25 @@ struct PrepackWeightsPass : kiln::impl::PrepackWeightsBase<PrepackWeightsPass> {
       if (gpu) continue;
       int64_t K = t.getDimSize(0), N = t.getDimSize(1), w = kiln::gemmTileN(vectorWidth, N);
       auto pt = RankedTensorType::get({(N + w - 1) / w, K, w}, t.getElementType());
-      if (relayout(ops, "in_out", "panels", pt))
+      if (relayout(ops, "in_out", "panels", pt)) {
         for (kiln::ParamOp p : ops) p.setPanelCols(N);
+        continue;
+      }
+      // 4. A table tied to an output head: [vocab, d] -> panels of the [d, vocab] head.
+      if (!ops.front().getTransposed() && tiedTable(ops)) {
+        int64_t V = t.getDimSize(0), d = t.getDimSize(1), wv = kiln::gemmTileN(vectorWidth, V);
+        auto vt = RankedTensorType::get({(V + wv - 1) / wv, d, wv}, t.getElementType());
+        for (kiln::ParamOp p : ops) {
+          for (OpOperand &use : p->getUses()) {
+            StringRef name;
+            if (weightLayout(use, "out_in", name)) use.getOwner()->setAttr(name, StringAttr::get(&getContext(), "panels"));
+            else use.getOwner()->setAttr("table_layout", StringAttr::get(&getContext(), "panels"));
+          }
+          p.getResult().setType(vt);
+          p.setTransposed(true);
+          p.setPanelCols(V);
+        }
+      }
     }
   }
 };

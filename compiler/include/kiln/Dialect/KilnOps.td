@@ -80,16 +80,21 @@ def Kiln_ParamOp : Kiln_Op<"param", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure], "Embedding", ["inferSeqLengths", "getCost"]> {
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure], "Embedding", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
   let summary = "gather rows of a table by token id";
   let description = [{
     `result[i] = table[ids[i]]`. Ids are validated against the vocabulary before any work.
+    table_layout "rows" (the default): the table is [vocab, d]; "panels" (kiln-prepack-weights,
+    a table tied to an output head): the table is the head's [d, vocab] weight kept in panels
+    [ceil(vocab / w), d, w], so row t is lane t % w of panel t / w, every w-th element.
 
     ```mlir
     %x = kiln.embedding %wte, %tokens : (tensor<256x128xf32>, tensor<?xi32>) -> tensor<?x128xf32>
+    %y = kiln.embedding %wte_panels, %tokens {table_layout = "panels"} : (tensor<4x128x64xf32>, tensor<?xi32>) -> tensor<?x128xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$table, AnyRankedTensor:$ids);
+  let arguments = (ins AnyRankedTensor:$table, AnyRankedTensor:$ids,
+                   DefaultValuedAttr<StrAttr, "\"rows\"">:$table_layout);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

@@ -14,10 +14,17 @@ Func buildDataMovement(Builder &B) {
   Func out("out");
   switch (k.op) {
   case KernelOp::Embedding: {
-    int V = (int)k.inputs[0].dims[0];
     // Ids are range-checked by the runtime before any kernel runs; the clamp keeps the access
-    // provably in bounds.
-    out(v) = B.in[0](v[0], clamp(B.in[1](v[1]), 0, V - 1));
+    // provably in bounds. A table in panels [ceil(V / w), d, w] (tied to an output head): row
+    // t is lane t % w of panel t / w (the padding past V is zeros).
+    const TensorDesc &t = k.inputs[0];
+    if (B.op<EmbeddingOp>().getTableLayout() == "panels") {
+      const int w = (int)t.dims[2];
+      Expr id = clamp(B.in[1](v[1]), 0, (int)(t.dims[0] * t.dims[2]) - 1);
+      out(v) = B.in[0](id % w, v[0], id / w);
+    } else {
+      out(v) = B.in[0](v[0], clamp(B.in[1](v[1]), 0, (int)t.dims[0] - 1));
+    }
     break;
   }
   case KernelOp::PositionEmbedding: out(v) = B.in[0](v[0], v[1]); break;
