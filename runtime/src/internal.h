@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include "kilnrt/api.h"
 
 namespace kilnrt {
@@ -9,6 +10,13 @@ namespace kilnrt {
 void scratch_install();
 void scratch_threads(int n);  // the kernels' thread count (kilnrt_threads_set)
 void scratch_prefault_stacks();  // every kernel thread touches the top MiB of its stack once
+// fn(ctx, i) for every i in [0, n), on the kernels' threads (Halide's pool, sized by
+// kilnrt_threads_set), or in order on the caller where no Halide runtime is linked.
+void parallel_for(int n, void (*fn)(void *ctx, int i), void *ctx);
+template <class F>
+void parallel_for(int n, F &&f) {
+  parallel_for(n, [](void *c, int i) { (*(std::remove_reference_t<F> *)c)(i); }, (void *)&f);
+}
 // The tensor last set for input `name` (null when none was set): generation reads the prompt's
 // length from it.
 const kilnrt_tensor *session_input(const kilnrt_session *s, const char *name);

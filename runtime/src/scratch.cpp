@@ -139,6 +139,21 @@ void scratch_prefault_stacks() {
   if (halide_do_par_for && threads > 1) halide_do_par_for(nullptr, touch_stack, 0, 4 * threads, nullptr);
 }
 
+void parallel_for(int n, void (*fn)(void *ctx, int i), void *ctx) {
+  struct Closure {
+    void (*fn)(void *, int);
+    void *ctx;
+  } c{fn, ctx};
+  auto task = [](void *, int i, uint8_t *closure) {
+    Closure *cl = (Closure *)closure;
+    cl->fn(cl->ctx, i);
+    return 0;
+  };
+  if (halide_do_par_for && n > 1) halide_do_par_for(nullptr, task, 0, n, (uint8_t *)&c);
+  else
+    for (int i = 0; i < n; ++i) fn(ctx, i);
+}
+
 void scratch_threads(int n) {
   Pool &p = pool();
   std::lock_guard<std::mutex> l(p.mu);

@@ -1,11 +1,11 @@
 // kiln-tile-ops: tiles, engines, weight packing and GPU tiles for every kernel.
 //
 // Algorithm, per kernel op (a decision already in its kiln.schedule is kept):
-//   1. linear / matmul / batch_matmul / ffn on the CPU: a register block of tile_m = 4 rows x
+//   1. linear / matmul / batch_matmul / ffn on the CPU: a register block of tile_m rows x
 //      tile_n columns, tile_n = 4 vectors of the op's lanes (the target's halved down to a
-//      static column count), at most the columns rounded down to whole vectors; 4 x 4
-//      accumulator vectors fit the 32 AVX-512 (or 16 AVX2) registers with room for the
-//      operands. Task tiles of tile_rows = 8 blocks. A linear with at least 8 column tiles runs
+//      static column count), at most the columns rounded down to whole vectors; tile_m = 6
+//      with AVX-512's 32 registers (6 x 4 accumulator vectors, the weight vectors and a
+//      broadcast), 4 with AVX2's 16. Task tiles of tile_rows = 8 blocks. A linear with at least 8 column tiles runs
 //      its column tiles as tasks (column_tasks), each packing its weight panel once; a weight
 //      kept in panels since load (kiln-prepack-weights) is read in place (pack = at_load,
 //      tile_n = the panel's columns); otherwise a weight read transposed, through a dynamic or

@@ -46,8 +46,9 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
 // Matmul.cpp: the CPU GEMM of a few static rows (gemm = stream), shared by the FFN's two GEMMs:
 // out(j, i) over `rows` rows from acc(j, i) = sum_r A(r, i) W(j, r), each weight element read
 // once per call in the layout it is stored in. Column tiles of tn run as tasks (`tail`:
-// ShiftInwards where tn <= N, GuardWithIf for tiles of whole panels); `alongK`: the weight is [N, K] (contiguous along r), read as vec-lane partial sums
-// per column, else [K, N], read as tn-column row segments with tn/vec x rows accumulators.
+// ShiftInwards where tn <= N, GuardWithIf for tiles of whole panels); `alongK`: the weight is
+// [N, K] (contiguous along r), read as vec-lane partial sums per column, else [K, N] or panels,
+// read as tn-column row segments with tn/vec x rows accumulators.
 void cpuStreamGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar r, int rows, bool alongK, int tn, int vec,
                    bool parallel, TailStrategy tail);
 // Column j, row k of an [K, N] weight kept in panels [ceil(N / w), K, w] (kiln-prepack-weights,
