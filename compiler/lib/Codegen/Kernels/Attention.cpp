@@ -30,6 +30,7 @@ Func buildSequenceAttention(Builder &B) {
   };
   ba.qrow = [](Expr qx, Expr) { return qx; };
   ba.krow = [](Expr kx, Expr) { return kx; };
+  ba.gatherRows = false;
   ba.head = [](Expr g) { return g; };
   ba.ok = [=](Expr qx, Expr kx, Expr, Expr, Expr) {
     Expr in = qx < Lq && kx < Lk;

@@ -34,7 +34,9 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   RDom rk(0, Bq, "rk" + sfx), rk2(0, Bq, "rk2" + sfx), rk3(0, Bq, "rk3" + sfx);
   bm(qi, j, qo, g) = kNeg;
   bm(qi, j, qo, g) = max(bm(qi, j, qo, g), S(qi, rk, j, qo, g));
-  Ex(qi, ki, j, qo, g) = select(ok, exp(S(qi, ki, j, qo, g) - bm(qi, j, qo, g)), 0.0f);
+  // Masked scores are kNeg below the row's, so exp gives 0; a row with no allowed key in the
+  // block (bm = kNeg) gets exp(kNeg / 2) = 0 too, without a second evaluation of the mask.
+  Ex(qi, ki, j, qo, g) = exp(S(qi, ki, j, qo, g) - max(bm(qi, j, qo, g), kNeg * 0.5f));
   bs(qi, j, qo, g) = 0.0f;
   bs(qi, j, qo, g) += Ex(qi, rk2, j, qo, g);
   Expr kp3 = clamp(KRow(rk3, j, qo, g), 0, Lk - 1);
@@ -79,7 +81,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   B.s(P).compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp);
   if (!perBlock && B.parallel()) B.s(P).parallel(xo);
   if (we > 1) B.s(P).vectorize(e, we);
-  B.s(QRow).compute_at(P, xo);
+  if (ba.gatherRows) B.s(QRow).compute_at(P, xo);
   B.s(Qt).compute_at(P, xo);
   if (wq > 1) B.s(Qt).vectorize(qi, wq);
   B.s(st).compute_at(P, xo);
@@ -87,7 +89,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   B.s(st.update()).split(qi, qio, qii, pvq).reorder(e, qii, qio, rj);
   if (we > 1) B.s(st.update()).vectorize(e, we).unroll(e);
   B.s(st.update()).unroll(qii);
-  B.s(KRow).compute_at(st, rj);
+  if (ba.gatherRows) B.s(KRow).compute_at(st, rj);
   B.s(S).compute_at(st, rj).tile(qi, ki, qio, kio, qii, kii, tq, tk, TailStrategy::RoundUp).unroll(kii);
   if (wq > 1) B.s(S).vectorize(qii, wq).unroll(qii);
   B.s(Sacc).compute_at(S, qio).unroll(ki);

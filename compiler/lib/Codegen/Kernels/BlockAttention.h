@@ -24,6 +24,10 @@ struct BlockAttention {
   std::function<Expr(Expr qo, Expr j)> keyBlock;
   std::function<Expr(Expr qx, Expr g)> qrow;   // Q row of query index qx (clamped here)
   std::function<Expr(Expr kx, Expr g)> krow;   // K/V row of key index kx
+  // true: qrow and krow are permutations or gathers, computed once per block into index
+  // tables; false: both are the identity, inlined, so a tile's key rows are affine and their
+  // addresses stay in scalar registers.
+  bool gatherRows = true;
   std::function<Expr(Expr g)> head;            // Q/K/V head of g
   // Element mask and extra score on the query and key indices and their rows (qrow, krow,
   // computed once per block, not per pair: a permutation's divisions stay out of the tile).
