@@ -2,9 +2,10 @@
 // RUN: kiln-opt %s --kiln-chunk-ffn=chunk-rows=40 --split-input-file | FileCheck %s --check-prefix=ROWS
 
 // linear(+gelu) -> linear -> residual add becomes one kiln.ffn with the residual; for d_ff 512
-// the default chunk (half of a 1 MiB L2 in multiples of 48 rows, capped at 96 rows) is 96 rows.
+// the default chunk (the longest whose intermediate fits in 4 MiB, in multiples of 48 rows, at
+// most 384) is 384 rows.
 // CHECK-LABEL: func.func @with_residual
-// CHECK: %[[F:.*]] = kiln.ffn %arg0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %arg0 {activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<chunk = 96>, layout1 = "in_out", layout2 = "in_out"}
+// CHECK: %[[F:.*]] = kiln.ffn %arg0, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %arg0 {activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<chunk = 384>, layout1 = "in_out", layout2 = "in_out"}
 // CHECK-NOT: kiln.linear
 // CHECK-NOT: kiln.add
 // CHECK: return %[[F]]
@@ -23,10 +24,10 @@ func.func @with_residual(%x: tensor<?x128xf32>) -> tensor<?x128xf32> {
 
 // -----
 
-// Without a residual add, the FFN alone is fused; a wide d_ff (3072) gets the least chunk, 48
-// rows (8 register blocks of 6 rows).
+// Without a residual add, the FFN alone is fused; a wide d_ff (3072) gets chunks of 336 rows
+// (7 x 48: 4 MiB / (4 B x 3072) is 341).
 // CHECK-LABEL: func.func @no_residual
-// CHECK: kiln.ffn {{.*}}activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 48>, layout1 = "out_in", layout2 = "out_in"} : (tensor<?x64xf32>, tensor<3072x64xf32>, tensor<3072xf32>, tensor<64x3072xf32>, tensor<64xf32>) -> tensor<?x64xf32>
+// CHECK: kiln.ffn {{.*}}activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 336>, layout1 = "out_in", layout2 = "out_in"} : (tensor<?x64xf32>, tensor<3072x64xf32>, tensor<3072xf32>, tensor<64x3072xf32>, tensor<64xf32>) -> tensor<?x64xf32>
 func.func @no_residual(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
   %w1 = kiln.param "w1" : tensor<3072x64xf32>
   %b1 = kiln.param "b1" : tensor<3072xf32>

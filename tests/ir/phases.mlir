@@ -38,14 +38,14 @@ func.func @attention_from_ops(%q: tensor<2x?x32xf32> {kiln.name = "q", kiln.syms
 // FUSED-NOT: kiln.gelu
 // TILED-LABEL: func.func @ffn
 // TILED: kiln.param "w1" {panel_cols = 200 : i64} : tensor<4x48x64xf32>
-// TILED: kiln.ffn {{.*}}activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 48, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 96, gemm = register_block>, layout1 = "panels", layout2 = "panels"
+// TILED: kiln.ffn {{.*}}activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 48, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 384, gemm = register_block>, layout1 = "panels", layout2 = "panels"
 // TILED-NOT: kiln.linear
 // NOCHUNK-LABEL: func.func @ffn
 // NOCHUNK-NOT: kiln.ffn
 // NOCHUNK: kiln.linear {{.*}}activation = #kiln.activation<gelu_tanh>
 // NOCHUNK: kiln.linear
 // KERNELS-LABEL: func.func @ffn
-// KERNELS: kiln.ffn {{.*}}kiln.kernel_spec = "ffn;act=gelu_tanh;layout1=panels;layout2=panels;s.chunk=96;
+// KERNELS: kiln.ffn {{.*}}kiln.kernel_spec = "ffn;act=gelu_tanh;layout1=panels;layout2=panels;s.chunk=384;
 module attributes {kiln.seq_bounds = array<i64: 128>, kiln.seq_names = ["L"]} {
 func.func @ffn(%x: tensor<?x48xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>}) -> (tensor<?x48xf32> {kiln.name = "y"}) {
   %w1 = kiln.param "w1" : tensor<48x200xf32>

@@ -77,7 +77,7 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
       ->capture_default_str();
   app.add_option("--cache-dir", cacheDir, "kernel cache (default: $KILN_CACHE_DIR or ~/.cache/kiln)");
   app.add_option("--ffn-chunk", ffnChunk,
-                 "rows per FFN chunk: auto (32 to 64 rows, sized for a 1 MiB L2 per core; 1024 for GPU targets), off, or a "
+                 "rows per FFN chunk: auto (48 to 384 rows: its [chunk, d_ff] intermediate within 4 MiB; 1024 for GPU targets), off, or a "
                  "number")
       ->check([](const std::string &v) {
         if (v == "auto" || v == "off") return std::string();

@@ -47,7 +47,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
       break;
     case Phase::Tiled:
       // GPU kernels: chunks of 1024 rows by default (a chunk's GEMMs must fill the device, and
-      // h is chunk x d_ff of device memory); the CPU's from kiln-chunk-ffn's L2 assumption.
+      // h is chunk x d_ff of device memory); the CPU's from kiln-chunk-ffn's intermediate budget.
       if (opt.ffn_chunk >= 0) pm.addPass(createChunkFfn(ChunkFfnOptions{opt.ffn_chunk == 0 && t.isGpu() ? 1024 : opt.ffn_chunk}));
       pm.addPass(createPrepackWeights(PrepackWeightsOptions{t.vector_width, t.isGpu()}));
       pm.addPass(createTileSparsePattern());

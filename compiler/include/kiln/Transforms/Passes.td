@@ -78,14 +78,14 @@ def ChunkFfn : Pass<"kiln-chunk-ffn", "mlir::ModuleOp"> {
     After:
       %r = kiln.ffn %x, %w1, %b1, %w2, %b2, %x0 {activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<chunk = 48>}
     The [L, d_ff] intermediate becomes [chunk, d_ff] per task: bias and activation are fused
-    into the first matmul, bias and residual into the second. The default chunk keeps the
-    intermediate within half of an L2 of `l2-bytes` per core (1 MiB: a fixed assumption, not
-    the compiling machine's), in multiples of 48 rows (whole register blocks of 6 or 4 rows),
-    48 to 96; GPU targets take 1024 rows.
+    into the first matmul, bias and residual into the second. Every chunk reads both weights,
+    so the default chunk is the longest whose intermediate fits in `chunk-bytes` (4 MiB), in
+    multiples of 48 rows (whole register blocks of 6 or 4 rows), 48 to 384; GPU targets take
+    1024 rows.
   }];
   let options = [
-    Option<"chunkRows", "chunk-rows", "int64_t", "0", "rows per chunk (0: from l2-bytes)">,
-    Option<"l2Bytes", "l2-bytes", "int64_t", "1048576", "L2 cache per core, for the default chunk">
+    Option<"chunkRows", "chunk-rows", "int64_t", "0", "rows per chunk (0: from chunk-bytes)">,
+    Option<"chunkBytes", "chunk-bytes", "int64_t", "4194304", "the default chunk's budget for its [chunk, d_ff] intermediate">
   ];
 }
 
