@@ -78,7 +78,7 @@ func.func @ffn(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
 // already made (the softmax's rows) is kept; parameters get nothing.
 // CHECK-LABEL: func.func @others
 // CHECK-NOT: kiln.param {{.*}}kiln.schedule
-// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = online_block, q_block = 64>
+// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = online_block, q_block = 64, k_block = 128>
 // CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 1>
 // CHECK: kiln.softmax {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 7>
 // CHECK: kiln.relu {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 128>

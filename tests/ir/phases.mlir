@@ -12,7 +12,7 @@
 // FUSED-NOT: kiln.batch_matmul
 // KERNELS-LABEL: func.func @attention_from_ops
 // KERNELS: kiln.attention {{.*}}kiln.kernel = "kiln_attention_{{[0-9a-f]+}}"
-// KERNELS-SAME: kiln.schedule = #kiln.schedule<vec = 16, parallel = 1, engine = online_block, q_block = 64>
+// KERNELS-SAME: kiln.schedule = #kiln.schedule<vec = 16, parallel = 1, engine = online_block, q_block = 64, k_block = 128>
 module attributes {kiln.seq_bounds = array<i64: 64>, kiln.seq_names = ["L"]} {
 func.func @attention_from_ops(%q: tensor<2x?x32xf32> {kiln.name = "q", kiln.syms = array<i64: -1, 0, -1>},
                               %k: tensor<2x?x32xf32> {kiln.name = "k", kiln.syms = array<i64: -1, 0, -1>},

@@ -203,12 +203,16 @@ TEST(Driver, KernelsAreGeneratedOnceAndCached) {
 TEST(Codegen, HalideErrorsBecomeMessagesNotCrashes) {
   // An op no pass would write (a transpose whose permutation repeats a dim; the verifier would
   // reject it): Halide rejects the algorithm by throwing, and the generator reports it. A kernel
-  // whose schedule lacks a decision is refused, naming it; an op that is not a kernel too.
-  Parsed p(R"(func.func @f(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  // whose schedule lacks a decision is refused, naming it; an op that is not a kernel too, and
+  // an attention whose blocks an edited dump made empty.
+  Parsed p(R"(func.func @f(%x: tensor<?x4xf32>, %q: tensor<2x?x4xf32>) -> tensor<?x4xf32> {
     %t = kiln.transpose %x {permutation = array<i64: 0, 0>, kiln.schedule = #kiln.schedule<vec = 8, parallel = 1, rows_per_task = 4>}
         : (tensor<?x4xf32>) -> tensor<?x4xf32>
     %r = kiln.relu %t {kiln.schedule = #kiln.schedule<vec = 4>} : (tensor<?x4xf32>) -> tensor<?x4xf32>
     %w = kiln.param "w" : tensor<4xf32>
+    %a = kiln.attention %q, %q, %q {mask = "causal", scale = 1.0 : f32,
+        kiln.schedule = #kiln.schedule<vec = 4, parallel = 1, engine = online_block, q_block = 64, k_block = 0>}
+        : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
     return %r : tensor<?x4xf32>
   })");
   ASSERT_TRUE(p.module);
@@ -222,6 +226,8 @@ TEST(Codegen, HalideErrorsBecomeMessagesNotCrashes) {
   EXPECT_THAT(err, HasSubstr("its kiln.schedule has no rows_per_task (the pass that decides it did not run)"));
   EXPECT_FALSE(buildKernel("kiln_param", KernelSpec::of(p.first("kiln.param")), avx2, dir, &art, &err));
   EXPECT_THAT(err, HasSubstr("no Halide kernel for op kind 'param'"));
+  EXPECT_FALSE(buildKernel("kiln_zero_block", KernelSpec::of(p.first("kiln.attention")), avx2, dir, &art, &err));
+  EXPECT_THAT(err, HasSubstr("q_block 64 and k_block 0 must be positive"));
 }
 
 // --target=cuda: each kernel's PTX out of its object (--emit=ptx), and the executable's clear

@@ -106,7 +106,9 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
       hidden_vec, hidden_tile_n   the FFN's first GEMM (over d_ff)
       rows_per_task   row-wise kernels: rows per task (about 16 KiB)
       engine          attention: row_strip | online_block | block_sparse
-      q_block         attention: query rows per block (and key rows, online_block)
+      q_block         attention: query rows per block (and key rows, online_block, unless
+                      k_block says otherwise)
+      k_block         attention, online_block on the CPU: key rows per key block
       block           a sparse pattern's block size
       chunk           the FFN's rows per chunk (its intermediate exists for one chunk)
       lsh_tile        LSH hashing: positions per task (CPU) or per block (GPU)
@@ -133,6 +135,7 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
     Kiln_Int<"rows per task">:$rows_per_task,
     DefaultValuedParameter<"::kiln::AttentionEngine", "::kiln::AttentionEngine::unset">:$engine,
     Kiln_Int<"query block">:$q_block,
+    Kiln_Int<"key block">:$k_block,
     Kiln_Int<"sparse block">:$block,
     Kiln_Int<"FFN rows per chunk">:$chunk,
     Kiln_Int<"LSH hashing tile">:$lsh_tile,

@@ -2,7 +2,7 @@
 // by the engine kiln-tile-ops chose (the schedule's `engine`):
 //   * online_block: over a whole sequence (dense or causal, no cache), the online block engine
 //     with every key block up to the diagonal (BlockAttention.cpp), blocks of q_block queries
-//     and keys; queries and keys may differ in length (causal: query i sees keys j <= i + Lk - Lq);
+//     and k_block keys (q_block when unset); queries and keys may differ in length (causal: query i sees keys j <= i + Lk - Lq);
 //   * row_strip: over a cache (`past` or a key count) and for decode steps (a short static query
 //     length), row strips of scores, softmax and P·V per block of q_block queries.
 #include "BlockAttention.h"
@@ -14,19 +14,24 @@ Func buildSequenceAttention(Builder &B) {
   AttentionOp op = B.op<AttentionOp>();
   const bool causal = op.getMask() == "causal";
   const int Bq = B.need(B.sch.q_block, "q_block"), E = (int)k.inputs[2].dims[2];
+  const int Bk = B.sch.k_block ? (int)*B.sch.k_block : Bq;
+  if (Bq < 1 || Bk < 1)
+    throw std::runtime_error("kernel " + k.kind + ": q_block " + std::to_string(Bq) + " and k_block " + std::to_string(Bk) +
+                             " must be positive");
   Expr Lq = B.in[0].dim(1).extent(), Lk = B.in[1].dim(1).extent(), off = Lk - Lq;
 
   /* THE ALGORITHM */
   BlockAttention ba;
   ba.block = Bq;
+  ba.keyRows = Bk;
   ba.scale = op.getScale().convertToFloat();
   ba.valueWidth = E;
-  ba.nkb = (Lk + Bq - 1) / Bq;
+  ba.nkb = (Lk + Bk - 1) / Bk;
   ba.slots = ba.nkb;
   ba.keyBlock = [](Expr, Expr j) { return j; };
   Expr nkb = ba.nkb;
   ba.slotLimit = [=](Expr qo) {
-    return causal ? clamp((qo * Bq + Bq - 1 + off) / Bq + 1, 0, nkb) : nkb;  // blocks up to the last row's diagonal
+    return causal ? clamp((qo * Bq + Bq - 1 + off) / Bk + 1, 0, nkb) : nkb;  // blocks up to the last row's diagonal
   };
   ba.qrow = [](Expr qx, Expr) { return qx; };
   ba.krow = [](Expr kx, Expr) { return kx; };

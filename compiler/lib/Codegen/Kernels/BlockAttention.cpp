@@ -8,13 +8,13 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
                           const std::string &sfx, Func out, Var outVar, bool perBlock) {
   const KernelSpec &k = B.k;
   const int D = (int)k.inputs[0].dims[2], E = ba.valueWidth;
-  const int Bq = ba.block;
+  const int Bq = ba.block, Bk = ba.keyRows > 0 ? ba.keyRows : ba.block;
   const float scale = ba.scale, kNeg = -1e30f;
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
   Var e("e"), d("d"), qi("qi"), ki("ki"), qo("qo"), g("g"), j("j"), x("x"), xo("xo"), xi("xi");
 
   /* THE ALGORITHM */
-  Expr kb = ba.keyBlock(qo, j), kbc = clamp(kb, 0, ba.nkb - 1), kx = kbc * Bq + ki, qx = qo * Bq + qi;
+  Expr kb = ba.keyBlock(qo, j), kbc = clamp(kb, 0, ba.nkb - 1), kx = kbc * Bk + ki, qx = qo * Bq + qi;
   Expr hq = ba.head(g);
   Func Qt("Qt" + sfx), Sacc("Sacc" + sfx), S("S" + sfx), bm("bm" + sfx), Ex("E" + sfx), bs("bs" + sfx),
       bpv("bpv" + sfx), st("st" + sfx), P("P" + sfx), QRow("QRow" + sfx), KRow("KRow" + sfx);
@@ -31,7 +31,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   if (ba.keyScale) score = score * ba.keyScale(kp, g);
   if (ba.bias) score = score + ba.bias(qx, kx, qrow, krow, g);
   S(qi, ki, j, qo, g) = score + select(ok, 0.0f, kNeg);
-  RDom rk(0, Bq, "rk" + sfx), rk2(0, Bq, "rk2" + sfx), rk3(0, Bq, "rk3" + sfx);
+  RDom rk(0, Bk, "rk" + sfx), rk2(0, Bk, "rk2" + sfx), rk3(0, Bk, "rk3" + sfx);
   bm(qi, j, qo, g) = kNeg;
   bm(qi, j, qo, g) = max(bm(qi, j, qo, g), S(qi, rk, j, qo, g));
   // Masked scores are kNeg below the row's, so exp gives 0; a row with no allowed key in the
@@ -76,7 +76,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
    * P for all query blocks of g, in parallel; per block the state over the slots. Scores in
    * register tiles of tq queries x tk keys vectorized over queries; P.V over e. */
   const int w = B.vec(), we = largestDivisor(E, w), wq = largestDivisor(Bq, w);
-  const int tq = std::min(32, Bq), tk = largestDivisor(Bq, 8), pvq = largestDivisor(Bq, 4);
+  const int tq = std::min(32, Bq), tk = largestDivisor(Bk, 8), pvq = largestDivisor(Bq, 4);
   Var qio("qio"), qii("qii"), kio("kio"), kii("kii");
   B.s(P).compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp);
   if (!perBlock && B.parallel()) B.s(P).parallel(xo);

@@ -1,7 +1,7 @@
 // BlockAttention.h - the online-softmax block engine shared by whole-sequence, sparse and LSH
 // attention (BlockAttention.cpp).
 //
-// Queries and keys are visited in blocks of `block` rows, read through index maps (a
+// Queries and keys are visited in blocks of `block` rows (keys: `keyRows` when set), read through index maps (a
 // permutation, a gather); for query block qo, slot j (< slotLimit(qo)) names key block
 // keyBlock(qo, j). ok(qx, kx, ...) is the element mask on query and key indices, bias an extra
 // score (undefined: none). All Funcs have a last var g (a head, or a head and a round). The
@@ -16,6 +16,7 @@ namespace kiln::codegen {
 
 struct BlockAttention {
   int block = 64;                              // queries and keys per block
+  int keyRows = 0;                             // keys per key block (0: block)
   float scale = 1.0f;                          // on q·k
   int valueWidth = 0;                          // E: V's row
 
