@@ -90,9 +90,10 @@ def run_kiln(args, threads, repeat, out_dir=None):
     m = re.search(r"median time over \d+ runs: ([0-9.]+) ms", stdout)
     if repeat > 1 and not m:
         sys.exit("peers: no median time in kiln's output:\n" + stdout[-1000:])
-    # kiln's own peak RSS (its --repeat line): a child's ru_maxrss counts what it shared with
-    # this Python process before exec.
-    r = re.search(r"peak RSS ([0-9.]+) MiB", stdout)
+    # kiln's own peak RSS (its --repeat line, or the line after --generate's timing): a child's
+    # ru_maxrss counts what it shared with this Python process before exec, so it is only a
+    # fallback for an executable that printed neither.
+    r = re.search(r"peak RSS ([0-9.]+) MiB", stdout) or re.search(r"peak RSS ([0-9.]+) MiB", stderr)
     rss = int(float(r.group(1)) * 1048576) if r else usage.ru_maxrss * 1024
     return (float(m.group(1)) if m else None), rss, stderr
 
@@ -262,7 +263,7 @@ def main():
         km = statistics.median(k)
         row("gpt2_small_generate", P, km, "torch", statistics.median(p), rss, 0.0, rel,
             "prompt %d + %d new tokens, whole process incl. loading (torch: from_pretrained + generate); kiln %.1f tok/s, "
-            "torch %.1f tok/s; kiln: %s" % (P, N, N / (km / 1e3), N / (statistics.median(p) / 1e3), err.strip().splitlines()[-1]))
+            "torch %.1f tok/s; kiln: %s" % (P, N, N / (km / 1e3), N / (statistics.median(p) / 1e3), next(l for l in err.splitlines() if l.startswith("prompt:"))))
 
     if want("bert_base_forward"):
         bert = BertModel.from_pretrained(bdir, add_pooling_layer=False).eval()

@@ -329,7 +329,14 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     gen.start_token = start_token;
     gen.seed = seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;  // the sampling stream, apart from --random-weights'
     if (gen.eos < 0 && tok) gen.eos = kilnrt_tokenizer_eos(tok.get());
-    return kilnrt::generate(cli, s, gen, output_dir);
+    int rc = kilnrt::generate(cli, s, gen, output_dir);
+    // After the timing line, what a benchmark reports beside it (as --repeat prints): a parent's
+    // view of a child's peak RSS (wait4) counts what the parent shared with it before exec.
+    if (!gen.quiet) {
+      if (load_ms >= 0) fprintf(stderr, "weights loaded in %.1f ms; ", load_ms);
+      fprintf(stderr, "peak RSS %.1f MiB\n", peak_rss_kib() / 1024.0);
+    }
+    return rc;
   }
   std::vector<int64_t> times;
   for (int r = 0; r < repeat; ++r) {
