@@ -135,6 +135,7 @@ TEST(Gpt2Generate, PrefillKeepsTheLastRowAndStepLogitsMatchTheReference) {
   std::copy(tf.v.begin() + (L - 1) * V, tf.v.end(), wantSteps.v.begin());
   EXPECT_TRUE(kt::allClose(wantSteps, steps));
   EXPECT_NE(r.output.find("prompt: 7 tokens in"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ms; peak RSS "), std::string::npos) << r.output;  // loading and memory after it
 }
 
 // examples/transformer --generate: the encoder runs once (its `encode` entry fills every decoder
