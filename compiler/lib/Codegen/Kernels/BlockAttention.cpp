@@ -47,8 +47,10 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   RDom rj(0, ba.slots, "rj" + sfx);
   rj.where(rj < ba.slotLimit(qo));
   st(e, qi, qo, g) = Tuple(0.0f, kNeg, 0.0f);
+  // One of the two rescalings is exp(0) = 1: one exponential per element of the state, not two.
   Expr Mo = st(e, qi, qo, g)[1], bmv = bm(qi, rj, qo, g), Mn = max(Mo, bmv);
-  Expr a = exp(Mo - Mn), b = exp(bmv - Mn);
+  Expr up = bmv > Mo, t = exp(-abs(Mo - bmv));
+  Expr a = select(up, t, 1.0f), b = select(up, 1.0f, t);
   st(e, qi, qo, g) = Tuple(st(e, qi, qo, g)[0] * a + bpv(e, qi, rj, qo, g) * b, Mn, st(e, qi, qo, g)[2] * a + bs(qi, rj, qo, g) * b);
   // The normalized result per (row of a query block), then in query order (Pst is inlined on
   // the CPU; on the GPU it is the kernel, so a thread's bounds are its own row, not x % block).
