@@ -26,8 +26,8 @@
 //      whole sequence (no cache, a dynamic query length) the online block engine with blocks of
 //      q_block = 64 queries and, on the CPU, k_block = 128 keys (the per-row rescaling of the
 //      running state is paid once per key block: 10% faster than 64 at L = 8192; the GPU's
-//      threads keep a key block of scores each, so there key blocks stay q_block); over a cache or for decode steps row strips of q_block = 8
-//      queries (the score strip is 8 x Lk per task; GPU: 32 x 4 tiles per pass), a decode step's
+//      threads keep a key block of scores each, so there key blocks stay q_block); over a
+//      cache or for decode steps row strips of q_block = 8 queries (the score strip is 8 x Lk per task; GPU: 32 x 4 tiles per pass), a decode step's
 //      fewer static query rows as one block.
 //   4. LSH hashing: 64 positions per task (lsh_tile); LSH chunk attention on the GPU: key norms
 //      over 128 positions per block (gpu_tile_n).

@@ -2,7 +2,8 @@
 // by the engine kiln-tile-ops chose (the schedule's `engine`):
 //   * online_block: over a whole sequence (dense or causal, no cache), the online block engine
 //     with every key block up to the diagonal (BlockAttention.cpp), blocks of q_block queries
-//     and k_block keys (q_block when unset); queries and keys may differ in length (causal: query i sees keys j <= i + Lk - Lq);
+//     and k_block keys (q_block when unset); queries and keys may differ in length (causal:
+//     query i sees keys j <= i + Lk - Lq);
 //   * row_strip: over a cache (`past` or a key count) and for decode steps (a short static query
 //     length), row strips of scores, softmax and P·V per block of q_block queries.
 #include "BlockAttention.h"

@@ -1,8 +1,8 @@
 // BlockAttention.h - the online-softmax block engine shared by whole-sequence, sparse and LSH
 // attention (BlockAttention.cpp).
 //
-// Queries and keys are visited in blocks of `block` rows (keys: `keyRows` when set), read through index maps (a
-// permutation, a gather); for query block qo, slot j (< slotLimit(qo)) names key block
+// Queries and keys are visited in blocks of `block` rows (keys: `keyRows` when set), read
+// through index maps (a permutation, a gather); for query block qo, slot j (< slotLimit(qo)) names key block
 // keyBlock(qo, j). ok(qx, kx, ...) is the element mask on query and key indices, bias an extra
 // score (undefined: none). All Funcs have a last var g (a head, or a head and a round). The
 // engine returns P(e, x, g) = (o, lse) in query order; a row with no allowed key has o = 0 and

@@ -102,9 +102,9 @@ Func buildSparseAttention(Builder &B) {
     return out;
   }
   /* THE SCHEDULE: CPU: heads in sequence, P of one head at a time with its query blocks in
-   * parallel; then out, read through each part's inverse query order, in tasks of 256 rows
-   * (serial, the merge took a seventh of a strided pattern's time on 2 threads); two parts'
-   * weights once per row of a task, vectorized over the rows. */
+   * parallel; then out, read through each part's inverse query order, in parallel tasks of
+   * 256 rows (one serial loop took a seventh of a strided pattern's time on 2 threads); two
+   * parts' log-sum-exp weights once per row of a task, vectorized over the rows. */
   int we = largestDivisor(E, B.vec());
   if (we > 1) B.s(out).vectorize(e, we);
   Var io("io"), ii("ii");
