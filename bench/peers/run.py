@@ -93,7 +93,7 @@ def run_kiln(args, threads, repeat, out_dir=None):
     # kiln's own peak RSS (its --repeat line, or the line after --generate's timing): a child's
     # ru_maxrss counts what it shared with this Python process before exec, so it is only a
     # fallback for an executable that printed neither.
-    r = re.search(r"peak RSS ([0-9.]+) MiB", stdout) or re.search(r"peak RSS ([0-9.]+) MiB", stderr)
+    r = re.search(r"peak RSS ([0-9.]+) MiB", stdout + stderr)
     rss = int(float(r.group(1)) * 1048576) if r else usage.ru_maxrss * 1024
     return (float(m.group(1)) if m else None), rss, stderr
 

@@ -5,8 +5,8 @@
 //      tile_n columns, tile_n = 4 vectors of the op's lanes (the target's halved down to a
 //      static column count), at most the columns rounded down to whole vectors; tile_m = 6
 //      with AVX-512's 32 registers (6 x 4 accumulator vectors, the weight vectors and a
-//      broadcast), 4 with AVX2's 16. Task tiles of tile_rows = 8 blocks. A linear with at least 8 column tiles runs
-//      its column tiles as tasks (column_tasks), each packing its weight panel once; a weight
+//      broadcast), 4 with AVX2's 16. Task tiles of tile_rows = 8 blocks. A linear with at
+//      least 8 column tiles runs its column tiles as tasks (column_tasks), each packing its weight panel once; a weight
 //      kept in panels since load (kiln-prepack-weights) is read in place (pack = at_load,
 //      tile_n = the panel's columns); otherwise a weight read transposed, through a dynamic or
 //      long (>= 1024) K, or with rows of 1024 or more columns (each K step of an in-place panel
@@ -25,10 +25,11 @@
 //   3. attention: a sparse pattern's engine and block come from kiln-tile-sparse-pattern; over a
 //      whole sequence (no cache, a dynamic query length) the online block engine with blocks of
 //      q_block = 64 queries and, on the CPU, k_block = 128 keys (the per-row rescaling of the
-//      running state is paid once per key block: 10% faster than 64 at L = 8192; the GPU's
-//      threads keep a key block of scores each, so there key blocks stay q_block); over a
-//      cache or for decode steps row strips of q_block = 8 queries (the score strip is 8 x Lk per task; GPU: 32 x 4 tiles per pass), a decode step's
-//      fewer static query rows as one block.
+//      running state is paid once per key block: causal attention at L = 8192 took 565 ms
+//      against 587-607 with blocks of 64; the GPU's threads keep a key block of scores each,
+//      so there key blocks stay q_block); over a cache or for decode steps row strips of
+//      q_block = 8 queries (the score strip is 8 x Lk per task; GPU: 32 x 4 tiles per pass),
+//      a decode step's fewer static query rows as one block.
 //   4. LSH hashing: 64 positions per task (lsh_tile); LSH chunk attention on the GPU: key norms
 //      over 128 positions per block (gpu_tile_n).
 //   5. row-wise ops (norms, softmax, elementwise, data movement, depthwise conv, ACT): CPU
