@@ -6,9 +6,9 @@
 //      static column count), at most the columns rounded down to whole vectors; tile_m = 6
 //      with AVX-512's 32 registers (6 x 4 accumulator vectors, the weight vectors and a
 //      broadcast), 4 with AVX2's 16. Task tiles of tile_rows = 8 blocks. A linear with at
-//      least 8 column tiles runs its column tiles as tasks (column_tasks), each packing its weight panel once; a weight
-//      kept in panels since load (kiln-prepack-weights) is read in place (pack = at_load,
-//      tile_n = the panel's columns); otherwise a weight read transposed, through a dynamic or
+//      least 8 column tiles runs its column tiles as tasks (column_tasks), each packing its
+//      weight panel once; a weight kept in panels since load (kiln-prepack-weights) is read in
+//      place (pack = at_load, tile_n = the panel's columns); otherwise a weight read transposed, through a dynamic or
 //      long (>= 1024) K, or with rows of 1024 or more columns (each K step of an in-place panel
 //      on its own page: the TLB misses cost more than the copy) is packed per task, others are
 //      read in place. The FFN reads both weights from their panels (at_load) or packs them per
