@@ -8,10 +8,10 @@
 //      broadcast), 4 with AVX2's 16. Task tiles of tile_rows = 8 blocks. A linear with at
 //      least 8 column tiles runs its column tiles as tasks (column_tasks), each packing its
 //      weight panel once; a weight kept in panels since load (kiln-prepack-weights) is read in
-//      place (pack = at_load, tile_n = the panel's columns); otherwise a weight read transposed, through a dynamic or
-//      long (>= 1024) K, or with rows of 1024 or more columns (each K step of an in-place panel
-//      on its own page: the TLB misses cost more than the copy) is packed per task, others are
-//      read in place. The FFN reads both weights from their panels (at_load) or packs them per
+//      place (pack = at_load, tile_n = the panel's columns); otherwise a weight read
+//      transposed, through a dynamic or long (>= 1024) K, or with rows of 1024 or more columns
+//      (each K step of an in-place panel on its own page: the TLB misses cost more than the
+//      copy) is packed per task, others are read in place. The FFN reads both weights from their panels (at_load) or packs them per
 //      call; its first GEMM's tile (hidden_tile_n, hidden_vec) is over d_ff.
 //      A linear or matmul (not batched) or an FFN over at most 4 static rows (a decode step) is
 //      a bandwidth problem: gemm = stream, no packing, each weight read once in place by tasks
