@@ -3,6 +3,10 @@
 
 #include "kiln/dsl/Model.h"
 
+#include <cmath>
+
+#include "kiln/dsl/Ops.h"
+
 namespace kiln {
 
 static std::string where(const SourceLoc &loc) {
@@ -60,7 +64,7 @@ Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, Sour
   if (region_ >= 0) throw Error("input '" + name + "': declare inputs outside a recurrent step", loc);
   if (int prev = shared(OpKind::Input, name, shape, loc); prev >= 0) {  // the same input in another entry
     Node n = nodes_[prev];
-    if (n.dtype != opt.dtype || n.vocab != opt.vocab || n.optional != opt.optional)
+    if (n.dtype != opt.dtype || n.vocab != opt.vocab || n.optional != opt.optional || n.ignore_index != opt.ignore_index)
       throw Error("input '" + name + "' is shared between entries but its options differ from entry '" +
                       entries_[n.entry] + "'",
                   loc);
@@ -73,6 +77,7 @@ Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, Sour
   Node n{.kind = OpKind::Input, .shape = shape, .dtype = opt.dtype, .name = name};
   n.vocab = opt.vocab;
   n.optional = opt.optional;
+  n.ignore_index = opt.ignore_index;
   n.loc = loc;
   return add(n);
 }
@@ -80,6 +85,43 @@ Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, Sour
 Tensor Model::optional_tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc) {
   if (vocab < 1) throw Error("optional_tokens '" + name + "': vocab must be at least 1, got " + std::to_string(vocab), loc);
   return input(name, {length}, {.dtype = DType::I32, .vocab = vocab, .optional = true}, loc);
+}
+
+Tensor Model::targets(const std::string &name, Dim length, int64_t vocab, int64_t ignore_index, SourceLoc loc) {
+  if (vocab < 1) throw Error("targets '" + name + "': vocab must be at least 1, got " + std::to_string(vocab), loc);
+  if (ignore_index >= 0)
+    throw Error("targets '" + name + "': ignore_index must be negative (ids in [0, vocab) are targets), got " +
+                    std::to_string(ignore_index),
+                loc);
+  return input(name, {length}, {.dtype = DType::I32, .vocab = vocab, .ignore_index = ignore_index}, loc);
+}
+
+void Model::loss(Tensor t, LossOptions opt, SourceLoc loc) {
+  if (!t || t.model() != this) throw Error("loss: the tensor does not belong to this model", loc);
+  if (t.node().entry != current_entry())
+    throw Error("loss: the tensor belongs to entry '" + entries_[t.node().entry] + "', not '" +
+                    entries_[current_entry()] + "'",
+                loc);
+  if (t.dtype() != DType::F32 || t.rank() != 1 || t.dim(0) != Dim(1))
+    throw Error("loss: a loss term must be an f32 scalar of shape [1] (such as a cross_entropy), got " +
+                    shape_str(t.shape()),
+                loc);
+  if (!std::isfinite(opt.weight)) throw Error("loss: the weight must be finite", loc);
+  Tensor term = opt.weight == 1.0f ? t : kiln::scale(t, opt.weight, loc);
+  for (auto &o : outputs_)
+    if (o.first == "loss" && nodes_[o.second].entry == current_entry()) {
+      o.second = kiln::add(Tensor(this, o.second), term, loc).id();
+      return;
+    }
+  output("loss", term, loc);
+}
+
+void Model::gradients(SourceLoc loc) {
+  bool has = false;
+  for (auto &o : outputs_) has |= o.first == "loss" && nodes_[o.second].entry == current_entry();
+  if (!has) throw Error("gradients: entry '" + entries_[current_entry()] + "' has no loss yet (add one with loss())", loc);
+  if ((int)differentiate_.size() <= current_entry()) differentiate_.resize(current_entry() + 1);
+  differentiate_[current_entry()] = true;
 }
 
 Tensor Model::tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc) {

@@ -471,4 +471,26 @@ Tensor mask_for(Tensor scores, Mask mask, SourceLoc loc) {
   return r;
 }
 
+Tensor cross_entropy(Tensor logits, Tensor targets, CrossEntropyOptions opt, SourceLoc loc) {
+  Model &m = model_of({logits, targets}, "cross_entropy", loc);
+  need_rank(m, "cross_entropy", "logits", logits, 2, 2, loc);
+  need_f32(m, "cross_entropy", "logits", logits, loc);
+  need_rank(m, "cross_entropy", "targets", targets, 1, 1, loc);
+  need(targets.dtype() == DType::I32, "cross_entropy", "the targets must be i32 token ids, got f32", loc);
+  same_dim(m, "cross_entropy", "the logits' rows", logits.dim(0), "the targets' length", targets.dim(0), loc);
+  need(opt.ignore_index < 0, "cross_entropy", "ignore_index must be negative, got " + std::to_string(opt.ignore_index), loc);
+  const Node &tn = targets.node();
+  if (tn.kind == OpKind::Input && tn.vocab > logits.dim(1).size)
+    throw Error("cross_entropy: the targets' vocab (input '" + tn.name + "') is " + std::to_string(tn.vocab) +
+                    " but the logits have only " + std::to_string(logits.dim(1).size) + " classes",
+                loc);
+  if (tn.kind == OpKind::Input && tn.ignore_index != 0 && tn.ignore_index != opt.ignore_index)
+    throw Error("cross_entropy: the targets (input '" + tn.name + "') mark ignored positions with " +
+                    std::to_string(tn.ignore_index) + " but ignore_index is " + std::to_string(opt.ignore_index),
+                loc);
+  Tensor r = make(m, OpKind::CrossEntropy, {logits.id(), targets.id()}, {Dim(1)}, loc);
+  const_cast<Node &>(r.node()).ignore_index = opt.ignore_index;
+  return r;
+}
+
 }  // namespace kiln

@@ -430,9 +430,11 @@ extern "C" kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char 
   if (info.max_value > 0) {
     const int32_t *ids = (const int32_t *)t->data;
     for (int64_t i = 0; i < n; ++i)
-      if (ids[i] < 0 || ids[i] >= info.max_value)
+      if ((ids[i] < 0 || ids[i] >= info.max_value) && !(info.ignore_id < 0 && ids[i] == info.ignore_id))
         return user_error("input '" + std::string(name) + "': token id " + std::to_string(ids[i]) + " at position " +
-                          std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(info.max_value) + ")");
+                          std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(info.max_value) + ")" +
+                          (info.ignore_id < 0 ? " (" + std::to_string(info.ignore_id) + " marks an ignored position)"
+                                              : std::string()));
   }
   Storage st = alloc64((size_t)n * 4);
   memcpy(st.get(), t->data, (size_t)n * 4);

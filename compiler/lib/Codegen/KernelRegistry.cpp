@@ -44,6 +44,18 @@ Func generate(Builder &B) {
     case KernelOp::ActUpdate:
     case KernelOp::ActRunning:
     case KernelOp::ActOutput: return buildAct(B);
+    case KernelOp::Fill:
+    case KernelOp::ActivationGrad: return buildElementwise(B);
+    case KernelOp::SoftmaxGrad: return buildRowReduce(B);
+    case KernelOp::LayerNormGrad:
+      return B.op<LayerNormGradOp>().getWrt() == "input" ? buildRowReduce(B) : buildBackward(B);
+    case KernelOp::CrossEntropy:
+    case KernelOp::CrossEntropyGrad: return buildLoss(B);
+    case KernelOp::ReduceRows:
+    case KernelOp::WeightGrad:
+    case KernelOp::EmbeddingGrad: return buildBackward(B);
+    case KernelOp::Pad: return buildDataMovement(B);
+    case KernelOp::AttentionGrad: return buildAttentionGrad(B);
     case KernelOp::LshSort:  // the runtime's (kilnrt_kernel_lsh_sort)
     case KernelOp::None: break;
   }

@@ -103,6 +103,9 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
                                  b.getI64IntegerAttr(n.hashes), b.getI64IntegerAttr(n.chunk),
                                  n.mask.kind == Mask::Causal ? b.getUnitAttr() : UnitAttr(), b.getF32FloatAttr(n.factor));
       break;
+    case OpKind::CrossEntropy:
+      r = CrossEntropyOp::create(b, loc, t, in(0), in(1), b.getI64IntegerAttr(n.ignore_index));
+      break;
     case OpKind::CacheWrite:
       r = CacheWriteOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value());
       break;
@@ -183,8 +186,10 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
       f.setArgAttr(a, "kiln.syms", b.getDenseI64ArrayAttr(syms));
       if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
       if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
+      if (n.ignore_index < 0) f.setArgAttr(a, "kiln.ignore_id", b.getI64IntegerAttr(n.ignore_index));
     }
     for (size_t r = 0; r < outs.size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(outs[r].first));
+    if (m.differentiated(e)) f->setAttr("kiln.differentiate", b.getUnitAttr());
     b.setInsertionPointToStart(body);
     auto emitRange = [&](size_t from, size_t to, int region, auto &self) -> void {
       for (size_t id = from; id < to; ++id) {

@@ -40,6 +40,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
   const TargetInfo &t = opt.target;
   switch (phase) {
     case Phase::Fused:
+      pm.addPass(createDifferentiate());  // first: the backward is fused and tiled with the forward
       pm.addPass(createFuseAttention());
       pm.addPass(createLowerLshAttention());
       pm.addPass(createLowerAct());

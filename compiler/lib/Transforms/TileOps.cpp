@@ -193,7 +193,11 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
           break;
         case kiln::KernelOp::LshSort:
         case kiln::KernelOp::CacheWrite:
-        case kiln::KernelOp::ActRunning: break;  // host; new rows only; one serial reduction
+        case kiln::KernelOp::ActRunning:  // host; new rows only; one serial reduction
+        case kiln::KernelOp::CrossEntropy:  // rows in tasks of 16, a serial sum
+        case kiln::KernelOp::ReduceRows:  // column strips
+        case kiln::KernelOp::WeightGrad:
+        case kiln::KernelOp::EmbeddingGrad: break;
         case kiln::KernelOp::ActInput:
           if (gpu) s.gpu_tile_n = 64;  // the timestep's sinusoid: d values
           [[fallthrough]];
@@ -214,6 +218,13 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::ActInit:
         case kiln::KernelOp::ActUpdate:
         case kiln::KernelOp::ActOutput:
+        case kiln::KernelOp::Fill:
+        case kiln::KernelOp::CrossEntropyGrad:
+        case kiln::KernelOp::ActivationGrad:
+        case kiln::KernelOp::LayerNormGrad:
+        case kiln::KernelOp::SoftmaxGrad:
+        case kiln::KernelOp::Pad:
+        case kiln::KernelOp::AttentionGrad:
           if (gpu) {
             s.gpu_threads = gpuRowThreads(rt.getRank(), inner);
           } else {

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 8
+#define KILN_ABI_VERSION 9
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
@@ -51,6 +51,8 @@ typedef struct kiln_tensor_info {
                          if `transposed`) is kept as panels: dims [ceil(N / w), K, w], N =
                          panel_cols; panel p holds columns p*w .. p*w + w - 1 of every row,
                          contiguously, the last one zero-padded (kiln-prepack-weights) */
+  int64_t ignore_id;  /* target inputs: this negative id marks a position without a target (a loss
+                         ignores it), accepted besides [0, max_value); 0 = none */
 } kiln_tensor_info;
 
 /* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the

@@ -7,6 +7,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/OpDefinition.h"
 #include "kiln/Dialect/KilnEnums.h"
 
@@ -45,6 +46,18 @@ enum class KernelOp {
   ActUpdate,
   ActRunning,
   ActOutput,
+  // Training: the loss, constants, and the backward's kernels (kiln-differentiate).
+  Fill,
+  CrossEntropy,
+  CrossEntropyGrad,
+  ReduceRows,
+  WeightGrad,
+  ActivationGrad,
+  LayerNormGrad,
+  SoftmaxGrad,
+  EmbeddingGrad,
+  Pad,
+  AttentionGrad,
 };
 
 // The semantic attributes in a kernel's key, as canonical text (sorted keys).

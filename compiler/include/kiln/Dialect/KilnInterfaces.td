@@ -30,6 +30,15 @@ def KilnOpInterface : OpInterface<"KilnOpInterface"> {
       costed. By default every operand read and the result written, no FLOPs.}],
       "::kiln::OpCost", "getCost", (ins "::llvm::function_ref<double(::mlir::Value)>":$numel), [{}],
       [{ return ::kiln::defaultCost($_op.getOperation(), numel); }]>,
+    InterfaceMethod<[{The vector-Jacobian product (kiln-differentiate): given the gradient of the
+      loss with respect to each result (null where no gradient flows), builds kiln ops at `b`'s
+      insertion point for the gradient with respect to each operand, appended to `operandGrads`
+      in operand order (null for an operand without one: token ids, positions). Failure: the op
+      has no gradient rule, and kiln-differentiate reports it at the op's model line.}],
+      "::mlir::LogicalResult", "buildGradient",
+      (ins "::mlir::OpBuilder &":$b, "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads), [{}],
+      [{ (void)b; (void)resultGrads; (void)operandGrads; return ::mlir::failure(); }]>,
   ];
 }
 

@@ -80,7 +80,7 @@ def Kiln_ParamOp : Kiln_Op<"param", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure], "Embedding", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure], "Embedding", ["getKernelAttrs", "inferSeqLengths", "getCost", "buildGradient"]> {
   let summary = "gather rows of a table by token id";
   let description = [{
     `result[i] = table[ids[i]]`. Ids are validated against the vocabulary before any work.
@@ -99,7 +99,7 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure], "Embedding", ["getKernelAttr
   let hasVerifier = 1;
 }
 
-def Kiln_PositionEmbeddingOp : Kiln_Op<"position_embedding", [Pure], "PositionEmbedding", ["inferSeqLengths", "getCost"]> {
+def Kiln_PositionEmbeddingOp : Kiln_Op<"position_embedding", [Pure], "PositionEmbedding", ["inferSeqLengths", "getCost", "buildGradient"]> {
   let summary = "rows [0, L) of a learned position table, L taken from `like`";
   let description = [{
     ```mlir
@@ -126,7 +126,7 @@ def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure], "Sinuso
   let hasVerifier = 1;
 }
 
-def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Linear", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Linear", ["getKernelAttrs", "inferSeqLengths", "getCost", "buildGradient"]> {
   let summary = "x·Wᵀ + b (weight_layout out_in) or x·W + b (in_out, panels), with a fused activation";
   let description = [{
     `activation` (none, relu, gelu_erf, gelu_tanh, silu) is set by `kiln-fuse-epilogue`.
@@ -145,7 +145,7 @@ def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Linear", ["getKernelAttrs", "infe
   let hasVerifier = 1;
 }
 
-def Kiln_MatMulOp : Kiln_Op<"matmul", [Pure], "MatMul", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+def Kiln_MatMulOp : Kiln_Op<"matmul", [Pure], "MatMul", ["getKernelAttrs", "inferSeqLengths", "getCost", "buildGradient"]> {
   let summary = "2-D matrix product, optionally with the right operand transposed";
   let description = [{
     ```mlir
@@ -169,7 +169,7 @@ def Kiln_BatchMatMulOp : Kiln_Op<"batch_matmul", [Pure], "BatchMatMul", ["getKer
   let hasVerifier = 1;
 }
 
-class Kiln_BinaryOp<string mnemonic, string what, string kernelOp> : Kiln_Op<mnemonic, [Pure], kernelOp, ["getCost"]> {
+class Kiln_BinaryOp<string mnemonic, string what, string kernelOp> : Kiln_Op<mnemonic, [Pure], kernelOp, ["getCost", "buildGradient"]> {
   let summary = "elementwise " # what # "; the right operand is broadcast over leading dims";
   let description = [{
     ```mlir
@@ -195,19 +195,25 @@ class Kiln_UnaryOp<string mnemonic, string what, string kernelOp, list<string> h
   let arguments = !con((ins AnyRankedTensor:$input), attrs);
   let results = (outs AnyRankedTensor:$result);
 }
-def Kiln_ScaleOp : Kiln_UnaryOp<"scale", "multiply by a constant factor", "Scale", ["getKernelAttrs", "getCost"],
+def Kiln_ScaleOp : Kiln_UnaryOp<"scale", "multiply by a constant factor", "Scale", ["getKernelAttrs", "getCost", "buildGradient"],
                                 (ins F32Attr:$factor)>;
-def Kiln_SoftmaxOp : Kiln_UnaryOp<"softmax", "softmax over the last dim", "Softmax", ["getCost"]>;
+def Kiln_SoftmaxOp : Kiln_UnaryOp<"softmax", "softmax over the last dim", "Softmax", ["getCost", "buildGradient"]>;
 
 // An activation op: its ActivationKind (`actExpr`, a C++ expression), its FLOPs per element, and the
 // kernel every activation shares (KernelOp::Activation); kiln-fuse-epilogue folds it into the
 // linear that feeds it.
 class Kiln_ActivationOp<string mnemonic, string what, string actExpr, int flopsPerElement, dag attrs = (ins),
                         list<string> hooks = []>
-    : Kiln_UnaryOp<mnemonic, what, "Activation", !listconcat(["getCost"], hooks), attrs,
+    : Kiln_UnaryOp<mnemonic, what, "Activation", !listconcat(["getCost", "buildGradient"], hooks), attrs,
                    [DeclareOpInterfaceMethods<KilnActivationOpInterface>]> {
   let extraClassDefinition = [{
     ::kiln::ActivationKind $cppClass::getActivation() { return }] # actExpr # [{; }
+    ::mlir::LogicalResult $cppClass::buildGradient(::mlir::OpBuilder &b, ::llvm::ArrayRef<::mlir::Value> grads,
+                                                  ::llvm::SmallVectorImpl<::mlir::Value> &out) {
+      out.push_back(::kiln::ActivationGradOp::create(b, getLoc(), getType(), getInput(), grads[0],
+          ::kiln::ActivationKindAttr::get(getContext(), getActivation())));
+      return ::mlir::success();
+    }
     ::kiln::OpCost $cppClass::getCost(::llvm::function_ref<double(::mlir::Value)> numel) {
       ::kiln::OpCost c = ::kiln::defaultCost(getOperation(), numel);
       c.flops = }] # flopsPerElement # [{ * numel(getResult());
@@ -221,7 +227,7 @@ def Kiln_GeluOp : Kiln_ActivationOp<"gelu", "GELU, exact (erf) or tanh-approxima
                                     (ins DefaultValuedAttr<StrAttr, "\"erf\"">:$approximate), ["getKernelAttrs"]>;
 def Kiln_SiluOp : Kiln_ActivationOp<"silu", "SiLU (Swish): x·sigmoid(x)", "::kiln::ActivationKind::silu", 4>;
 
-def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure], "LayerNorm", ["getKernelAttrs", "getCost"]> {
+def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure], "LayerNorm", ["getKernelAttrs", "getCost", "buildGradient"]> {
   let summary = "layer normalization over the last dim, with gamma and beta";
   let description = [{
     ```mlir
@@ -234,7 +240,7 @@ def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure], "LayerNorm", ["getKernelAtt
   let hasVerifier = 1;
 }
 
-def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure], "None", ["inferSeqLengths"]> {
+def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure], "None", ["inferSeqLengths", "buildGradient"]> {
   let summary = "reinterpret a row-major tensor with another shape (no data movement)";
   let description = [{
     ```mlir
@@ -246,7 +252,7 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure], "None", ["inferSeqLengths"]> {
   let hasVerifier = 1;
 }
 
-def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure], "Transpose", ["getKernelAttrs", "inferSeqLengths"]> {
+def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure], "Transpose", ["getKernelAttrs", "inferSeqLengths", "buildGradient"]> {
   let summary = "permute dims: result dim i is input dim permutation[i]";
   let description = [{
     ```mlir
@@ -258,7 +264,7 @@ def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure], "Transpose", ["getKernelAttr
   let hasVerifier = 1;
 }
 
-def Kiln_ConcatOp : Kiln_Op<"concat", [Pure], "Concat", ["getKernelAttrs"]> {
+def Kiln_ConcatOp : Kiln_Op<"concat", [Pure], "Concat", ["getKernelAttrs", "buildGradient"]> {
   let summary = "concatenate along a static axis";
   let description = [{
     ```mlir
@@ -270,7 +276,7 @@ def Kiln_ConcatOp : Kiln_Op<"concat", [Pure], "Concat", ["getKernelAttrs"]> {
   let hasVerifier = 1;
 }
 
-def Kiln_SliceOp : Kiln_Op<"slice", [Pure], "Slice", ["getKernelAttrs", "inferSeqLengths"]> {
+def Kiln_SliceOp : Kiln_Op<"slice", [Pure], "Slice", ["getKernelAttrs", "inferSeqLengths", "buildGradient"]> {
   let summary = "the range [offset, offset + size) of a static axis (what split produces)";
   let description = [{
     offset = -1 (size 1): the last element of the axis, which may then be a sequence length
@@ -285,7 +291,7 @@ def Kiln_SliceOp : Kiln_Op<"slice", [Pure], "Slice", ["getKernelAttrs", "inferSe
   let hasVerifier = 1;
 }
 
-def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttrs", "inferSeqLengths", "getCost", "buildGradient"]> {
   let summary = "softmax(q·kᵀ·scale + mask)·v per head";
   let description = [{
     q [H, Lq, d], k [H, Lk, d], v [H, Lk, dv] -> [H, Lq, dv]. `mask` is "none" or "causal"
@@ -580,6 +586,179 @@ def Kiln_ActOutputOp : Kiln_Op<"act_output", [Pure], "ActOutput", ["getKernelAtt
     ```
   }];
   let arguments = (ins AnyRankedTensor:$carry, StrAttr:$field);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------------------------===//
+// Training: the loss, constants, and the ops of the backward computation kiln-differentiate
+// builds (each forward op's gradient rule, its buildGradient hook, is made of these and of the
+// forward ops above). Their C++ hooks are in KilnTrainingOps.cpp, the rules in KilnGradients.cpp.
+//===----------------------------------------------------------------------------------------===//
+
+def Kiln_FillOp : Kiln_Op<"fill", [Pure], "Fill", ["getKernelAttrs"]> {
+  let summary = "a static tensor holding one value everywhere";
+  let description = [{
+    The seed of the backward (d loss / d loss = 1) and the gradient of a parameter the loss
+    does not depend on (0).
+
+    ```mlir
+    %one = kiln.fill {value = 1.0 : f32} : () -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins F32Attr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_CrossEntropyOp : Kiln_Op<"cross_entropy", [Pure], "CrossEntropy",
+                                  ["getKernelAttrs", "inferSeqLengths", "getCost", "buildGradient"]> {
+  let summary = "the mean over valid positions of -log softmax(logits)[target]";
+  let description = [{
+    logits [N, V], targets i32 [N] -> [1]. A position whose target is `ignore_index` does not
+    count (neither in the sum nor in the mean); with none valid the loss is 0. Fused: each row's
+    log-sum-exp and its target's logit are reduced in place, the probabilities never stored.
+
+    ```mlir
+    %l = kiln.cross_entropy %logits, %targets {ignore_index = -1 : i64} : (tensor<?x256xf32>, tensor<?xi32>) -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$targets,
+                   DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [Pure], "CrossEntropyGrad", ["getKernelAttrs", "getCost"]> {
+  let summary = "d cross_entropy / d logits: (softmax(logits) - onehot(target)) · grad / valid";
+  let description = [{
+    logits [N, V], targets i32 [N], grad [1] (d loss / d cross_entropy) -> [N, V]; rows whose
+    target is `ignore_index` are 0, `valid` is the number of the others.
+
+    ```mlir
+    %d = kiln.cross_entropy_grad %logits, %targets, %g {ignore_index = -1 : i64} : (tensor<?x256xf32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x256xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$targets, AnyRankedTensor:$grad,
+                   DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_ReduceRowsOp : Kiln_Op<"reduce_rows", [Pure], "ReduceRows", ["inferSeqLengths", "getCost"]> {
+  let summary = "the sum over every dim but the last: [..., d] -> [d]";
+  let description = [{
+    A bias's gradient, and that of any operand broadcast over leading dims.
+
+    ```mlir
+    %db = kiln.reduce_rows %dy : (tensor<?x128xf32>) -> tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_WeightGradOp : Kiln_Op<"weight_grad", [Pure], "WeightGrad", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+  let summary = "a GEMM weight's gradient: the sum over rows of the outer products of dy and x";
+  let description = [{
+    x [M, K], dy [M, N] -> out_in: dyᵀ·x [N, K]; in_out: xᵀ·dy [K, N] (the weight's own layout).
+    Also the right operand's gradient of kiln.matmul (M, N or K may be sequence lengths).
+
+    ```mlir
+    %dw = kiln.weight_grad %x, %dy {weight_layout = "in_out"} : (tensor<?x128xf32>, tensor<?x512xf32>) -> tensor<128x512xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$grad, DefaultValuedAttr<StrAttr, "\"out_in\"">:$weight_layout);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_ActivationGradOp : Kiln_Op<"activation_grad", [Pure], "ActivationGrad", ["getKernelAttrs", "getCost"]> {
+  let summary = "an activation's input gradient: act'(x) · grad";
+  let description = [{
+    ```mlir
+    %dx = kiln.activation_grad %x, %dy {activation = #kiln.activation<gelu_tanh>} : (tensor<?x512xf32>, tensor<?x512xf32>) -> tensor<?x512xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$grad, Kiln_ActivationAttr:$activation);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_LayerNormGradOp : Kiln_Op<"layer_norm_grad", [Pure], "LayerNormGrad", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+  let summary = "layer norm's gradient with respect to its input or to gamma";
+  let description = [{
+    x [..., d], gamma [d], grad [..., d]. With x̂ the normalized rows and g = grad · gamma:
+    wrt "input": (g - mean(g) - x̂ · mean(g · x̂)) / σ per row; wrt "gamma": the sum over rows of
+    grad · x̂ ([d]). Beta's gradient is kiln.reduce_rows of grad.
+
+    ```mlir
+    %dx = kiln.layer_norm_grad %x, %g, %dy {epsilon = 9.99999974E-6 : f32, wrt = "input"} : (tensor<?x128xf32>, tensor<128xf32>, tensor<?x128xf32>) -> tensor<?x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$gamma, AnyRankedTensor:$grad,
+                   DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon, StrAttr:$wrt);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_SoftmaxGradOp : Kiln_Op<"softmax_grad", [Pure, SameOperandsAndResultType], "SoftmaxGrad", ["getCost"]> {
+  let summary = "softmax's input gradient from its output y: y · (grad - rowsum(grad · y))";
+  let description = [{
+    ```mlir
+    %dx = kiln.softmax_grad %y, %dy : (tensor<4x?x?xf32>, tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$output, AnyRankedTensor:$grad);
+  let results = (outs AnyRankedTensor:$result);
+}
+
+def Kiln_EmbeddingGradOp : Kiln_Op<"embedding_grad", [Pure], "EmbeddingGrad", ["inferSeqLengths", "getCost"]> {
+  let summary = "an embedding table's gradient: grad's rows added into the rows of their ids";
+  let description = [{
+    ids i32 [L], grad [L, d] -> [V, d] (V from the result). Deterministic: the rows of each
+    column strip are added in position order.
+
+    ```mlir
+    %dt = kiln.embedding_grad %tokens, %dy : (tensor<?xi32>, tensor<?x128xf32>) -> tensor<256x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$ids, AnyRankedTensor:$grad);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_PadOp : Kiln_Op<"pad", [Pure], "Pad", ["getKernelAttrs", "inferSeqLengths", "buildGradient"]> {
+  let summary = "input placed at `offset` along `axis` in zeros shaped like `like`";
+  let description = [{
+    The gradient of kiln.slice (like: the sliced tensor) and of a learned position table
+    (axis 0, like: the table): result = 0 except result[.., offset + i, ..] = input[.., i, ..].
+
+    ```mlir
+    %dqkv = kiln.pad %dq, %qkv {axis = 1 : i64, offset = 0 : i64} : (tensor<?x128xf32>, tensor<?x384xf32>) -> tensor<?x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$like, I64Attr:$axis, I64Attr:$offset);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+  let summary = "kiln.attention's gradient with respect to its query, key or value";
+  let description = [{
+    q [H, Lq, d], k [H, Lk, d], v [H, Lk, dv], out and grad [H, Lq, dv] -> like q, k or v
+    (`wrt`). The probabilities are recomputed a row at a time from each query row's
+    log-sum-exp, never stored whole: with P = softmax(q·kᵀ·scale + mask), dP = grad·vᵀ and
+    D = rowsum(grad · out), dS = P · (dP - D); dq = dS·k·scale, dk = dSᵀ·q·scale, dv = Pᵀ·grad.
+    Masks "none" and "causal".
+
+    ```mlir
+    %dq = kiln.attention_grad %q, %k, %v, %o, %do {mask = "causal", scale = 0.125 : f32, wrt = "query"} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value, AnyRankedTensor:$out,
+                   AnyRankedTensor:$grad, DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, StrAttr:$wrt);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

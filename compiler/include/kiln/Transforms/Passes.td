@@ -3,6 +3,28 @@
 #define KILN_PASSES
 include "mlir/Pass/PassBase.td"
 
+def Differentiate : Pass<"kiln-differentiate", "mlir::ModuleOp"> {
+  let summary = "Append the reverse-mode gradient of an entry's loss with respect to its parameters";
+  let description = [{
+    For every entry marked `kiln.differentiate` (a unit attribute on the func.func; the DSL's
+    Model::gradients), whose result "loss" is a [1] scalar: the ops the loss depends on through
+    parameters are visited in reverse order and each builds its vector-Jacobian product (its
+    buildGradient hook) from the gradients of its results, starting from d loss / d loss = 1.
+    A value used more than once sums its gradients (kiln.add). The gradient of each parameter
+    becomes a new result "grad.<name>" (kiln.fill 0 for one the loss does not depend on).
+      %l = kiln.cross_entropy (kiln.linear %x, %w) ...            // the forward, unchanged
+    gains
+      %one = kiln.fill {value = 1.0} : () -> tensor<1xf32>
+      %dlogits = kiln.cross_entropy_grad %logits, %targets, %one
+      %dw = kiln.weight_grad %x, %dlogits {weight_layout = "out_in"}
+      return %l, %dw                                              // "loss", "grad.w"
+    The backward is ordinary kiln ops in the same function: the later passes fuse, tile,
+    schedule and plan it with the forward, and kiln-plan-buffers keeps each activation the
+    backward reads alive until that read. An op on the loss's path without a gradient rule is
+    an error at its model line.
+  }];
+}
+
 def FuseAttention : Pass<"kiln-fuse-attention", "mlir::ModuleOp"> {
   let summary = "Recognize attention written as separate ops and fuse it into kiln.attention";
   let description = [{

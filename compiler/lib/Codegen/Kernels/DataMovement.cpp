@@ -1,6 +1,6 @@
 // DataMovement.cpp - kernels that move or generate data: embedding, position_embedding,
-// sinusoidal_positions, transpose, slice, concat, the additive causal mask, and cache_write
-// (rows written in place into a state).
+// sinusoidal_positions, transpose, slice, concat, the additive causal mask, cache_write
+// (rows written in place into a state), and pad (a slice's gradient).
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -88,6 +88,16 @@ Func buildDataMovement(Builder &B) {
     Expr val = parts.back().second;
     for (int i = (int)parts.size() - 2; i >= 0; --i) val = select(v[axis] < (int)parts[i + 1].first, parts[i].second, val);
     out(v) = val;
+    break;
+  }
+  case KernelOp::Pad: {  // the input at `offset` along the axis (-1: the last), zeros elsewhere
+    PadOp op = B.op<PadOp>();
+    int axis = r - 1 - (int)op.getAxis();
+    Expr n = B.in[0].dim(axis).extent();
+    Expr off = op.getOffset() < 0 ? Expr(B.in[1].dim(axis).extent() - 1) : Expr((int)op.getOffset());
+    std::vector<Expr> a = ex(v);
+    a[axis] = clamp(a[axis] - off, 0, n - 1);
+    out(v) = select(v[axis] >= off && v[axis] < off + n, B.in[0](a), 0.0f);
     break;
   }
   default: throw std::runtime_error("kernel " + k.kind + " does not move data");

@@ -1,5 +1,5 @@
-// Elementwise.cpp - add and mul (the right operand broadcast over leading dims), scale, and the
-// activations, which linears and FFNs also apply in their epilogues.
+// Elementwise.cpp - add and mul (the right operand broadcast over leading dims), scale, the
+// activations (which linears and FFNs also apply in their epilogues) and their gradients, fill.
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -24,6 +24,25 @@ Expr activation(ActivationKind act, Expr x) {
   throw std::runtime_error("an activation without a kernel expression");
 }
 
+// act'(x): the derivatives of the expressions above.
+Expr activationGrad(ActivationKind act, Expr x) {
+  switch (act) {
+    case ActivationKind::none: return Expr(1.0f);
+    case ActivationKind::relu: return select(x > 0.0f, 1.0f, 0.0f);
+    case ActivationKind::gelu_erf:  // Φ(x) + x φ(x)
+      return 0.5f * (1.0f + erf(x * 0.70710678118654752f)) + x * exp(-0.5f * x * x) * 0.3989422804014327f;
+    case ActivationKind::gelu_tanh: {
+      Expr t = vtanh(0.7978845608028654f * (x + 0.044715f * x * x * x));
+      return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608028654f * (1.0f + 0.134145f * x * x);
+    }
+    case ActivationKind::silu: {
+      Expr s = 1.0f / (1.0f + exp(-x));
+      return s * (1.0f + x * (1.0f - s));
+    }
+  }
+  throw std::runtime_error("an activation without a gradient expression");
+}
+
 Func buildElementwise(Builder &B) {
   const KernelSpec &k = B.k;
   int r = B.rank();
@@ -31,6 +50,11 @@ Func buildElementwise(Builder &B) {
 
   /* THE ALGORITHM */
   Func out("out");
+  if (k.op == KernelOp::Fill) {  // no inputs
+    out(v) = B.op<FillOp>().getValue().convertToFloat();
+    B.rowwise(out, v);
+    return out;
+  }
   ImageParam X = B.in[0];
   Expr x = X(ex(v));
   switch (k.op) {
@@ -44,6 +68,7 @@ Func buildElementwise(Builder &B) {
     }
     case KernelOp::Scale: out(v) = x * B.op<ScaleOp>().getFactor().convertToFloat(); break;
     case KernelOp::Activation: out(v) = activation(B.op<KilnActivationOpInterface>().getActivation(), x); break;
+    case KernelOp::ActivationGrad: out(v) = activationGrad(B.op<ActivationGradOp>().getActivation(), x) * B.in[1](ex(v)); break;
     default: throw std::runtime_error("kernel " + k.kind + " is not elementwise");
   }
 

@@ -28,6 +28,13 @@ Func buildDataMovement(Builder &B);
 Func buildDepthwiseConv(Builder &B);
 // Act.cpp: adaptive computation time on the recurrent carry.
 Func buildAct(Builder &B);
+// Loss.cpp: cross_entropy and its gradient.
+Func buildLoss(Builder &B);
+// Backward.cpp: the backward's column reductions (reduce_rows, weight_grad, layer_norm_grad
+// wrt gamma, embedding_grad).
+Func buildBackward(Builder &B);
+// AttentionGrad.cpp: attention's gradient with respect to its query, key or value.
+Func buildAttentionGrad(Builder &B);
 
 // Elementwise.cpp: an activation, also the epilogue of linears and FFNs.
 Expr activation(ActivationKind act, Expr x);

@@ -1,4 +1,5 @@
-// RowReduce.cpp - ops reducing over each row's last dim: layer_norm and softmax.
+// RowReduce.cpp - ops reducing over each row's last dim: layer_norm and softmax, and their
+// input gradients.
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -29,6 +30,33 @@ Func buildRowReduce(Builder &B) {
     float eps = B.op<LayerNormOp>().getEpsilon().convertToFloat();
     out(v) = (X(ex(v)) - mu(rest)) * (1.0f / sqrt(var(rest) / cast<float>(D) + eps)) * B.in[1](v[0]) + B.in[2](v[0]);
     rowFuncs = {mean, mu, var};
+  } else if (k.op == KernelOp::SoftmaxGrad) {  // y · (dy - rowsum(dy · y))
+    Func dot("dot");
+    ImageParam G = B.in[1];
+    dot(rest) = 0.0f;
+    dot(rest) += X(xr) * G(xr);
+    out(v) = X(ex(v)) * (G(ex(v)) - dot(rest));
+    rowFuncs = {dot};
+  } else if (k.op == KernelOp::LayerNormGrad) {  // wrt input: (g - mean(g) - x̂ mean(g x̂)) / σ, g = dy γ
+    LayerNormGradOp op = B.op<LayerNormGradOp>();
+    if (op.getWrt() != "input") throw std::runtime_error("layer_norm_grad wrt gamma is a column reduction");
+    ImageParam Gm = B.in[1], G = B.in[2];
+    Func mean("mean"), mu("mu"), var("var"), rstd("rstd"), m1("m1"), m2("m2");
+    mean(rest) = 0.0f;
+    mean(rest) += X(xr);
+    mu(rest) = mean(rest) / cast<float>(D);
+    Expr dx = X(xr) - mu(rest);
+    var(rest) = 0.0f;
+    var(rest) += dx * dx;
+    rstd(rest) = 1.0f / sqrt(var(rest) / cast<float>(D) + op.getEpsilon().convertToFloat());
+    Expr xh = (X(xr) - mu(rest)) * rstd(rest), g = G(xr) * Gm(rx);
+    m1(rest) = 0.0f;
+    m1(rest) += g;
+    m2(rest) = 0.0f;
+    m2(rest) += g * xh;
+    Expr xhv = (X(ex(v)) - mu(rest)) * rstd(rest);
+    out(v) = (G(ex(v)) * Gm(v[0]) - m1(rest) / cast<float>(D) - xhv * (m2(rest) / cast<float>(D))) * rstd(rest);
+    rowFuncs = {mean, mu, var, rstd, m1, m2};
   } else {  // softmax over the last dim
     Func mx("mx"), sum("sum");
     mx(rest) = -std::numeric_limits<float>::infinity();

@@ -131,6 +131,7 @@ struct Node {
   int region = -1;  // the recurrent step this node was made in (-1: the entry's top level)
   int body = -1, body_arg = -1, body_out = -1;
   int64_t max_steps = 0;
+  int64_t ignore_index = 0;  // cross_entropy; target inputs: the id of a position without a target
   SourceLoc loc;
 };
 
@@ -157,10 +158,15 @@ struct InputOptions {
   DType dtype = DType::F32;
   int64_t vocab = 0;      // token inputs: ids must be in [0, vocab)
   bool optional = false;  // may be left out at run time, and is then all zeros
+  int64_t ignore_index = 0;  // token inputs: this negative id is accepted too (a target to ignore)
 };
 struct ParamOptions {
   Init init = Init::Normal;
   float scale = 0.02f;
+};
+
+struct LossOptions {
+  float weight = 1.0f;
 };
 
 class Model {
@@ -177,6 +183,19 @@ class Model {
   Tensor optional_tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc = SourceLoc::current());
   Tensor param(const std::string &name, Shape shape, ParamOptions opt = {}, SourceLoc loc = SourceLoc::current());
   void output(const std::string &name, Tensor t, SourceLoc loc = SourceLoc::current());
+  // Training targets: token ids in [0, vocab), or `ignore_index` (negative) where a position has
+  // no target (cross_entropy skips it).
+  Tensor targets(const std::string &name, Dim length, int64_t vocab, int64_t ignore_index = -1,
+                 SourceLoc loc = SourceLoc::current());
+  // Adds weight · t (a [1] scalar of this entry, such as a cross_entropy) to the entry's loss,
+  // its output "loss" (the sum of every term added).
+  void loss(Tensor t, LossOptions opt = {}, SourceLoc loc = SourceLoc::current());
+  // The current entry also returns the gradient of its loss with respect to every parameter it
+  // uses, as outputs "grad.<name>" (kiln-differentiate builds them in the compiler).
+  void gradients(SourceLoc loc = SourceLoc::current());
+  bool differentiated(int entry) const {
+    return entry < (int)differentiate_.size() && differentiate_[entry];
+  }
   // Entry points: nodes made after entry("decode") belong to a second function of the model.
   // Parameters and states are shared between entries by name (same shape); inputs and outputs
   // belong to their entry, with names unique in the model.
@@ -242,6 +261,7 @@ class Model {
   std::vector<ConfigField> config_;
   std::vector<std::string> entries_{"forward"};
   std::vector<int> kept_;
+  std::vector<bool> differentiate_;
   int region_ = -1, regions_ = 0;
   // A parameter or state already declared under this name (shared across entries), or -1.
   int shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc);

@@ -95,6 +95,14 @@ struct LshOptions {
 };
 Tensor lsh_attention(Tensor qk, Tensor v, Tensor rotations, LshOptions opt = {}, SourceLoc loc = SourceLoc::current());
 
+// The mean over positions of -log softmax(logits)[target]: logits [N, V], targets [N] i32 ->
+// [1]. Positions whose target is `ignore_index` count neither in the sum nor in the mean (a
+// loss of 0 when none is left). Fused: the probabilities are never stored.
+struct CrossEntropyOptions {
+  int64_t ignore_index = -1;
+};
+Tensor cross_entropy(Tensor logits, Tensor targets, CrossEntropyOptions opt = {}, SourceLoc loc = SourceLoc::current());
+
 // A convolution over the sequence with one filter per feature: x [L, d], w [k, d] (k odd),
 // b [d] -> [L, d]; result[i, c] = b[c] + sum_t w[t, c] * x[i + t - (k - 1) / 2, c], zero
 // outside [0, L). Followed by a pointwise linear it is a depthwise-separable convolution.

@@ -1,0 +1,111 @@
+// AttentionGrad.cpp - kiln.attention's backward, one kernel per operand gradient, in the
+// FlashAttention manner: the probabilities are recomputed from each query row's log-sum-exp,
+// a row (or a key's column) at a time, never stored [Lq, Lk].
+//
+//   s(j, i) = scale · q_i·k_j (masked: -inf),  lse_i = log Σ_j exp s(j, i)
+//   P(j, i) = exp(s(j, i) - lse_i),  dP(j, i) = do_i·v_j,  D_i = do_i·o_i
+//   dS = P · (dP - D);  dq_i = scale Σ_j dS k_j;  dk_j = scale Σ_i dS q_i;  dv_j = Σ_i P do_i
+//
+// dq works per query row (its scores, lse and dP over all keys, kept for the row); dk and dv
+// per key row, from every query's lse and D computed first. CPU schedules; the work skipped
+// by the causal mask is still visited (masked), which the block engine will avoid.
+#include "Kernels.h"
+
+namespace kiln::codegen {
+
+Func buildAttentionGrad(Builder &B) {
+  const KernelSpec &k = B.k;
+  if (B.gpu) throw std::runtime_error("kernel attention_grad has CPU schedules only (for now)");
+  AttentionGradOp op = B.op<AttentionGradOp>();
+  const float scale = op.getScale().convertToFloat();
+  const bool causal = op.getMask() == "causal";
+  const std::string wrt = op.getWrt().str();
+  ImageParam Q = B.in[0], K = B.in[1], V = B.in[2], O = B.in[3], G = B.in[4];
+  const int D = (int)k.inputs[0].dims[2], Dv = (int)k.inputs[2].dims[2];
+  Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
+  Var c("c"), i("i"), j("j"), h("h");
+  RDom rd(0, D, "rd"), re(0, Dv, "re");
+  const float ninf = -std::numeric_limits<float>::infinity();
+  auto visible = [&](Expr key, Expr query) { return causal ? key <= query + (Lk - Lq) : Expr(true); };
+
+  /* THE ALGORITHM */
+  // Scores, recomputed where each kernel needs them (two Funcs: two places, two schedules).
+  auto scores = [&](const char *name) {
+    Func s(name);
+    s(j, i, h) = 0.0f;
+    s(j, i, h) += Q(rd, i, h) * K(rd, j, h);
+    return s;
+  };
+  auto dots = [&](const char *name) {  // dP(j, i) = do_i·v_j
+    Func s(name);
+    s(j, i, h) = 0.0f;
+    s(j, i, h) += G(re, i, h) * V(re, j, h);
+    return s;
+  };
+  // Each query row's log-sum-exp and D.
+  Func sRow = scores("s_row"), mx("mx"), se("se"), lse("lse"), dRow("d_row");
+  RDom rj(0, Lk, "rj");
+  mx(i, h) = ninf;
+  mx(i, h) = max(mx(i, h), select(visible(rj, i), sRow(rj, i, h) * scale, ninf));
+  se(i, h) = 0.0f;
+  se(i, h) += select(visible(rj, i), exp(sRow(rj, i, h) * scale - mx(i, h)), 0.0f);
+  lse(i, h) = mx(i, h) + log(se(i, h));
+  dRow(i, h) = 0.0f;
+  dRow(i, h) += G(re, i, h) * O(re, i, h);
+
+  Func out("out");
+  Var row;
+  if (wrt == "query") {
+    Func dp = dots("dp");
+    Func ds("ds");
+    ds(j, i, h) = select(visible(j, i), exp(sRow(j, i, h) * scale - lse(i, h)) * (dp(j, i, h) - dRow(i, h)), 0.0f);
+    Func acc("acc");
+    acc(c, i, h) = 0.0f;
+    acc(c, i, h) += ds(rj, i, h) * K(c, rj, h) * scale;
+    out(c, i, h) = acc(c, i, h);
+    /* THE SCHEDULE: query rows as the row tasks; per row its scores, lse, D and dP over every
+     * key (O(Lk) floats), then dq accumulated over the keys a vector of columns at a time. */
+    row = B.rowwise(out, {c, i, h});
+    for (Func f : {sRow, dp, ds}) B.s(f).compute_at(out, row).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
+    for (Func f : {mx, se, dRow, acc}) B.s(f).compute_at(out, row);
+    const int wc = std::min(B.vec(), D);
+    B.s(acc.update()).vectorize(c, wc, D % wc == 0 ? TailStrategy::RoundUp : TailStrategy::GuardWithIf);
+    return out;
+  }
+  // dk, dv: per key row j, over every query i.
+  Func sCol = scores("s_col"), p("p");
+  RDom ri(0, Lq, "ri");
+  p(j, i, h) = select(visible(j, i), exp(sCol(j, i, h) * scale - lse(i, h)), 0.0f);
+  std::vector<Func> perKey{sCol, p};
+  Func acc("acc");
+  acc(c, j, h) = 0.0f;
+  if (wrt == "value") {
+    acc(c, j, h) += p(j, ri, h) * G(c, ri, h);
+  } else {
+    Func dp = dots("dp"), ds("ds");
+    ds(j, i, h) = p(j, i, h) * (dp(j, i, h) - dRow(i, h));
+    acc(c, j, h) += ds(j, ri, h) * Q(c, ri, h) * scale;
+    perKey.push_back(dp);
+    perKey.push_back(ds);
+  }
+  out(c, j, h) = acc(c, j, h);
+  /* THE SCHEDULE: every query's lse and D first (query rows as tasks, each over all keys),
+   * then key rows as the row tasks, each recomputing its column of scores over every query. */
+  B.s(lse).compute_root();
+  B.s(dRow).compute_root();
+  B.s(mx).compute_at(lse, i);
+  B.s(se).compute_at(lse, i);
+  B.s(sRow).compute_at(lse, i).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
+  if (B.parallel()) {
+    B.s(lse).parallel(h);
+    B.s(dRow).parallel(h);
+  }
+  row = B.rowwise(out, {c, j, h});
+  for (Func f : perKey) B.s(f).compute_at(out, row).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
+  const int Dc = wrt == "value" ? Dv : D, wc = std::min(B.vec(), Dc);
+  B.s(acc).compute_at(out, row);
+  B.s(acc.update()).vectorize(c, wc, Dc % wc == 0 ? TailStrategy::RoundUp : TailStrategy::GuardWithIf);
+  return out;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,153 @@
+// KilnGradients.cpp - each differentiable kiln op's vector-Jacobian product (its buildGradient
+// hook, KilnInterfaces.td), one op after another in KilnOps.td's order. A rule builds, at the
+// builder's insertion point, the gradient of each operand from the gradients of the results,
+// in kiln ops that the later passes fuse, tile and schedule like the forward's. Operands
+// without a gradient (token ids, a position count) get null. An unsupported case is an error
+// at the op's model line.
+#include "kiln/Dialect/KilnDialect.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+RankedTensorType ty(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+// `g` summed down to `target`'s type where `target` was broadcast over g's leading dims (the
+// right operand of add and mul): the sum over every dim but the last.
+FailureOr<Value> sumTo(Operation *op, OpBuilder &b, Value g, Value target) {
+  auto gt = ty(g), tt = ty(target);
+  if (gt.getRank() == tt.getRank()) return g;
+  if (tt.getRank() != 1)
+    return op->emitOpError() << "gradient: an operand " << tt << " broadcast to " << gt
+                             << " (only a [d] operand broadcast over rows is differentiable)";
+  return Value(ReduceRowsOp::create(b, op->getLoc(), tt, g));
+}
+}  // namespace
+
+LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  if (getTableLayout() != "rows") return emitOpError("gradient: a table in panels (kiln-prepack-weights ran first)");
+  out.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), getIds(), g[0]));
+  out.push_back(Value());
+  return success();
+}
+
+// Rows [0, L) of the table: the gradient is g in the first L rows, zeros after.
+LogicalResult PositionEmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(PadOp::create(b, getLoc(), getTable().getType(), g[0], getTable(), b.getI64IntegerAttr(0),
+                              b.getI64IntegerAttr(0)));
+  out.push_back(Value());
+  return success();
+}
+
+// y = x·Wᵀ + b (out_in, W [out, in]) or x·W + b (in_out, W [in, out]):
+// dx = dy·W or dy·Wᵀ, dW = dyᵀ·x or xᵀ·dy (kiln.weight_grad), db = the sum of dy's rows.
+LogicalResult LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  StringRef layout = getWeightLayout();
+  if (layout == "panels") return emitOpError("gradient: a weight in panels (kiln-prepack-weights ran first)");
+  if (getActivation() != ActivationKind::none)
+    return emitOpError("gradient: a fused activation (kiln-fuse-epilogue ran first)");
+  if (ty(getX()).getRank() != 2) return emitOpError("gradient: only a 2-D input is differentiable, got ") << getX().getType();
+  Location loc = getLoc();
+  bool outIn = layout == "out_in";
+  out.push_back(MatMulOp::create(b, loc, getX().getType(), g[0], getWeight(), b.getBoolAttr(!outIn)));
+  out.push_back(WeightGradOp::create(b, loc, getWeight().getType(), getX(), g[0], b.getStringAttr(layout)));
+  if (getBias()) out.push_back(ReduceRowsOp::create(b, loc, getBias().getType(), g[0]));
+  return success();
+}
+
+// C = A·B: dA = dC·Bᵀ, dB = Aᵀ·dC; C = A·Bᵀ: dA = dC·B, dB = dCᵀ·A.
+LogicalResult MatMulOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  Location loc = getLoc();
+  bool tb = getTransposeB();
+  out.push_back(MatMulOp::create(b, loc, getLhs().getType(), g[0], getRhs(), b.getBoolAttr(!tb)));
+  out.push_back(WeightGradOp::create(b, loc, getRhs().getType(), getLhs(), g[0], b.getStringAttr(tb ? "out_in" : "in_out")));
+  return success();
+}
+
+LogicalResult AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  FailureOr<Value> r = sumTo(*this, b, g[0], getRhs());
+  if (failed(r)) return failure();
+  out.push_back(g[0]);
+  out.push_back(*r);
+  return success();
+}
+
+LogicalResult MulOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  Location loc = getLoc();
+  out.push_back(MulOp::create(b, loc, getLhs().getType(), g[0], getRhs()));
+  FailureOr<Value> r = sumTo(*this, b, MulOp::create(b, loc, g[0].getType(), g[0], getLhs()), getRhs());
+  if (failed(r)) return failure();
+  out.push_back(*r);
+  return success();
+}
+
+LogicalResult ScaleOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(ScaleOp::create(b, getLoc(), getType(), g[0], getFactorAttr()));
+  return success();
+}
+
+LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(SoftmaxGradOp::create(b, getLoc(), getType(), getResult(), g[0]));
+  return success();
+}
+
+// dx from the saved input (the row statistics are recomputed); dgamma = sum over rows of
+// dy·x̂; dbeta = sum over rows of dy.
+LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  Location loc = getLoc();
+  out.push_back(LayerNormGradOp::create(b, loc, getInput().getType(), getInput(), getGamma(), g[0], getEpsilonAttr(),
+                                        b.getStringAttr("input")));
+  out.push_back(LayerNormGradOp::create(b, loc, getGamma().getType(), getInput(), getGamma(), g[0], getEpsilonAttr(),
+                                        b.getStringAttr("gamma")));
+  out.push_back(ReduceRowsOp::create(b, loc, getBeta().getType(), g[0]));
+  return success();
+}
+
+LogicalResult ReshapeOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(ReshapeOp::create(b, getLoc(), getInput().getType(), g[0]));
+  return success();
+}
+
+LogicalResult TransposeOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  ArrayRef<int64_t> p = getPermutation();
+  SmallVector<int64_t> inv(p.size());
+  for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = (int64_t)i;
+  out.push_back(TransposeOp::create(b, getLoc(), getInput().getType(), g[0], b.getDenseI64ArrayAttr(inv)));
+  return success();
+}
+
+// Each input's gradient is its range of the result's.
+LogicalResult ConcatOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  int64_t axis = getAxis(), off = 0;
+  for (Value x : getInputs()) {
+    out.push_back(SliceOp::create(b, getLoc(), x.getType(), g[0], b.getI64IntegerAttr(axis), b.getI64IntegerAttr(off)));
+    off += ty(x).getDimSize(axis);
+  }
+  return success();
+}
+
+// The slice's gradient in zeros shaped like its input (the slices of one tensor add up).
+LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(PadOp::create(b, getLoc(), getInput().getType(), g[0], getInput(), getAxisAttr(), getOffsetAttr()));
+  return success();
+}
+
+LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  if (getPast()) return emitOpError("gradient: attention over a cache (past or key_count) is not differentiable");
+  if (getMask() != "none" && getMask() != "causal")
+    return emitOpError() << "gradient: the \"" << getMask() << "\" pattern's backward is not implemented yet (none and causal are)";
+  for (StringRef w : {"query", "key", "value"}) {
+    Value of = w == "query" ? getQuery() : w == "key" ? getKey() : getValue();
+    out.push_back(AttentionGradOp::create(b, getLoc(), of.getType(), getQuery(), getKey(), getValue(), getResult(), g[0],
+                                          getMaskAttr(), getScaleAttr(), b.getStringAttr(w)));
+  }
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(CrossEntropyGradOp::create(b, getLoc(), getLogits().getType(), getLogits(), getTargets(), g[0],
+                                           getIgnoreIndexAttr()));
+  out.push_back(Value());
+  return success();
+}

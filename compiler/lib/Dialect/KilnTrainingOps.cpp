@@ -1,0 +1,226 @@
+// KilnTrainingOps.cpp - the training ops (KilnOps.td's last section): the loss, constants and
+// the backward's kernels. Each op's verifier and its hooks, in KilnOps.td's order. Verifier
+// messages start with "expected"; dynamic dims (`?`) match anything.
+#include "kiln/Dialect/KilnDialect.h"
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace kiln;
+
+namespace {
+RankedTensorType ty(Value v) { return cast<RankedTensorType>(v.getType()); }
+bool compatible(int64_t a, int64_t b) { return a == b || ShapedType::isDynamic(a) || ShapedType::isDynamic(b); }
+std::string d2s(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
+double dimOf(Value v, int64_t d) { return (double)ty(v).getDimSize(d); }
+
+LogicalResult expectDim(Operation *op, const char *a, int64_t da, const char *b, int64_t db) {
+  if (compatible(da, db)) return success();
+  return op->emitOpError() << "expected " << a << " (" << d2s(da) << ") to equal " << b << " (" << d2s(db) << ")";
+}
+LogicalResult expectRank(Operation *op, const char *role, Value v, int64_t rank) {
+  if (ty(v).getRank() == rank) return success();
+  return op->emitOpError() << "expected the " << role << " to have rank " << rank << ", got " << ty(v);
+}
+LogicalResult expectShape(Operation *op, const char *a, Value va, const char *b, Value vb) {
+  auto at = ty(va), bt = ty(vb);
+  bool same = at.getRank() == bt.getRank();
+  for (int64_t d = 0; same && d < at.getRank(); ++d) same = compatible(at.getDimSize(d), bt.getDimSize(d));
+  if (same) return success();
+  return op->emitOpError() << "expected the " << a << " (" << at << ") and the " << b << " (" << bt << ") to have one shape";
+}
+// logits [N, V] and targets i32 [N].
+LogicalResult verifyLogitsTargets(Operation *op, Value logits, Value targets) {
+  if (failed(expectRank(op, "logits", logits, 2)) || failed(expectRank(op, "targets", targets, 1))) return failure();
+  if (!ty(targets).getElementType().isInteger(32)) return op->emitOpError("expected i32 targets");
+  return expectDim(op, "targets length", ty(targets).getDimSize(0), "logits rows", ty(logits).getDimSize(0));
+}
+}  // namespace
+
+LogicalResult FillOp::verify() {
+  if (!ty(getResult()).hasStaticShape()) return emitOpError("expected a static result shape, got ") << getType();
+  return success();
+}
+void FillOp::getKernelAttrs(KernelAttrs &a) { a.setFloat("value", getValue().convertToFloat()); }
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyLogitsTargets(*this, getLogits(), getTargets()))) return failure();
+  if (ty(getResult()).getShape() != ArrayRef<int64_t>{1}) return emitOpError("expected a [1] result, got ") << getType();
+  return success();
+}
+void CrossEntropyOp::getKernelAttrs(KernelAttrs &a) { a.set("ignore_index", (int64_t)getIgnoreIndex()); }
+Syms CrossEntropyOp::inferSeqLengths(ArrayRef<Syms>) { return Syms{-1}; }
+OpCost CrossEntropyOp::getCost(function_ref<double(Value)> numel) {  // max, exp and sum per logit
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 4 * numel(getLogits());
+  return c;
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyLogitsTargets(*this, getLogits(), getTargets()))) return failure();
+  if (ty(getGrad()).getShape() != ArrayRef<int64_t>{1}) return emitOpError("expected a [1] grad, got ") << getGrad().getType();
+  return expectShape(*this, "result", getResult(), "logits", getLogits());
+}
+void CrossEntropyGradOp::getKernelAttrs(KernelAttrs &a) { a.set("ignore_index", (int64_t)getIgnoreIndex()); }
+OpCost CrossEntropyGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 6 * numel(getLogits());
+  return c;
+}
+
+LogicalResult ReduceRowsOp::verify() {
+  if (failed(expectRank(*this, "result", getResult(), 1))) return failure();
+  auto it = ty(getInput());
+  return expectDim(*this, "result width", ty(getResult()).getDimSize(0), "input's last dim", it.getDimSize(it.getRank() - 1));
+}
+Syms ReduceRowsOp::inferSeqLengths(ArrayRef<Syms>) { return Syms{-1}; }
+OpCost ReduceRowsOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = numel(getInput());
+  return c;
+}
+
+LogicalResult WeightGradOp::verify() {
+  bool outIn = getWeightLayout() == "out_in";
+  if (!outIn && getWeightLayout() != "in_out")
+    return emitOpError("expected weight_layout \"out_in\" or \"in_out\", got \"") << getWeightLayout() << "\"";
+  if (failed(expectRank(*this, "x", getX(), 2)) || failed(expectRank(*this, "grad", getGrad(), 2)) ||
+      failed(expectRank(*this, "result", getResult(), 2)))
+    return failure();
+  auto xt = ty(getX()), gt = ty(getGrad()), rt = ty(getResult());
+  int64_t K = xt.getDimSize(1), N = gt.getDimSize(1);
+  return success(succeeded(expectDim(*this, "grad rows", gt.getDimSize(0), "x rows", xt.getDimSize(0))) &&
+                 succeeded(expectDim(*this, "result dim 0", rt.getDimSize(0), outIn ? "grad width" : "x width",
+                                     outIn ? N : K)) &&
+                 succeeded(expectDim(*this, "result dim 1", rt.getDimSize(1), outIn ? "x width" : "grad width",
+                                     outIn ? K : N)));
+}
+void WeightGradOp::getKernelAttrs(KernelAttrs &a) { a.set("layout", getWeightLayout()); }
+Syms WeightGradOp::inferSeqLengths(ArrayRef<Syms> in) {
+  if (getWeightLayout() == "out_in") return {in[1][1], in[0][1]};
+  return {in[0][1], in[1][1]};
+}
+OpCost WeightGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 2 * numel(getResult()) * (numel(getX()) / dimOf(getX(), 1));
+  return c;
+}
+
+LogicalResult ActivationGradOp::verify() {
+  if (failed(expectShape(*this, "x", getX(), "grad", getGrad()))) return failure();
+  return expectShape(*this, "result", getResult(), "x", getX());
+}
+void ActivationGradOp::getKernelAttrs(KernelAttrs &a) { a.set("act", stringifyActivationKind(getActivation())); }
+OpCost ActivationGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 20 * numel(getResult());
+  return c;
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  bool input = getWrt() == "input";
+  if (!input && getWrt() != "gamma") return emitOpError("expected wrt \"input\" or \"gamma\", got \"") << getWrt() << "\"";
+  if (failed(expectShape(*this, "input", getInput(), "grad", getGrad())) ||
+      failed(expectRank(*this, "gamma", getGamma(), 1)))
+    return failure();
+  auto it = ty(getInput());
+  if (failed(expectDim(*this, "gamma width", ty(getGamma()).getDimSize(0), "input width", it.getDimSize(it.getRank() - 1))))
+    return failure();
+  return input ? expectShape(*this, "result", getResult(), "input", getInput())
+               : expectShape(*this, "result", getResult(), "gamma", getGamma());
+}
+void LayerNormGradOp::getKernelAttrs(KernelAttrs &a) {
+  a.setFloat("eps", getEpsilon().convertToFloat());
+  a.set("wrt", getWrt());
+}
+Syms LayerNormGradOp::inferSeqLengths(ArrayRef<Syms> in) { return getWrt() == "input" ? in[0] : Syms{-1}; }
+OpCost LayerNormGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 10 * numel(getInput());
+  return c;
+}
+
+OpCost SoftmaxGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 4 * numel(getResult());
+  return c;
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (failed(expectRank(*this, "ids", getIds(), 1)) || failed(expectRank(*this, "grad", getGrad(), 2)) ||
+      failed(expectRank(*this, "result", getResult(), 2)))
+    return failure();
+  if (!ty(getIds()).getElementType().isInteger(32)) return emitOpError("expected i32 token ids");
+  if (!ty(getResult()).hasStaticShape()) return emitOpError("expected a static table shape, got ") << getType();
+  return success(
+      succeeded(expectDim(*this, "grad rows", ty(getGrad()).getDimSize(0), "ids length", ty(getIds()).getDimSize(0))) &&
+      succeeded(expectDim(*this, "table width", ty(getResult()).getDimSize(1), "grad width", ty(getGrad()).getDimSize(1))));
+}
+Syms EmbeddingGradOp::inferSeqLengths(ArrayRef<Syms>) { return Syms{-1, -1}; }
+OpCost EmbeddingGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = numel(getGrad());
+  return c;
+}
+
+LogicalResult PadOp::verify() {
+  auto it = ty(getInput()), lt = ty(getLike());
+  if (failed(expectShape(*this, "result", getResult(), "like", getLike()))) return failure();
+  int64_t axis = getAxis(), off = getOffset();
+  if (it.getRank() != lt.getRank()) return emitOpError("expected the input and like of one rank");
+  if (axis < 0 || axis >= lt.getRank()) return emitOpError("expected an axis within the rank");
+  for (int64_t d = 0; d < lt.getRank(); ++d)
+    if (d != axis && failed(expectDim(*this, "input dim", it.getDimSize(d), "like dim", lt.getDimSize(d))))
+      return failure();
+  int64_t n = it.getDimSize(axis), m = lt.getDimSize(axis);
+  if (off < -1 || (off == -1 && n != 1)) return emitOpError("expected offset >= 0, or -1 (the last) for a size-1 input");
+  if (off >= 0 && !ShapedType::isDynamic(n) && !ShapedType::isDynamic(m) && off + n > m)
+    return emitOpError() << "expected the input's " << n << " rows at offset " << off << " to fit in " << m;
+  return success();
+}
+void PadOp::getKernelAttrs(KernelAttrs &a) {
+  a.set("axis", (int64_t)getAxis());
+  a.set("offset", (int64_t)getOffset());
+}
+Syms PadOp::inferSeqLengths(ArrayRef<Syms> in) { return in[1]; }
+LogicalResult PadOp::buildGradient(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &) {
+  return emitOpError("has no gradient rule (a gradient of a gradient)");
+}
+
+LogicalResult AttentionGradOp::verify() {
+  StringRef w = getWrt();
+  if (w != "query" && w != "key" && w != "value")
+    return emitOpError("expected wrt \"query\", \"key\" or \"value\", got \"") << w << "\"";
+  if (getMask() != "none" && getMask() != "causal")
+    return emitOpError("expected mask \"none\" or \"causal\", got \"") << getMask() << "\"";
+  for (auto [role, v] : {std::pair<const char *, Value>{"query", getQuery()}, {"key", getKey()}, {"value", getValue()},
+                         {"out", getOut()}, {"grad", getGrad()}})
+    if (failed(expectRank(*this, role, v, 3))) return failure();
+  auto q = ty(getQuery()), k = ty(getKey()), v = ty(getValue());
+  if (failed(expectShape(*this, "out", getOut(), "grad", getGrad())) ||
+      failed(expectDim(*this, "key heads", k.getDimSize(0), "query heads", q.getDimSize(0))) ||
+      failed(expectDim(*this, "key width", k.getDimSize(2), "query width", q.getDimSize(2))) ||
+      failed(expectDim(*this, "value rows", v.getDimSize(1), "key rows", k.getDimSize(1))) ||
+      failed(expectDim(*this, "out rows", ty(getOut()).getDimSize(1), "query rows", q.getDimSize(1))) ||
+      failed(expectDim(*this, "out width", ty(getOut()).getDimSize(2), "value width", v.getDimSize(2))))
+    return failure();
+  Value of = w == "query" ? getQuery() : w == "key" ? getKey() : getValue();
+  return expectShape(*this, "result", getResult(), w.str() == "query" ? "query" : w == "key" ? "key" : "value", of);
+}
+void AttentionGradOp::getKernelAttrs(KernelAttrs &a) {
+  a.set("mask", getMask());
+  a.setFloat("scale", getScale().convertToFloat());
+  a.set("wrt", getWrt());
+}
+Syms AttentionGradOp::inferSeqLengths(ArrayRef<Syms> in) {
+  return getWrt() == "query" ? in[0] : getWrt() == "key" ? in[1] : in[2];
+}
+// The forward's pairs once more for the log-sum-exp, then dP and the product wanted.
+OpCost AttentionGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  double lk = numel(getKey()) / dimOf(getKey(), 2) / dimOf(getKey(), 0);
+  double lqh = numel(getQuery()) / dimOf(getQuery(), 2);
+  double d = dimOf(getQuery(), 2), dv = dimOf(getValue(), 2);
+  double pairs = lqh * lk * (getMask() == "causal" ? 0.5 : 1.0);
+  c.flops = pairs * (4 * d + 4 * dv + 8);
+  return c;
+}
