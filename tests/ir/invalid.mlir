@@ -254,3 +254,60 @@ func.func @embedding_panels(%t: tensor<10x4xf32>, %ids: tensor<?xi32>) -> tensor
   %y = kiln.embedding %t, %ids {table_layout = "panels"} : (tensor<10x4xf32>, tensor<?xi32>) -> tensor<?x4xf32>
   return %y : tensor<?x4xf32>
 }
+
+// -----
+
+func.func @cross_entropy_targets(%l: tensor<?x10xf32>, %t: tensor<?xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{expected i32 targets}}
+  %c = kiln.cross_entropy %l, %t : (tensor<?x10xf32>, tensor<?xf32>) -> tensor<1xf32>
+  return %c : tensor<1xf32>
+}
+
+// -----
+
+func.func @cross_entropy_rows(%l: tensor<4x10xf32>, %t: tensor<5xi32>) -> tensor<1xf32> {
+  // expected-error @+1 {{expected targets length (5) to equal logits rows (4)}}
+  %c = kiln.cross_entropy %l, %t : (tensor<4x10xf32>, tensor<5xi32>) -> tensor<1xf32>
+  return %c : tensor<1xf32>
+}
+
+// -----
+
+func.func @weight_grad_shape(%x: tensor<?x4xf32>, %g: tensor<?x6xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{expected result dim 0 (4) to equal grad width (6)}}
+  %w = kiln.weight_grad %x, %g : (tensor<?x4xf32>, tensor<?x6xf32>) -> tensor<4x6xf32>
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @layer_norm_grad_wrt(%x: tensor<?x4xf32>, %g: tensor<4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{expected wrt "input" or "gamma", got "beta"}}
+  %d = kiln.layer_norm_grad %x, %g, %x {wrt = "beta"} : (tensor<?x4xf32>, tensor<4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %d : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @pad_fit(%x: tensor<3x4xf32>, %like: tensor<3x6xf32>) -> tensor<3x6xf32> {
+  // expected-error @+1 {{expected the input's 4 rows at offset 4 to fit in 6}}
+  %d = kiln.pad %x, %like {axis = 1 : i64, offset = 4 : i64} : (tensor<3x4xf32>, tensor<3x6xf32>) -> tensor<3x6xf32>
+  return %d : tensor<3x6xf32>
+}
+
+// -----
+
+func.func @attention_grad_mask(%q: tensor<2x?x4xf32>) -> tensor<2x?x4xf32> {
+  // expected-error @+1 {{expected mask "none" or "causal", got "window"}}
+  %d = kiln.attention_grad %q, %q, %q, %q, %q {mask = "window", scale = 0.5 : f32, wrt = "query"}
+      : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
+  return %d : tensor<2x?x4xf32>
+}
+
+// -----
+
+func.func @fill_dynamic() -> tensor<?xf32> {
+  // expected-error @+1 {{expected a static result shape, got 'tensor<?xf32>'}}
+  %f = kiln.fill {value = 0.0 : f32} : tensor<?xf32>
+  return %f : tensor<?xf32>
+}

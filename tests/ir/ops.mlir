@@ -60,3 +60,40 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
   %h = kiln.slice %c {axis = 1 : i64, offset = 64 : i64} : (tensor<?x128xf32>) -> tensor<?x64xf32>
   return %h : tensor<?x64xf32>
 }
+
+// The training ops (kiln-differentiate's backward).
+// CHECK-LABEL: func.func @training
+// CHECK: kiln.fill {value = 1.000000e+00 : f32} : tensor<1xf32>
+// CHECK: kiln.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64}
+// CHECK: kiln.cross_entropy_grad
+// CHECK: kiln.reduce_rows
+// CHECK: kiln.weight_grad %{{.*}}, %{{.*}} {weight_layout = "in_out"}
+// CHECK: kiln.activation_grad %{{.*}}, %{{.*}} {activation = #kiln.activation<gelu_tanh>}
+// CHECK: kiln.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32, wrt = "gamma"}
+// CHECK: kiln.softmax_grad
+// CHECK: kiln.embedding_grad
+// CHECK: kiln.pad %{{.*}}, %{{.*}} {axis = 1 : i64, offset = 64 : i64}
+// CHECK: kiln.attention_grad %{{.*}} {mask = "causal", scale = 1.250000e-01 : f32, wrt = "key"}
+func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x100xf32>, %h: tensor<4x?x16xf32>)
+    -> (tensor<1xf32>, tensor<?x100xf32>, tensor<100xf32>, tensor<64x100xf32>, tensor<?x64xf32>, tensor<64xf32>,
+        tensor<?x100xf32>, tensor<100x64xf32>, tensor<?x192xf32>, tensor<4x?x16xf32>) {
+  %g = kiln.param "g" {init = "ones"} : tensor<64xf32>
+  %one = kiln.fill {value = 1.0 : f32} : tensor<1xf32>
+  %ce = kiln.cross_entropy %l, %tokens {ignore_index = -100 : i64} : (tensor<?x100xf32>, tensor<?xi32>) -> tensor<1xf32>
+  %dl = kiln.cross_entropy_grad %l, %tokens, %one : (tensor<?x100xf32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x100xf32>
+  %db = kiln.reduce_rows %dl : (tensor<?x100xf32>) -> tensor<100xf32>
+  %dw = kiln.weight_grad %x, %dl {weight_layout = "in_out"} : (tensor<?x64xf32>, tensor<?x100xf32>) -> tensor<64x100xf32>
+  %da = kiln.activation_grad %x, %x {activation = #kiln.activation<gelu_tanh>} : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  %dg = kiln.layer_norm_grad %x, %g, %x {epsilon = 1.0e-5 : f32, wrt = "gamma"} : (tensor<?x64xf32>, tensor<64xf32>, tensor<?x64xf32>) -> tensor<64xf32>
+  %ds = kiln.softmax_grad %l, %dl : (tensor<?x100xf32>, tensor<?x100xf32>) -> tensor<?x100xf32>
+  %de = kiln.embedding_grad %tokens, %x : (tensor<?xi32>, tensor<?x64xf32>) -> tensor<100x64xf32>
+  %wide = kiln.reshape %ds : (tensor<?x100xf32>) -> tensor<?x100xf32>
+  %sl = kiln.slice %dl {axis = 1 : i64, offset = 0 : i64} : (tensor<?x100xf32>) -> tensor<?x64xf32>
+  %qkv = kiln.concat %sl, %sl, %sl {axis = 1 : i64} : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x192xf32>
+  %dp = kiln.pad %x, %qkv {axis = 1 : i64, offset = 64 : i64} : (tensor<?x64xf32>, tensor<?x192xf32>) -> tensor<?x192xf32>
+  %dk = kiln.attention_grad %h, %h, %h, %h, %h {mask = "causal", scale = 0.125 : f32, wrt = "key"}
+      : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  return %ce, %dl, %db, %dw, %da, %dg, %wide, %de, %dp, %dk
+      : tensor<1xf32>, tensor<?x100xf32>, tensor<100xf32>, tensor<64x100xf32>, tensor<?x64xf32>, tensor<64xf32>,
+        tensor<?x100xf32>, tensor<100x64xf32>, tensor<?x192xf32>, tensor<4x?x16xf32>
+}

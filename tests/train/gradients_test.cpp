@@ -51,7 +51,7 @@ double geluTanh(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 *
 double geluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double silu(double x) { return x / (1 + std::exp(-x)); }
 // Rows [L, n] -> softmax over each row.
-[[maybe_unused]] Mat softmaxRows(Mat x, int64_t L, int64_t n) {
+Mat softmaxRows(Mat x, int64_t L, int64_t n) {
   for (int64_t i = 0; i < L; ++i) {
     double mx = -1e300, s = 0;
     for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[i * n + j]);
@@ -234,6 +234,95 @@ TEST(Gradients, GptBlockMatchesFiniteDifferences) {
                    "--input tokens=" + sub + "/tokens.npy --input targets=" + sub + "/targets.npy", loss(prm),
                    finiteDifferences(prm, loss));
   }
+}
+
+// a [M, K] · b [K, N] (tb: b is [N, K]).
+Mat matmul(const Mat &a, const Mat &b, int64_t M, int64_t K, int64_t N, bool tb) {
+  Mat c(M * N, 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) c[i * N + j] += a[i * K + k] * (tb ? b[j * K + k] : b[k * N + j]);
+  return c;
+}
+
+// Every other rule: relu, erf GELU, SiLU, an explicit softmax of scaled scores, matmuls with
+// and without a transposed operand, non-causal attention, a broadcast mul, concat, a fixed
+// sinusoid (no gradient), and a loss of two weighted terms.
+TEST(Gradients, EveryRuleMatchesFiniteDifferences) {
+  const int64_t V = 23, d = 8, P = 16;
+  std::map<std::string, std::vector<int64_t>> shapes = {{"emb", {V, d}},  {"a.w", {d, d}},  {"a.b", {d}},
+                                                        {"b.w", {d, d}},  {"c.w", {d, d}},  {"gain", {d}},
+                                                        {"head", {3 * d, V}}, {"head.b", {V}}};
+  std::string dir = kt::workDir("train_every_rule");
+  std::string exe = kt::compile(dir, "every_rule", [&](kiln::Model &m) {
+    kiln::Dim L = m.seq("L", P);
+    auto tok = m.tokens("tokens", L, V);
+    auto tgt = m.targets("targets", L, V);
+    auto p = [&](const char *n) {
+      kiln::Shape s;
+      for (int64_t e : shapes.at(n)) s.push_back(e);
+      return m.param(n, s);
+    };
+    auto emb = p("emb");
+    auto x = kiln::add(kiln::embedding(emb, tok), kiln::sinusoidal_positions(tok, d));
+    auto in_out = kiln::LinearOptions{.layout = kiln::WeightLayout::InOut};
+    auto a = kiln::relu(kiln::linear(x, p("a.w"), p("a.b"), in_out));
+    auto b = kiln::gelu(kiln::linear(x, p("b.w")));
+    auto c = kiln::silu(kiln::linear(x, p("c.w"), in_out));
+    auto sm = kiln::softmax(kiln::scale(kiln::matmul(a, b, {.transpose_b = true}), 0.5f));
+    auto y = kiln::matmul(sm, c);
+    auto att = kiln::merge_heads(kiln::attention(kiln::split_heads(y, 2), kiln::split_heads(x, 2), kiln::split_heads(c, 2)));
+    auto z = kiln::concat({kiln::mul(y, p("gain")), kiln::scale(att, 0.5f), kiln::mul(x, c)}, 1);
+    auto logits = kiln::linear(z, p("head"), p("head.b"), in_out);
+    m.loss(kiln::cross_entropy(logits, tgt));
+    m.loss(kiln::cross_entropy(kiln::linear(x, emb), tgt), {.weight = 0.5f});
+    m.gradients();
+  });
+  ASSERT_FALSE(exe.empty());
+  const int64_t L = 11;
+  std::vector<int32_t> tokens = kt::randomIds((int)L, (int)V, 7), targets = withIgnored(kt::randomIds((int)L, (int)V, 8));
+  Params prm = randomParams(shapes, 21);
+  auto loss = [&](const Params &w) {
+    Mat x((size_t)(L * d));
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < d; ++c) {
+        double freq = std::exp((double)(c - c % 2) * (-std::log(10000.0) / (double)d));
+        x[i * d + c] = w.at("emb")[tokens[i] * d + c] + (c % 2 == 0 ? std::sin(i * freq) : std::cos(i * freq));
+      }
+    Mat a = mapEach(linear(x, L, d, w.at("a.w"), d, &w.at("a.b"), false), [](double v) { return std::max(v, 0.0); });
+    Mat b = mapEach(linear(x, L, d, w.at("b.w"), d, nullptr, true), geluErf);
+    Mat c = mapEach(linear(x, L, d, w.at("c.w"), d, nullptr, false), silu);
+    Mat sm = softmaxRows(mapEach(matmul(a, b, L, d, L, true), [](double v) { return 0.5 * v; }), L, L);
+    Mat y = matmul(sm, c, L, L, d, false);
+    // Non-causal two-head attention: q = y, k = x, v = c.
+    const int64_t H = 2, hd = d / H;
+    Mat att(L * d, 0.0);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i) {
+        Mat s(L);
+        for (int64_t j = 0; j < L; ++j) {
+          double t = 0;
+          for (int64_t e = 0; e < hd; ++e) t += y[i * d + h * hd + e] * x[j * d + h * hd + e];
+          s[j] = t / std::sqrt((double)hd);
+        }
+        s = softmaxRows(s, 1, L);
+        for (int64_t j = 0; j < L; ++j)
+          for (int64_t e = 0; e < hd; ++e) att[i * d + h * hd + e] += s[j] * c[j * d + h * hd + e];
+      }
+    Mat z(L * 3 * d);
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t e = 0; e < d; ++e) {
+        z[i * 3 * d + e] = y[i * d + e] * w.at("gain")[e];
+        z[i * 3 * d + d + e] = 0.5 * att[i * d + e];
+        z[i * 3 * d + 2 * d + e] = x[i * d + e] * c[i * d + e];
+      }
+    Mat logits = linear(z, L, 3 * d, w.at("head"), V, &w.at("head.b"), false);
+    return crossEntropy(logits, L, V, targets) + 0.5 * crossEntropy(linear(x, L, d, w.at("emb"), V, nullptr, true), L, V, targets);
+  };
+  kt::saveIds(dir + "/tokens.npy", tokens);
+  kt::saveIds(dir + "/targets.npy", targets);
+  checkGradients(dir, exe, prm, shapes, "--input tokens=" + dir + "/tokens.npy --input targets=" + dir + "/targets.npy",
+                 loss(prm), finiteDifferences(prm, loss));
 }
 
 }  // namespace

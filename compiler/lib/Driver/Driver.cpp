@@ -240,6 +240,9 @@ int Driver::run(int argc, char **argv, const std::function<void(Model &)> &build
     mlir::DialectRegistry registry;
     registerKilnDialects(registry);
     mlir::MLIRContext ctx(registry);
+    // Pass errors at the model's file:line (and its source line when the file is readable).
+    llvm::SourceMgr sm;
+    mlir::SourceMgrDiagnosticHandler handler(sm, &ctx);
     auto module = emitModel(ctx, m);
     return impl_->compile(ctx, *module);
   });

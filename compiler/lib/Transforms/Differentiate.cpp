@@ -10,11 +10,14 @@
 //      with kiln.add as they arrive.
 //   4. Each parameter's gradient (kiln.fill 0 where the loss does not depend on it) becomes a
 //      result "grad.<name>", in the order the parameters appear.
+//   5. Gradients nothing reads (an input's: rules build one for every operand) are erased.
 // An op on the way without a rule (or a case its rule does not support) is an error at the
 // op's location, the model line that made it.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace kiln {
@@ -128,6 +131,12 @@ LogicalResult differentiate(func::FuncOp f) {
   f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(), types));
   f.setAllResultAttrs(resultAttrs);
   f->removeAttr("kiln.differentiate");
+  // 5. Rules build every operand's gradient; those nothing reads (an input's, a gradient that
+  // only fed one) go.
+  SmallVector<Operation *> all;
+  for (Operation &op : body.without_terminator()) all.push_back(&op);
+  for (Operation *op : llvm::reverse(all))
+    if (isOpTriviallyDead(op)) op->erase();
   return success();
 }
 

@@ -603,11 +603,12 @@ def Kiln_FillOp : Kiln_Op<"fill", [Pure], "Fill", ["getKernelAttrs"]> {
     does not depend on (0).
 
     ```mlir
-    %one = kiln.fill {value = 1.0 : f32} : () -> tensor<1xf32>
+    %one = kiln.fill {value = 1.0 : f32} : tensor<1xf32>
     ```
   }];
   let arguments = (ins F32Attr:$value);
   let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

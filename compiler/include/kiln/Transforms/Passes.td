@@ -14,7 +14,7 @@ def Differentiate : Pass<"kiln-differentiate", "mlir::ModuleOp"> {
     becomes a new result "grad.<name>" (kiln.fill 0 for one the loss does not depend on).
       %l = kiln.cross_entropy (kiln.linear %x, %w) ...            // the forward, unchanged
     gains
-      %one = kiln.fill {value = 1.0} : () -> tensor<1xf32>
+      %one = kiln.fill {value = 1.0} : tensor<1xf32>
       %dlogits = kiln.cross_entropy_grad %logits, %targets, %one
       %dw = kiln.weight_grad %x, %dlogits {weight_layout = "out_in"}
       return %l, %dw                                              // "loss", "grad.w"

@@ -1,0 +1,73 @@
+// RUN: kiln-opt %s --kiln-differentiate --split-input-file --verify-diagnostics | FileCheck %s
+
+// A linear and a loss: the seed, the loss's gradient, the linear's three gradients (the input's
+// is not needed: %x is an input, not a parameter), each parameter's as a new result. The
+// forward is unchanged.
+// CHECK-LABEL: func.func @linear_loss
+// CHECK-SAME: -> (tensor<1xf32> {kiln.name = "loss"}, tensor<5x4xf32> {kiln.name = "grad.w"}, tensor<5xf32> {kiln.name = "grad.b"})
+// CHECK-NOT: kiln.differentiate
+// CHECK: %[[L:.*]] = kiln.linear
+// CHECK: %[[LOSS:.*]] = kiln.cross_entropy %[[L]]
+// CHECK: %[[ONE:.*]] = kiln.fill {value = 1.000000e+00 : f32}
+// CHECK: %[[DL:.*]] = kiln.cross_entropy_grad %[[L]], %{{.*}}, %[[ONE]]
+// CHECK-NOT: kiln.matmul
+// CHECK-DAG: %[[DW:.*]] = kiln.weight_grad %{{.*}}, %[[DL]] :
+// CHECK-DAG: %[[DB:.*]] = kiln.reduce_rows %[[DL]]
+// CHECK: return %[[LOSS]], %[[DW]], %[[DB]]
+func.func @linear_loss(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %w = kiln.param "w" : tensor<5x4xf32>
+  %b = kiln.param "b" : tensor<5xf32>
+  %l = kiln.linear %x, %w, %b : (tensor<?x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<?x5xf32>
+  %loss = kiln.cross_entropy %l, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// A value used twice (the residual) sums its gradients; a parameter the loss does not reach
+// gets zeros; a tied table sums the embedding's and the head's gradients.
+// CHECK-LABEL: func.func @residual_and_tied
+// CHECK: kiln.embedding_grad
+// CHECK: kiln.add
+// CHECK: %[[Z:.*]] = kiln.fill {value = 0.000000e+00 : f32} : tensor<3xf32>
+// CHECK: return {{.*}}, %[[Z]]
+func.func @residual_and_tied(%ids: tensor<?xi32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %e = kiln.param "e" : tensor<7x4xf32>
+  %u = kiln.param "unused" : tensor<3xf32>
+  %x = kiln.embedding %e, %ids : (tensor<7x4xf32>, tensor<?xi32>) -> tensor<?x4xf32>
+  %r = kiln.relu %x : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %y = kiln.add %x, %r : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %l = kiln.linear %y, %e : (tensor<?x4xf32>, tensor<7x4xf32>) -> tensor<?x7xf32>
+  %loss = kiln.cross_entropy %l, %t : (tensor<?x7xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// An entry without the attribute is left alone.
+// CHECK-LABEL: func.func @inference
+// CHECK-NOT: kiln.fill
+func.func @inference(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) {
+  %w = kiln.param "w" : tensor<5x4xf32>
+  %l = kiln.linear %x, %w : (tensor<?x4xf32>, tensor<5x4xf32>) -> tensor<?x5xf32>
+  %loss = kiln.cross_entropy %l, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+func.func @no_rule(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %w = kiln.param "w" : tensor<3x4xf32>
+  %b = kiln.param "b" : tensor<4xf32>
+  // expected-error @+1 {{kiln-differentiate: 'kiln.depthwise_conv' has no gradient rule, and the loss depends on it}}
+  %c = kiln.depthwise_conv %x, %w, %b : (tensor<?x4xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  %loss = kiln.cross_entropy %c, %t : (tensor<?x4xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// expected-error @+1 {{kiln-differentiate: entry 'no_loss' has no result named "loss"}}
+func.func @no_loss(%x: tensor<?x4xf32>) -> (tensor<?x4xf32> {kiln.name = "y"}) attributes {kiln.differentiate} {
+  return %x : tensor<?x4xf32>
+}
