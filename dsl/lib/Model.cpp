@@ -124,6 +124,21 @@ void Model::gradients(SourceLoc loc) {
   differentiate_[current_entry()] = true;
 }
 
+void Model::train(TrainOptions opt, SourceLoc loc) {
+  gradients(loc);
+  const AdamW &a = opt.optimizer;
+  auto bad = [&](const std::string &what) { throw Error("train: " + what, loc); };
+  if (!(a.lr > 0) || !std::isfinite(a.lr)) bad("the learning rate must be positive, got " + std::to_string(a.lr));
+  if (!(a.beta1 >= 0 && a.beta1 < 1) || !(a.beta2 >= 0 && a.beta2 < 1)) bad("betas must lie in [0, 1)");
+  if (!(a.eps > 0)) bad("eps must be positive");
+  if (!(a.weight_decay >= 0) || !std::isfinite(a.weight_decay)) bad("weight_decay must be non-negative");
+  if (!(opt.clip_norm >= 0) || !std::isfinite(opt.clip_norm)) bad("clip_norm must be non-negative (0: no clipping)");
+  if (opt.warmup_steps < 0) bad("warmup_steps must be non-negative");
+  if (opt.decay && (opt.decay->steps <= opt.warmup_steps || !(opt.decay->min_ratio >= 0 && opt.decay->min_ratio <= 1)))
+    bad("the cosine decay needs steps beyond the warmup and min_ratio in [0, 1]");
+  train_[current_entry()] = std::move(opt);
+}
+
 Tensor Model::tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc) {
   if (vocab < 1) throw Error("tokens '" + name + "': vocab must be at least 1, got " + std::to_string(vocab), loc);
   return input(name, {length}, {.dtype = DType::I32, .vocab = vocab}, loc);

@@ -15,11 +15,14 @@
 //
 //   build/bin/gpt2-compile --layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128 -o gpt2
 //   ./gpt2 --weights model.safetensors --tokens 464,3290,318
+//
+// --train adds a fourth entry, `gradients` (tokens, targets -> loss and grad.<param>).
 #include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Ops.h"
 
 struct Gpt2Config {
   int64_t layers = 12, d_model = 768, heads = 12, vocab = 50257, ctx = 1024;
+  bool train = false;
 };
 
 static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
@@ -56,15 +59,17 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   // The decoder, shared by both entries: x [n, d] -> logits [n, vocab]. Each layer writes its
   // keys and values into the KV cache at `past` (none: row 0) and, when decoding, attends to the
   // cache; the prompt attends to its own keys and values.
-  auto decoder = [&](Tensor x, Tensor past, Tensor wte, bool lastRow = false) {
+  auto decoder = [&](Tensor x, Tensor past, Tensor wte, bool lastRow = false, bool cache = true) {
     for (int64_t i = 0; i < c.layers; ++i) {
       std::string p = "transformer.h." + std::to_string(i);
       std::vector<Tensor> qkv = split(conv1d(p + ".attn.c_attn", norm(p + ".ln_1", x), d, 3 * d), 1, {d, d, d});
       Tensor q = split_heads(qkv[0], c.heads), k = split_heads(qkv[1], c.heads), v = split_heads(qkv[2], c.heads);
-      Tensor kc = cache_write(m.state("cache.k." + std::to_string(i), {c.heads, c.ctx, hd}), k, past);
-      Tensor vc = cache_write(m.state("cache.v." + std::to_string(i), {c.heads, c.ctx, hd}), v, past);
       Tensor a;
-      if (past) {
+      if (!cache) {
+        a = attention(q, k, v, {.mask = Mask::causal()});
+      } else if (Tensor kc = cache_write(m.state("cache.k." + std::to_string(i), {c.heads, c.ctx, hd}), k, past),
+                 vc = cache_write(m.state("cache.v." + std::to_string(i), {c.heads, c.ctx, hd}), v, past);
+                 past) {
         a = attention(q, kc, vc, {.mask = Mask::causal(), .past = past});
       } else {
         m.keep(kc);
@@ -97,6 +102,19 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   Tensor wte1 = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor x1 = add(embedding(wte1, token), embedding(m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f}), past));
   m.output("next_logits", decoder(x1, past, wte1));
+  // --train: `gradients`, the mean cross-entropy of the next tokens (`targets`, -1 where a
+  // position has none) and its gradient with respect to every parameter (grad.<name>). Its
+  // weights are then read as stored (the backward reads them in both orientations), not in the
+  // inference entries' panels.
+  if (!c.train) return;
+  m.entry("gradients");
+  Tensor gtokens = m.tokens("tokens", L, c.vocab);
+  Tensor targets = m.targets("targets", L, c.vocab);
+  Tensor wteG = m.param("transformer.wte.weight", {c.vocab, d});
+  Tensor wpeG = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
+  Tensor logits = decoder(add(embedding(wteG, gtokens), position_embedding(wpeG, gtokens)), Tensor(), wteG, false, false);
+  m.loss(cross_entropy(logits, targets));
+  m.gradients();
 }
 
 int main(int argc, char **argv) {
@@ -112,5 +130,6 @@ int main(int argc, char **argv) {
   driver.app().add_option("--heads", c.heads, "attention heads")->capture_default_str();
   driver.app().add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   driver.app().add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
+  driver.app().add_flag("--train", c.train, "add the `gradients` entry: the loss of next-token targets and every parameter's gradient");
   return driver.run(argc, argv, [&](kiln::Model &m) { build_gpt2(m, c); });
 }

@@ -32,6 +32,18 @@ struct GenerateFlags {
   bool quiet = false;
 };
 
+struct TrainFlags {
+  std::string data, log, save;
+  int64_t batch = 1, seq = 0, steps = 0, save_every = 0;
+  uint64_t seed = 0;
+  bool quiet = false;
+};
+
+// --train (train.cpp): the weights already loaded (or a checkpoint, whose optimizer.step it
+// continues from); runs the training entry to --steps, logging and checkpointing. Returns the
+// exit code.
+int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f);
+
 // --generate N (generate.cpp): the prompt already set, then kilnrt_generate; prints each token
 // as it comes (text with a tokenizer, else ids) and the timing line (unless quiet); writes
 // generated.npy into output_dir when given. Returns the exit code.

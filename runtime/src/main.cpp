@@ -204,6 +204,18 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_option("--eos", gen.eos, "--generate: stop at this token (default: the tokenizer's end-of-text token)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", gen.quiet, "no timing line and no notes on stderr (errors still print)");
+  TrainFlags tr;
+  bool train = false;
+  std::string resume;
+  app.add_flag("--train", train, "train: run the model's training entry over --data for --steps steps");
+  app.add_option("--data", tr.data, "--train: a 1-D .npy of token ids (for text, its bytes)");
+  app.add_option("--seq", tr.seq, "--train: tokens per window (T; each step reads T + 1)");
+  app.add_option("--batch", tr.batch, "--train: windows per step (1 for now)")->capture_default_str();
+  app.add_option("--steps", tr.steps, "--train: the total number of steps (a resumed run continues to it)");
+  app.add_option("--log", tr.log, "--train: CSV log, a row per step");
+  app.add_option("--save", tr.save, "--train: checkpoint (parameters and optimizer state), written at the end");
+  app.add_option("--save-every", tr.save_every, "--train: also write --save every K steps");
+  app.add_option("--resume", resume, "--train: continue from this checkpoint (its parameters, moments and step)");
   app.add_option("--start-token", start_token,
                  "the first target token of --generate for encoder-decoder models (an 'encode' entry)")
       ->capture_default_str()
@@ -226,6 +238,15 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   cli.check(kilnrt_session_create(&model, &s));
   std::unique_ptr<kilnrt_session, void (*)(kilnrt_session *)> guard(s, kilnrt_session_destroy);
   if (!weights.empty() && random) cli.die(1, "give either --weights or --random-weights, not both");
+  if (!train)
+    for (const char *flag : {"--data", "--seq", "--batch", "--steps", "--log", "--save", "--save-every", "--resume"})
+      if (app.count(flag)) cli.die(1, std::string(flag) + " applies to --train");
+  if (train) {
+    if (!resume.empty() && (!weights.empty() || random)) cli.die(1, "--resume loads the weights: no --weights or --random-weights");
+    if (tr.data.empty() || !tr.seq || !tr.steps) cli.die(1, "--train needs --data FILE.npy, --seq T and --steps N");
+    if (!resume.empty()) weights = resume;
+    else if (weights.empty()) random = true;  // from the model's initializers
+  }
   double load_ms = -1;
   if (!weights.empty()) {
     kilnrt_load_options lo{};
@@ -244,6 +265,11 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   else if (model.n_params) cli.die(1, "no weights: give --weights FILE.safetensors or --random-weights");
   if (!save_weights.empty()) cli.check(kilnrt_session_save_weights(s, save_weights.c_str()));
 
+  if (train) {
+    tr.seed = seed;
+    tr.quiet = gen.quiet;
+    return kilnrt::train(cli, s, tr);
+  }
   // --generate on an encoder-decoder model starts with its encoder.
   if (generate) {  // the prompt goes where kilnrt_generate runs it: encode, else prefill, else the first entry
     const kiln_entry_info *pe = kilnrt_prefill_entry(&model);

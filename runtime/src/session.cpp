@@ -244,6 +244,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   std::vector<std::string> unexpected, misshaped, skipped;
   std::vector<Storage> converted;  // F16/BF16 parameters widened to f32
   std::vector<size_t> mapped(m->n_params, 0);  // bytes of a parameter read in place from the mapping
+  std::vector<std::pair<int, kilnrt_tensor>> states;  // optimizer states the file holds
   for (int i = 0; i < kilnrt_weights_count(w); ++i) {
     const char *cname;
     kilnrt_tensor t;
@@ -251,6 +252,20 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
     std::string name = cname;
     auto it = wanted.find(name);
     if (it == wanted.end() && !prefix.empty()) it = wanted.find(prefix + name);
+    if (it == wanted.end() && name.rfind("optimizer.", 0) == 0) {  // a training checkpoint's optimizer state
+      int si = -1;
+      for (int k = 0; k < m->n_states; ++k)
+        if (name == m->states[k].name) si = k;
+      bool fits = si >= 0 && t.dtype == KILN_F32 && t.rank == m->states[si].rank;
+      for (int d = 0; fits && d < t.rank; ++d) fits = t.shape[d] == m->states[si].dims[d].size;
+      if (si >= 0 && !fits)
+        misshaped.push_back(name + " (" + shape_str(t.shape, t.rank) + " " + dtype_name(t.dtype) + ", expected the state's shape)");
+      else if (si >= 0)
+        states.push_back({si, t});
+      else
+        skipped.push_back(name);  // inference ignores the optimizer's state, and reports it
+      continue;
+    }
     if (it == wanted.end()) {
       (ignored(name) ? skipped : unexpected).push_back(name);
       continue;
@@ -307,7 +322,14 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
       owned.push_back(kept_layout(m->params[i], (const float *)ptrs[i], false));
       if (mapped[i]) release_mapped(ptrs[i], mapped[i]);
       ptrs[i] = owned.back().get();
+    } else if (m->params_written && mapped[i]) {  // a training step writes it: a copy of its own
+      owned.push_back(alloc64(mapped[i]));
+      memcpy(owned.back().get(), ptrs[i], mapped[i]);
+      release_mapped(ptrs[i], mapped[i]);
+      ptrs[i] = owned.back().get();
     }
+  for (auto &[si, t] : states) memcpy(s->state_store[si].get(), t.data, (size_t)kilnrt_tensor_numel(&t) * 4);
+  if (!states.empty()) s->states_on_device = false;
   kilnrt_weights_close(s->weights);
   s->weights = guard.release();
   s->param_store = std::move(owned);
@@ -367,6 +389,16 @@ extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const ch
       t.data = back.back().get();
     }
     names.push_back(p.name);
+    ts.push_back(t);
+  }
+  // A training model's optimizer state (moments, step) too: a checkpoint resumes from it, and
+  // inference ignores it.
+  for (int i = 0; i < s->m->n_states && s->m->params_written; ++i) {
+    const kiln_tensor_info &st = s->m->states[i];
+    if (strncmp(st.name, "optimizer.", 10) != 0) continue;
+    kilnrt_tensor t{};
+    if (kilnrt_status e = kilnrt_session_state(s, st.name, &t)) return e;
+    names.push_back(st.name);
     ts.push_back(t);
   }
   return kilnrt_weights_save(path, (int32_t)names.size(), names.data(), ts.data());

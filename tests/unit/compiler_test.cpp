@@ -170,8 +170,8 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
   EXPECT_GT(sched, 5);
   EXPECT_EQ(sched, stmt);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/11-kiln-fold-views.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/14-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/12-kiln-fold-views.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/15-kiln-lower-to-llvm.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
   // The executable depends on system libraries only.
   r = kt::run("ldd " + dir + "/m");

@@ -98,10 +98,11 @@ void Builder::vectorize(Func f, Var v, int64_t extent) {
   s(f).vectorize(v, w, extent >= w ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf);
 }
 
-Var Builder::rowwise(Func out, std::vector<Var> vars) {
+Var Builder::rowwise(Func out, std::vector<Var> vars, bool inPlace) {
   if (gpu) return gpuRows(out, vars);
   int r = (int)vars.size();
-  vectorize(out, vars[0], outDim(r - 1));
+  if (inPlace) s(out).vectorize(vars[0], std::max(vec(), 1), TailStrategy::GuardWithIf);
+  else vectorize(out, vars[0], outDim(r - 1));
   if (r == 1) {  // tasks of 64 vectors
     Var o("o");
     s(out).split(vars[0], o, vars[0], std::max(vec(), 1) * 64, TailStrategy::GuardWithIf);

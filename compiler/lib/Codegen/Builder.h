@@ -203,7 +203,9 @@ struct Builder {
   // Row-wise schedule: vars[0] vectorized, the rest fused into rows, split into tasks of
   // rows_per_task rows (parallel when decided). Returns the per-row var (for compute_at of row
   // reductions) or vars[0] when rank is 1. On a GPU target: gpuRows.
-  Var rowwise(Func out, std::vector<Var> vars);
+  // `inPlace`: the kernel writes a buffer it reads (kiln's in-place updates), so no element may
+  // be computed twice: the vector tail is guarded instead of shifted inwards.
+  Var rowwise(Func out, std::vector<Var> vars, bool inPlace = false);
   // GPU row-wise schedule: one block per row (the leading dims fused), the row's columns across
   // gpu_threads threads (a 1-D result: gpu_threads elements per block). Returns the block's row var.
   Var gpuRows(Func out, std::vector<Var> vars);

@@ -56,6 +56,11 @@ Func generate(Builder &B) {
     case KernelOp::EmbeddingGrad: return buildBackward(B);
     case KernelOp::Pad: return buildDataMovement(B);
     case KernelOp::AttentionGrad: return buildAttentionGrad(B);
+    case KernelOp::SumSquares:
+    case KernelOp::StepCount:
+    case KernelOp::LearningRate:
+    case KernelOp::AdamMoment:
+    case KernelOp::AdamWUpdate: return buildOptimizer(B);
     case KernelOp::LshSort:  // the runtime's (kilnrt_kernel_lsh_sort)
     case KernelOp::None: break;
   }

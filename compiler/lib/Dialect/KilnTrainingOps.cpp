@@ -224,3 +224,68 @@ OpCost AttentionGradOp::getCost(function_ref<double(Value)> numel) {
   c.flops = pairs * (4 * d + 4 * dv + 8);
   return c;
 }
+
+namespace {
+LogicalResult expectScalar(Operation *op, const char *role, Value v) {
+  if (ty(v).getShape() == ArrayRef<int64_t>{1} && ty(v).getElementType().isF32()) return success();
+  return op->emitOpError() << "expected the " << role << " to be a [1] f32 scalar, got " << v.getType();
+}
+}  // namespace
+
+LogicalResult SumSquaresOp::verify() { return expectScalar(*this, "result", getResult()); }
+Syms SumSquaresOp::inferSeqLengths(ArrayRef<Syms>) { return Syms{-1}; }
+
+LogicalResult StepCountOp::verify() {
+  if (failed(expectScalar(*this, "step", getStep()))) return failure();
+  return expectScalar(*this, "result", getResult());
+}
+
+LogicalResult LearningRateOp::verify() {
+  if (failed(expectScalar(*this, "step", getStep())) || failed(expectScalar(*this, "result", getResult())))
+    return failure();
+  if (getWarmup() < 0 || getDecaySteps() < 0) return emitOpError("expected non-negative warmup and decay_steps");
+  return success();
+}
+void LearningRateOp::getKernelAttrs(KernelAttrs &a) {
+  a.setFloat("lr", getLr().convertToFloat());
+  a.set("warmup", (int64_t)getWarmup());
+  a.set("decay_steps", (int64_t)getDecaySteps());
+  a.setFloat("min_ratio", getMinRatio().convertToFloat());
+}
+
+LogicalResult AdamMomentOp::verify() {
+  if (getPower() != 1 && getPower() != 2) return emitOpError("expected power 1 or 2, got ") << getPower();
+  if (failed(expectShape(*this, "grad", getGrad(), "moment", getMoment())) ||
+      failed(expectShape(*this, "result", getResult(), "moment", getMoment())))
+    return failure();
+  return expectScalar(*this, "sumsq", getSumsq());
+}
+void AdamMomentOp::getKernelAttrs(KernelAttrs &a) {
+  a.setFloat("beta", getBeta().convertToFloat());
+  a.set("power", (int64_t)getPower());
+  a.setFloat("clip_norm", getClipNorm().convertToFloat());
+}
+OpCost AdamMomentOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 4 * numel(getResult());
+  return c;
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  if (failed(expectShape(*this, "m", getM(), "param", getParam())) ||
+      failed(expectShape(*this, "v", getV(), "param", getParam())) ||
+      failed(expectShape(*this, "result", getResult(), "param", getParam())))
+    return failure();
+  return success(succeeded(expectScalar(*this, "step", getStep())) && succeeded(expectScalar(*this, "lr", getLr())));
+}
+void AdamWUpdateOp::getKernelAttrs(KernelAttrs &a) {
+  a.setFloat("beta1", getBeta1().convertToFloat());
+  a.setFloat("beta2", getBeta2().convertToFloat());
+  a.setFloat("eps", getEps().convertToFloat());
+  a.setFloat("weight_decay", getWeightDecay().convertToFloat());
+}
+OpCost AdamWUpdateOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 8 * numel(getResult());
+  return c;
+}

@@ -190,6 +190,27 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
     }
     for (size_t r = 0; r < outs.size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(outs[r].first));
     if (m.differentiated(e)) f->setAttr("kiln.differentiate", b.getUnitAttr());
+    if (const TrainOptions *t = m.training(e)) {
+      SmallVector<Attribute> noDecay;
+      for (size_t id = 0; id < nodes.size(); ++id) {
+        const Node &n = nodes[id];
+        if (!live[id] || n.kind != OpKind::Param) continue;
+        bool decays = t->decays ? t->decays(n.name, n.shape) : n.shape.size() >= 2;
+        if (!decays) noDecay.push_back(b.getStringAttr(n.name));
+      }
+      const AdamW &a = t->optimizer;
+      f->setAttr("kiln.train",
+                 b.getDictionaryAttr({b.getNamedAttr("lr", b.getF32FloatAttr(a.lr)),
+                                      b.getNamedAttr("beta1", b.getF32FloatAttr(a.beta1)),
+                                      b.getNamedAttr("beta2", b.getF32FloatAttr(a.beta2)),
+                                      b.getNamedAttr("eps", b.getF32FloatAttr(a.eps)),
+                                      b.getNamedAttr("weight_decay", b.getF32FloatAttr(a.weight_decay)),
+                                      b.getNamedAttr("clip_norm", b.getF32FloatAttr(t->clip_norm)),
+                                      b.getNamedAttr("warmup", b.getI64IntegerAttr(t->warmup_steps)),
+                                      b.getNamedAttr("decay_steps", b.getI64IntegerAttr(t->decay ? t->decay->steps : 0)),
+                                      b.getNamedAttr("min_ratio", b.getF32FloatAttr(t->decay ? t->decay->min_ratio : 1.0f)),
+                                      b.getNamedAttr("no_decay", b.getArrayAttr(noDecay))}));
+    }
     b.setInsertionPointToStart(body);
     auto emitRange = [&](size_t from, size_t to, int region, auto &self) -> void {
       for (size_t id = from; id < to; ++id) {

@@ -168,13 +168,15 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
       os << "  " << tensorInfo(st.getName(), cast<RankedTensorType>(st.getType()), {}, bnd, 0, "zeros", 0) << ",\n";
     }
   os << "  {0}};\n";
+  bool paramsWritten = false;
+  module.walk([&](AdamWUpdateOp) { paramsWritten = true; });
   os << "\nconst kiln_model_info " << symbol << " = {KILN_ABI_VERSION, " << cstr(modelName) << ", " << cstr(version)
      << ", " << cstr(hash) << ", " << cstr(target.name) << ", "
      << cstr(target.cpu_features) << ", " << bnd.size() << ", sym_names, sym_max, " << paramNames.size() << ", params, "
      << ioNames.size() << ", io, " << entries.size() << ", entries, " << cstr(prefixAttr ? prefixAttr.getValue() : "")
      << ", " << (ignoredAttr ? ignoredAttr.size() : 0) << ", ignored, " << (stateNames ? stateNames.size() : 0)
      << ", states, " << gpuApiConstant(target.gpu) << ", " << (target.gpu_resident ? 1 : 0) << ", "
-     << nConfig << ", config};\n";
+     << nConfig << ", config, " << (paramsWritten ? 1 : 0) << "};\n";
   return os.str();
 }
 

@@ -115,7 +115,7 @@ kiln::ViewAttr viewAttr(MLIRContext *ctx, kiln::ViewKind kind, const Layout &l) 
 // A Halide kernel that reads operand `idx` through its buffer descriptor.
 bool readsInPlace(Operation *user, unsigned idx) {
   if (!kiln::isKernelOp(user) || isa<kiln::LshSortOp>(user)) return false;
-  if (isa<kiln::CacheWriteOp>(user) && idx == 0) return false;
+  if (kiln::writesInPlace(user) && idx == 0) return false;
   return true;
 }
 
@@ -128,7 +128,7 @@ class Folder {
     while (Operation *def = v.getDefiningOp()) {
       kiln::ViewAttr view = kiln::viewOf(v);
       if (isa<kiln::ReshapeOp>(def) || (view && view.getKind() == kiln::ViewKind::read)) v = def->getOperand(0);
-      else if (auto c = dyn_cast<kiln::CacheWriteOp>(def)) v = c.getCache();
+      else if (kiln::writesInPlace(def)) v = def->getOperand(0);
       else if (auto l = dyn_cast<kiln::LoopOp>(def)) v = l.getInit();
       else break;
     }
@@ -139,7 +139,7 @@ class Folder {
   // values, which become their carries) keep their copies.
   void findWrittenInPlace() {
     body_.walk([&](Operation *op) {
-      if (auto c = dyn_cast<kiln::CacheWriteOp>(op)) written_.insert(root(c.getCache()));
+      if (kiln::writesInPlace(op)) written_.insert(root(op->getOperand(0)));
       if (auto l = dyn_cast<kiln::LoopOp>(op)) written_.insert(root(l.getInit()));
       if (auto st = dyn_cast<kiln::StateOp>(op)) written_.insert(st.getResult());
     });
@@ -214,7 +214,7 @@ class Folder {
     ArrayRef<int64_t> perm = t.getPermutation();
     Operation *prod = a.getDefiningOp();
     if (!prod || prod->getBlock() != &body_ || !a.hasOneUse() || !kiln::isKernelOp(prod) || kiln::viewOf(a) ||
-        isa<kiln::LshSortOp, kiln::CacheWriteOp>(prod))
+        isa<kiln::LshSortOp>(prod) || kiln::writesInPlace(prod))
       return;
     std::optional<Layout> tl = denseLayout(t.getType());
     if (!tl || perm.back() != (int64_t)perm.size() - 1) return;  // the innermost dim stays innermost

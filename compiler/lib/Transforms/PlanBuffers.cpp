@@ -110,13 +110,13 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       if (bad) return signalPassFailure();
       // 3. Outputs first, so the kernel producing an output writes it in place.
       auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
-      auto root = [&](Value v) {  // views, in-place cache writes and loops share their input's buffer
+      auto root = [&](Value v) {  // views, in-place writes and loops share their input's buffer
         while (true) {
           kiln::ViewAttr view = kiln::viewOf(v);
           if (view && view.getKind() == kiln::ViewKind::read) v = v.getDefiningOp()->getOperand(0);
           else if (view && view.getKind() == kiln::ViewKind::write) v = (*v.getUsers().begin())->getResult(0);
           else if (auto r = v.getDefiningOp<kiln::ReshapeOp>()) v = r.getInput();
-          else if (auto c = v.getDefiningOp<kiln::CacheWriteOp>()) v = c.getCache();
+          else if (v.getDefiningOp() && kiln::writesInPlace(v.getDefiningOp())) v = v.getDefiningOp()->getOperand(0);
           else if (auto l = v.getDefiningOp<kiln::LoopOp>()) v = l.getInit();
           else if (auto ba = dyn_cast<BlockArgument>(v); ba && ba.getArgNumber() == 0 && isa<kiln::LoopOp>(ba.getOwner()->getParentOp()))
             v = cast<kiln::LoopOp>(ba.getOwner()->getParentOp()).getInit();
@@ -152,7 +152,7 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       llvm::DenseMap<Value, int64_t> arenaOf;
       for (Operation *op : kernels) {
         Value v = root(op->getResult(0));  // a write view: its user's buffer, live from this kernel
-        if (slot.count(v) || isa<kiln::CacheWriteOp>(op)) continue;
+        if (slot.count(v) || kiln::writesInPlace(op)) continue;
         arenaOf[v] = arena.size();
         slot[v] = nParams + nIo + nStates + arena.size();
         arena.push_back({v, kidx[op], kidx[op]});
@@ -185,7 +185,7 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       f.walk([&](Operation *op) {
         if (auto p = dyn_cast<kiln::ParamOp>(op)) slot[p.getResult()] = paramIdx[p.getName()];
         if (auto st = dyn_cast<kiln::StateOp>(op)) slot[st.getResult()] = nParams + nIo + stateIdx[st.getName()];
-        if (isa<kiln::ReshapeOp, kiln::CacheWriteOp, kiln::LoopOp>(op) || op->hasAttr("kiln.view"))
+        if (isa<kiln::ReshapeOp, kiln::LoopOp>(op) || kiln::writesInPlace(op) || op->hasAttr("kiln.view"))
           slot[op->getResult(0)] = slot.lookup(root(op->getResult(0)));
         if (op->getNumResults() == 1 && op->getDialect() && op->getDialect()->getNamespace() == "kiln")
           op->setAttr("kiln.buffer", b.getI64IntegerAttr(slot.lookup(op->getResult(0))));

@@ -197,7 +197,8 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::CrossEntropy:  // rows in tasks of 16, a serial sum
         case kiln::KernelOp::ReduceRows:  // column strips
         case kiln::KernelOp::WeightGrad:
-        case kiln::KernelOp::EmbeddingGrad: break;
+        case kiln::KernelOp::EmbeddingGrad:
+        case kiln::KernelOp::SumSquares: break;
         case kiln::KernelOp::ActInput:
           if (gpu) s.gpu_tile_n = 64;  // the timestep's sinusoid: d values
           [[fallthrough]];
@@ -225,6 +226,10 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::SoftmaxGrad:
         case kiln::KernelOp::Pad:
         case kiln::KernelOp::AttentionGrad:
+        case kiln::KernelOp::StepCount:
+        case kiln::KernelOp::LearningRate:
+        case kiln::KernelOp::AdamMoment:
+        case kiln::KernelOp::AdamWUpdate:
           if (gpu) {
             s.gpu_threads = gpuRowThreads(rt.getRank(), inner);
           } else {

@@ -119,6 +119,9 @@ typedef struct kiln_model_info {
   /* The checkpoint config.json fields this model was compiled for (may be none). */
   int32_t n_config;
   const kiln_config_field *config;
+  /* 1 when an entry updates parameters in place (a training step): the runtime then keeps
+   * every parameter in memory of its own, never in a weights file's mapping. */
+  int32_t params_written;
 } kiln_model_info;
 
 #ifdef __cplusplus

@@ -64,4 +64,10 @@ inline bool isFoldedView(mlir::Operation *op) {
   return v && v.getKind() != ViewKind::write;
 }
 
+// An op whose kernel writes its first operand's buffer (a state or a parameter) and returns
+// it: kiln.cache_write and the optimizer's updates. Its result shares that buffer.
+inline bool writesInPlace(mlir::Operation *op) {
+  return mlir::isa<CacheWriteOp, StepCountOp, AdamMomentOp, AdamWUpdateOp>(op);
+}
+
 }  // namespace kiln

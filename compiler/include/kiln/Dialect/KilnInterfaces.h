@@ -58,6 +58,11 @@ enum class KernelOp {
   EmbeddingGrad,
   Pad,
   AttentionGrad,
+  SumSquares,
+  StepCount,
+  LearningRate,
+  AdamMoment,
+  AdamWUpdate,
 };
 
 // The semantic attributes in a kernel's key, as canonical text (sorted keys).

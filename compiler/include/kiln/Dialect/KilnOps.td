@@ -764,4 +764,80 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
   let hasVerifier = 1;
 }
 
+// The optimizer (kiln-apply-optimizer): AdamW with global-norm clipping and a learning-rate
+// schedule. The ops marked "in place" write their first operand's buffer (a parameter or a
+// state) and return it, as kiln.cache_write does.
+
+def Kiln_SumSquaresOp : Kiln_Op<"sum_squares", [Pure], "SumSquares", ["inferSeqLengths"]> {
+  let summary = "the sum of the squares of every element: [...] -> [1]";
+  let description = [{
+    ```mlir
+    %s = kiln.sum_squares %g : (tensor<128x512xf32>) -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_StepCountOp : Kiln_Op<"step_count", [], "StepCount"> {
+  let summary = "in place: the step counter state + 1 (the optimizer's step t, from 1)";
+  let description = [{
+    ```mlir
+    %t = kiln.step_count %step : (tensor<1xf32>) -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$step);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_LearningRateOp : Kiln_Op<"learning_rate", [Pure], "LearningRate", ["getKernelAttrs"]> {
+  let summary = "the learning rate of step t: linear warmup, then constant or cosine decay";
+  let description = [{
+    t ≤ warmup (> 0): lr · t / warmup. Otherwise, with decay_steps > warmup: with
+    p = min(1, (t - warmup) / (decay_steps - warmup)), lr · (min_ratio + (1 - min_ratio) ·
+    (1 + cos(π p)) / 2); else lr.
+
+    ```mlir
+    %lr = kiln.learning_rate %t {lr = 1.0e-3 : f32, warmup = 100 : i64, decay_steps = 1000 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>) -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$step, F32Attr:$lr, I64Attr:$warmup, I64Attr:$decay_steps, F32Attr:$min_ratio);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_AdamMomentOp : Kiln_Op<"adam_moment", [], "AdamMoment", ["getKernelAttrs", "getCost"]> {
+  let summary = "in place: an Adam moment updated with the clipped gradient";
+  let description = [{
+    moment = beta · moment + (1 - beta) · (c · grad)^power (power 1: the first moment, 2: the
+    second), c = min(1, clip_norm / (sqrt(sumsq) + 1e-6)) with clip_norm > 0, else 1 (sumsq:
+    the sum of every gradient's squares, as torch.nn.utils.clip_grad_norm_).
+
+    ```mlir
+    %m1 = kiln.adam_moment %m, %g, %sumsq {beta = 0.9 : f32, power = 1 : i64, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<1xf32>) -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$moment, AnyRankedTensor:$grad, AnyRankedTensor:$sumsq, F32Attr:$beta,
+                   I64Attr:$power, F32Attr:$clip_norm);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_AdamWUpdateOp : Kiln_Op<"adamw_update", [], "AdamWUpdate", ["getKernelAttrs", "getCost"]> {
+  let summary = "in place: a parameter's AdamW step (decoupled weight decay), as torch.optim.AdamW";
+  let description = [{
+    p = p · (1 - lr · weight_decay) - lr / (1 - beta1^t) · m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+
+    ```mlir
+    %p1 = kiln.adamw_update %p, %m1, %v1, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$param, AnyRankedTensor:$m, AnyRankedTensor:$v, AnyRankedTensor:$step,
+                   AnyRankedTensor:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps, F32Attr:$weight_decay);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 #endif

@@ -25,6 +25,26 @@ def Differentiate : Pass<"kiln-differentiate", "mlir::ModuleOp"> {
   }];
 }
 
+def ApplyOptimizer : Pass<"kiln-apply-optimizer", "mlir::ModuleOp"> {
+  let summary = "Turn a differentiated entry into a training step: clipped AdamW updates in place";
+  let description = [{
+    For every entry marked `kiln.train` (a dictionary: lr, beta1, beta2, eps, weight_decay,
+    clip_norm, warmup, decay_steps, min_ratio, and `no_decay`, the parameters without weight
+    decay; the DSL's Model::train), after kiln-differentiate: its "grad.<name>" results are
+    consumed by the optimizer instead of returned.
+      %t = kiln.step_count (kiln.state "optimizer.step")          // in place: t = step + 1
+      %lr = kiln.learning_rate %t {lr, warmup, decay_steps, min_ratio}
+      %sumsq = the kiln.add of every gradient's kiln.sum_squares   // for global-norm clipping
+      per parameter p with gradient g:
+        %m = kiln.adam_moment (kiln.state "optimizer.m.<p>"), %g, %sumsq {beta = beta1, power = 1}
+        %v = kiln.adam_moment (kiln.state "optimizer.v.<p>"), %g, %sumsq {beta = beta2, power = 2}
+        kiln.adamw_update %p, %m, %v, %t, %lr                      // in place on the parameter
+    The entry returns its loss, "lr" and "grad_sumsq" (the gradients' sum of squares before
+    clipping). Moments and step are states (zero when a session starts), saved with the
+    parameters in a checkpoint under their "optimizer." names.
+  }];
+}
+
 def FuseAttention : Pass<"kiln-fuse-attention", "mlir::ModuleOp"> {
   let summary = "Recognize attention written as separate ops and fuse it into kiln.attention";
   let description = [{

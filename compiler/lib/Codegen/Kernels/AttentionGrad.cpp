@@ -67,6 +67,8 @@ Func buildAttentionGrad(Builder &B) {
      * key (O(Lk) floats), then dq accumulated over the keys a vector of columns at a time. */
     row = B.rowwise(out, {c, i, h});
     for (Func f : {sRow, dp, ds}) B.s(f).compute_at(out, row).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
+    for (Func f : {sRow, dp})  // the dot products a vector of keys at a time
+      B.s(f.update()).reorder(j, f.name() == dp.name() ? re : rd).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
     for (Func f : {mx, se, dRow, acc}) B.s(f).compute_at(out, row);
     const int wc = std::min(B.vec(), D);
     B.s(acc.update()).vectorize(c, wc, D % wc == 0 ? TailStrategy::RoundUp : TailStrategy::GuardWithIf);
@@ -96,12 +98,15 @@ Func buildAttentionGrad(Builder &B) {
   B.s(mx).compute_at(lse, i);
   B.s(se).compute_at(lse, i);
   B.s(sRow).compute_at(lse, i).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
+  B.s(sRow.update()).reorder(j, rd).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
   if (B.parallel()) {
     B.s(lse).parallel(h);
     B.s(dRow).parallel(h);
   }
   row = B.rowwise(out, {c, j, h});
   for (Func f : perKey) B.s(f).compute_at(out, row).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
+  B.s(sCol.update()).reorder(i, rd).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
+  if (perKey.size() > 2) B.s(perKey[2].update()).reorder(i, re).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
   const int Dc = wrt == "value" ? Dv : D, wc = std::min(B.vec(), Dc);
   B.s(acc).compute_at(out, row);
   B.s(acc.update()).vectorize(c, wc, Dc % wc == 0 ? TailStrategy::RoundUp : TailStrategy::GuardWithIf);

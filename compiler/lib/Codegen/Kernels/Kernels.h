@@ -35,6 +35,8 @@ Func buildLoss(Builder &B);
 Func buildBackward(Builder &B);
 // AttentionGrad.cpp: attention's gradient with respect to its query, key or value.
 Func buildAttentionGrad(Builder &B);
+// Optimizer.cpp: gradient norms, the step counter, the learning rate, AdamW.
+Func buildOptimizer(Builder &B);
 
 // Elementwise.cpp: an activation, also the epilogue of linears and FFNs.
 Expr activation(ActivationKind act, Expr x);

@@ -14,6 +14,8 @@
 // op, the role of each operand, both sizes and that line.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <source_location>
 #include <stdexcept>
@@ -169,6 +171,28 @@ struct LossOptions {
   float weight = 1.0f;
 };
 
+// AdamW as torch.optim.AdamW: decoupled weight decay, bias-corrected moments.
+struct AdamW {
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+};
+// After the warmup, the learning rate follows a half cosine from lr down to min_ratio · lr at
+// step `steps` (counted from the first step), then stays there.
+struct Cosine {
+  int64_t steps = 0;
+  float min_ratio = 0.1f;
+};
+struct TrainOptions {
+  AdamW optimizer;
+  float clip_norm = 1.0f;  // global gradient norm clipping (0: none)
+  int64_t warmup_steps = 0;  // linear warmup from lr / warmup_steps to lr
+  std::optional<Cosine> decay;  // none: constant after the warmup
+  // Which parameters get weight decay (null: those of rank >= 2, not biases and norms).
+  std::function<bool(const std::string &name, const Shape &shape)> decays;
+};
+
 class Model {
  public:
   explicit Model(std::string name) : name_(std::move(name)) {}
@@ -193,6 +217,14 @@ class Model {
   // The current entry also returns the gradient of its loss with respect to every parameter it
   // uses, as outputs "grad.<name>" (kiln-differentiate builds them in the compiler).
   void gradients(SourceLoc loc = SourceLoc::current());
+  // The current entry becomes a training step: its loss is differentiated and every parameter
+  // it uses is updated in place by AdamW (moments and the step count are states named
+  // "optimizer.*"); it returns "loss", "lr" and "grad_sumsq". No dropout.
+  void train(TrainOptions opt = {}, SourceLoc loc = SourceLoc::current());
+  const TrainOptions *training(int entry) const {
+    auto it = train_.find(entry);
+    return it == train_.end() ? nullptr : &it->second;
+  }
   bool differentiated(int entry) const {
     return entry < (int)differentiate_.size() && differentiate_[entry];
   }
@@ -262,6 +294,7 @@ class Model {
   std::vector<std::string> entries_{"forward"};
   std::vector<int> kept_;
   std::vector<bool> differentiate_;
+  std::map<int, TrainOptions> train_;
   int region_ = -1, regions_ = 0;
   // A parameter or state already declared under this name (shared across entries), or -1.
   int shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc);

@@ -1,0 +1,99 @@
+// Optimizer.cpp - the training step's optimizer: the gradients' sum of squares (for global-norm
+// clipping), the step counter, the learning-rate schedule, and AdamW's moments and parameter
+// update, as torch.optim.AdamW computes them. The moments and the update run in place on their
+// state or parameter (kiln's in-place ops: the kernel's output is its first input's buffer,
+// each element read before it is written).
+#include "Kernels.h"
+
+namespace kiln::codegen {
+
+Func buildOptimizer(Builder &B) {
+  const KernelSpec &k = B.k;
+  if (B.gpu) throw std::runtime_error("kernel " + k.kind + ": the optimizer's kernels have CPU schedules only (for now)");
+  int r = B.rank();
+  std::vector<Var> v = makeVars(r);
+  Func out("out");
+  Var x("x");
+  switch (k.op) {
+    case KernelOp::SumSquares: {
+      // Partial sums per outermost index (row tasks; a 1-D input in chunks of 4096), then their
+      // sum in order: the same result on any thread count.
+      ImageParam X = B.in[0];
+      int rin = (int)k.inputs[0].dims.size();
+      Func part("part"), total("total");
+      Var o("o");
+      if (rin == 1) {
+        const int chunk = 4096;
+        RDom rc(0, chunk, "rc");
+        Expr i = o * chunk + rc;
+        Expr n = X.dim(0).extent();
+        Expr xv = X(clamp(i, 0, n - 1));
+        part(o) = 0.0f;
+        part(o) += select(i < n, xv * xv, 0.0f);
+        RDom ro(0, (n + chunk - 1) / chunk, "ro");
+        total(x) = 0.0f;
+        total(x) += part(ro);
+      } else {
+        Region inner;
+        for (int d = 0; d < rin - 1; ++d) inner.push_back(Range(0, X.dim(d).extent()));
+        RDom ri(inner, "ri");
+        std::vector<Expr> at;
+        for (int d = 0; d < rin - 1; ++d) at.push_back(ri[d]);
+        at.push_back(o);
+        part(o) = 0.0f;
+        part(o) += X(at) * X(at);
+        RDom ro(0, X.dim(rin - 1).extent(), "ro");
+        total(x) = 0.0f;
+        total(x) += part(ro);
+      }
+      out(x) = total(x);
+      B.s(part).compute_root();
+      if (B.parallel()) B.s(part).parallel(o);
+      B.s(total).compute_root();
+      return out;
+    }
+    case KernelOp::StepCount: out(v) = B.in[0](ex(v)) + 1.0f; return out;
+    case KernelOp::LearningRate: {
+      LearningRateOp op = B.op<LearningRateOp>();
+      const float lr = op.getLr().convertToFloat(), minRatio = op.getMinRatio().convertToFloat();
+      const int64_t warm = op.getWarmup(), decay = op.getDecaySteps();
+      Expr t = B.in[0](0);
+      Expr rate = Expr(lr);
+      if (decay > warm) {
+        Expr p = min(1.0f, max(0.0f, (t - (float)warm) / (float)(decay - warm)));
+        rate = lr * (minRatio + (1.0f - minRatio) * 0.5f * (1.0f + cos(3.14159265358979f * p)));
+      }
+      if (warm > 0) rate = select(t <= (float)warm, lr * t / (float)warm, rate);
+      out(v) = rate;
+      return out;
+    }
+    case KernelOp::AdamMoment: {
+      AdamMomentOp op = B.op<AdamMomentOp>();
+      const float beta = op.getBeta().convertToFloat(), clipNorm = op.getClipNorm().convertToFloat();
+      Func c("clip");
+      c(x) = clipNorm > 0 ? min(1.0f, clipNorm / (sqrt(B.in[2](0)) + 1e-6f)) : Expr(1.0f);
+      Expr g = B.in[1](ex(v)) * c(0);
+      out(v) = beta * B.in[0](ex(v)) + (1.0f - beta) * (op.getPower() == 2 ? g * g : g);
+      B.s(c).compute_root();
+      break;
+    }
+    case KernelOp::AdamWUpdate: {
+      AdamWUpdateOp op = B.op<AdamWUpdateOp>();
+      const float b1 = op.getBeta1().convertToFloat(), b2 = op.getBeta2().convertToFloat();
+      const float eps = op.getEps().convertToFloat(), wd = op.getWeightDecay().convertToFloat();
+      // Per step: decay = 1 - lr·wd, stepSize = lr / (1 - b1^t), root = sqrt(1 - b2^t).
+      Func sc("scalars");
+      Expr t = B.in[3](0), lr = B.in[4](0);
+      sc(x) = Tuple(1.0f - lr * wd, lr / (1.0f - pow(b1, t)), sqrt(1.0f - pow(b2, t)));
+      Expr P = B.in[0](ex(v)), M = B.in[1](ex(v)), V = B.in[2](ex(v));
+      out(v) = P * sc(0)[0] - sc(0)[1] * M / (sqrt(V) / sc(0)[2] + eps);
+      B.s(sc).compute_root();
+      break;
+    }
+    default: throw std::runtime_error("kernel " + k.kind + " is not the optimizer's");
+  }
+  B.rowwise(out, v, /*inPlace=*/k.op != KernelOp::LearningRate);
+  return out;
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,118 @@
+// kiln-apply-optimizer: a differentiated entry marked `kiln.train` becomes a training step.
+//
+// Algorithm, per func.func with the `kiln.train` dictionary (after kiln-differentiate):
+//   1. Its "grad.<name>" results and the kiln.param ops they belong to.
+//   2. Before the return: the step counter (a state, incremented in place), the step's learning
+//      rate, the sum of every gradient's squares; then per parameter its two moments (states,
+//      updated in place) and its AdamW update (in place on the parameter). Parameters named in
+//      `no_decay` get weight_decay 0.
+//   3. The gradients leave the results; "lr" and "grad_sumsq" join them.
+// Kernels run in the function's order: every gradient (and every read of a parameter by the
+// backward) comes before the first update.
+#include "kiln/Transforms/Passes.h"
+#include "kiln/Transforms/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_APPLYOPTIMIZER
+#include "kiln/Transforms/Passes.h.inc"
+}  // namespace kiln
+
+using namespace mlir;
+
+namespace {
+LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
+  auto fl = [&](const char *k) -> FailureOr<float> {
+    auto a = cfg.getAs<FloatAttr>(k);
+    if (!a) return f.emitError("kiln-apply-optimizer: kiln.train needs the float '") << k << "'";
+    return (float)a.getValueAsDouble();
+  };
+  auto in = [&](const char *k) -> FailureOr<int64_t> {
+    auto a = cfg.getAs<IntegerAttr>(k);
+    if (!a) return f.emitError("kiln-apply-optimizer: kiln.train needs the integer '") << k << "'";
+    return a.getInt();
+  };
+  FailureOr<float> lr = fl("lr"), b1 = fl("beta1"), b2 = fl("beta2"), eps = fl("eps"), wd = fl("weight_decay"),
+                   clip = fl("clip_norm"), minRatio = fl("min_ratio");
+  FailureOr<int64_t> warmup = in("warmup"), decay = in("decay_steps");
+  if (failed(lr) || failed(b1) || failed(b2) || failed(eps) || failed(wd) || failed(clip) || failed(minRatio) ||
+      failed(warmup) || failed(decay))
+    return failure();
+  llvm::StringSet<> noDecay;
+  if (auto nd = cfg.getAs<ArrayAttr>("no_decay"))
+    for (Attribute a : nd) noDecay.insert(cast<StringAttr>(a).getValue());
+
+  // 1. The gradients and their parameters.
+  Block &body = f.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  llvm::StringMap<kiln::ParamOp> params;
+  for (kiln::ParamOp p : body.getOps<kiln::ParamOp>()) params[p.getName()] = p;
+  SmallVector<std::pair<kiln::ParamOp, Value>> grads;
+  SmallVector<Value> keep;
+  SmallVector<DictionaryAttr> keepAttrs;
+  for (unsigned i = 0; i < f.getNumResults(); ++i) {
+    auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name");
+    if (n && n.getValue().starts_with("grad.")) {
+      auto it = params.find(n.getValue().drop_front(5));
+      if (it == params.end()) return f.emitError("kiln-apply-optimizer: no parameter for result ") << n;
+      grads.push_back({it->second, ret.getOperand(i)});
+    } else {
+      keep.push_back(ret.getOperand(i));
+      keepAttrs.push_back(f.getResultAttrDict(i));
+    }
+  }
+  if (grads.empty()) return f.emitError("kiln-apply-optimizer: entry '") << f.getName() << "' has no gradients (run kiln-differentiate first)";
+
+  // 2. The optimizer, before the return.
+  OpBuilder b(ret);
+  Location loc = f.getLoc();
+  auto scalar = RankedTensorType::get({1}, b.getF32Type());
+  Value step = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.step"));
+  Value t = kiln::StepCountOp::create(b, loc, scalar, step);
+  Value rate = kiln::LearningRateOp::create(b, loc, scalar, t, b.getF32FloatAttr(*lr), b.getI64IntegerAttr(*warmup),
+                                            b.getI64IntegerAttr(*decay), b.getF32FloatAttr(*minRatio));
+  Value sumsq;
+  for (auto &[p, g] : grads) {
+    Value s = kiln::SumSquaresOp::create(b, p.getLoc(), scalar, g);
+    sumsq = sumsq ? Value(kiln::AddOp::create(b, loc, scalar, sumsq, s)) : s;
+  }
+  if (sumsq.getDefiningOp<kiln::SumSquaresOp>())  // an output needs its own kernel: one parameter's is its sum
+    sumsq = kiln::ScaleOp::create(b, loc, scalar, sumsq, b.getF32FloatAttr(1.0f));
+  for (auto &[p, g] : grads) {
+    Location pl = p.getLoc();
+    std::string name = p.getName().str();
+    Value m = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.m." + name));
+    Value v = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.v." + name));
+    m = kiln::AdamMomentOp::create(b, pl, p.getType(), m, g, sumsq, b.getF32FloatAttr(*b1), b.getI64IntegerAttr(1),
+                                   b.getF32FloatAttr(*clip));
+    v = kiln::AdamMomentOp::create(b, pl, p.getType(), v, g, sumsq, b.getF32FloatAttr(*b2), b.getI64IntegerAttr(2),
+                                   b.getF32FloatAttr(*clip));
+    kiln::AdamWUpdateOp::create(b, pl, p.getType(), p.getResult(), m, v, t, rate, b.getF32FloatAttr(*b1),
+                                b.getF32FloatAttr(*b2), b.getF32FloatAttr(*eps),
+                                b.getF32FloatAttr(noDecay.contains(name) ? 0.0f : *wd));
+  }
+
+  // 3. The results: the entry's own (its loss), the learning rate and the squared norm.
+  keep.push_back(rate);
+  keepAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr("kiln.name", b.getStringAttr("lr"))));
+  keep.push_back(sumsq);
+  keepAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr("kiln.name", b.getStringAttr("grad_sumsq"))));
+  func::ReturnOp::create(b, ret.getLoc(), keep);
+  ret.erase();
+  SmallVector<Type> types;
+  for (Value v : keep) types.push_back(v.getType());
+  f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(), types));
+  f.setAllResultAttrs(keepAttrs);
+  f->removeAttr("kiln.train");
+  return success();
+}
+
+struct ApplyOptimizerPass : kiln::impl::ApplyOptimizerBase<ApplyOptimizerPass> {
+  void runOnOperation() override {
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (auto cfg = f->getAttrOfType<DictionaryAttr>("kiln.train"); cfg && failed(apply(f, cfg)))
+        return signalPassFailure();
+  }
+};
+}  // namespace

@@ -1,0 +1,122 @@
+// train.cpp - `--train`: the compiled training step run over a token file.
+//
+// Each step takes one seeded window of T + 1 tokens from the data (tokens = the first T,
+// targets = the last T), runs the entry that updates the parameters (inputs "tokens" and
+// "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV row and, every few steps, a
+// progress line. The window of step k depends only on the seed and k, so a run resumed from a
+// checkpoint (whose optimizer.step says where it stopped) sees the same data as one that never
+// stopped. Checkpoints (parameters and the optimizer.* states) are written to a temporary name
+// and renamed.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+
+namespace kilnrt {
+namespace {
+uint64_t mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+float scalar(const Cli &cli, kilnrt_session *s, const char *name) {
+  const kilnrt_tensor *t;
+  cli.check(kilnrt_session_output(s, name, &t));
+  return ((const float *)t->data)[0];
+}
+}  // namespace
+
+int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
+  const kiln_model_info &m = cli.model;
+  // The training entry: the one returning "grad_sumsq" (kiln-apply-optimizer's).
+  const kiln_entry_info *en = nullptr;
+  for (int e = 0; e < m.n_entries; ++e)
+    for (int k = 0; k < m.entries[e].n_outputs; ++k)
+      if (strcmp(m.io[m.entries[e].outputs[k]].name, "grad_sumsq") == 0) en = &m.entries[e];
+  if (!en) cli.die(1, "--train: the model has no training entry (compile it with Model::train)");
+  if (f.batch != 1) cli.die(1, "--batch " + std::to_string(f.batch) + ": only --batch 1 for now (no batch dimension yet)");
+  if (f.steps < 1) cli.die(1, "--steps must be at least 1");
+  if (f.seq < 1) cli.die(1, "--seq must be at least 1");
+  for (int i = 0; i < en->n_inputs; ++i) {  // the sequence within the compiled bound
+    const kiln_tensor_info &in = m.io[en->inputs[i]];
+    if (in.rank >= 1 && in.dims[0].sym >= 0 && f.seq > m.sym_max[in.dims[0].sym])
+      cli.die(1, "--seq " + std::to_string(f.seq) + " exceeds the compiled bound " +
+                     std::to_string(m.sym_max[in.dims[0].sym]) + " of " + m.sym_names[in.dims[0].sym]);
+  }
+  kilnrt_tensor data{};
+  cli.check(kilnrt_npy_read(f.data.c_str(), &data));
+  std::unique_ptr<kilnrt_tensor, void (*)(kilnrt_tensor *)> dguard(&data, kilnrt_tensor_free);
+  if (data.rank != 1 || data.dtype != KILN_I32)
+    cli.die(1, "--data '" + f.data + "': expected a 1-D array of int32 or int64 token ids");
+  const int64_t n = data.shape[0], T = f.seq;
+  if (n < T + 1)
+    cli.die(1, "--data '" + f.data + "' holds " + std::to_string(n) + " tokens, fewer than one window of --seq + 1 = " +
+                   std::to_string(T + 1));
+  const int32_t *ids = (const int32_t *)data.data;
+  for (int i = 0; i < en->n_inputs; ++i)  // every id checked once, here, not when a window happens to hold it
+    if (const kiln_tensor_info &in = m.io[en->inputs[i]]; strcmp(in.name, "tokens") == 0 && in.max_value > 0)
+      for (int64_t k = 0; k < n; ++k)
+        if (ids[k] < 0 || ids[k] >= in.max_value)
+          cli.die(1, "--data '" + f.data + "': token id " + std::to_string(ids[k]) + " at position " + std::to_string(k) +
+                         " is outside the vocabulary [0, " + std::to_string(in.max_value) + ")");
+
+  kilnrt_tensor stepState{};
+  cli.check(kilnrt_session_state(s, "optimizer.step", &stepState));
+  const int64_t first = (int64_t)((const float *)stepState.data)[0] + 1;
+  if (first > f.steps) cli.die(1, "--steps " + std::to_string(f.steps) + ": the checkpoint is already at step " +
+                                      std::to_string(first - 1));
+  FILE *log = nullptr;
+  if (!f.log.empty()) {
+    log = fopen(f.log.c_str(), first > 1 ? "a" : "w");
+    if (!log) cli.die(1, "cannot write --log '" + f.log + "': " + strerror(errno));
+    if (first == 1) fprintf(log, "step,loss,eval_loss,lr,grad_norm,tokens_per_s,elapsed_s\n");
+  }
+  std::unique_ptr<FILE, int (*)(FILE *)> lguard(log, [](FILE *p) { return p ? fclose(p) : 0; });
+  auto save = [&](int64_t step) {
+    if (f.save.empty()) return;
+    cli.check(kilnrt_session_save_weights(s, f.save.c_str()));
+    if (!f.quiet) fprintf(stderr, "step %lld: checkpoint %s\n", (long long)step, f.save.c_str());
+  };
+  std::vector<int32_t> tok((size_t)T), tgt((size_t)T);
+  const int64_t every = std::max<int64_t>(1, f.steps / 20);
+  int64_t t0 = kilnrt_time_now_ns(), lastSaved = first - 1;
+  for (int64_t step = first; step <= f.steps; ++step) {
+    uint64_t r = mix(mix(f.seed ^ 0x7261696eULL) + (uint64_t)step);  // the data stream, apart from init's
+    int64_t start = (int64_t)(r % (uint64_t)(n - T));
+    memcpy(tok.data(), ids + start, (size_t)T * 4);
+    memcpy(tgt.data(), ids + start + 1, (size_t)T * 4);
+    kilnrt_tensor ti{KILN_I32, 1, {T}, tok.data()}, tt{KILN_I32, 1, {T}, tgt.data()};
+    cli.check(kilnrt_session_set_input(s, "tokens", &ti));
+    cli.check(kilnrt_session_set_input(s, "targets", &tt));
+    int64_t s0 = kilnrt_time_now_ns();
+    cli.check(kilnrt_session_run(s, en->name));
+    double secs = (kilnrt_time_now_ns() - s0) / 1e9, elapsed = (kilnrt_time_now_ns() - t0) / 1e9;
+    float loss = scalar(cli, s, "loss"), lr = scalar(cli, s, "lr"), gn = std::sqrt(scalar(cli, s, "grad_sumsq"));
+    if (!std::isfinite(loss) || !std::isfinite(gn))
+      cli.die(1, "step " + std::to_string(step) + ": the loss is not finite (" + std::to_string(loss) +
+                     ", gradient norm " + std::to_string(gn) + "); stopped" +
+                     (lastSaved >= first ? ", the last checkpoint (step " + std::to_string(lastSaved) + ") is " + f.save
+                                         : std::string(", no checkpoint written by this run")));
+    if (log) {
+      fprintf(log, "%lld,%.6g,,%.6g,%.6g,%.1f,%.3f\n", (long long)step, loss, lr, gn, T / secs, elapsed);
+      fflush(log);
+    }
+    if (!f.quiet && (step % every == 0 || step == first || step == f.steps))
+      fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.3g  grad norm %.3g  %.0f tok/s  %.1f s\n", (long long)step,
+              (long long)f.steps, loss, lr, gn, T / secs, elapsed);
+    if (f.save_every > 0 && step % f.save_every == 0 && step != f.steps) {
+      save(step);
+      lastSaved = step;
+    }
+  }
+  save(f.steps);
+  return 0;
+}
+
+}  // namespace kilnrt

@@ -1,0 +1,31 @@
+// RUN: kiln-opt %s --kiln-differentiate --kiln-apply-optimizer | FileCheck %s
+
+// A training step: the step counter, the learning rate and the gradients' sum of squares, then
+// per parameter its two moments and its update, all in place; the bias (in no_decay) gets
+// weight_decay 0. The results are the loss, lr and grad_sumsq: no gradient leaves the entry.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: -> (tensor<1xf32> {kiln.name = "loss"}, tensor<1xf32> {kiln.name = "lr"}, tensor<1xf32> {kiln.name = "grad_sumsq"})
+// CHECK-NOT: kiln.train
+// CHECK: %[[S:.*]] = kiln.state "optimizer.step" : tensor<1xf32>
+// CHECK: %[[T:.*]] = kiln.step_count %[[S]]
+// CHECK: %[[LR:.*]] = kiln.learning_rate %[[T]] {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
+// CHECK: %[[SW:.*]] = kiln.sum_squares
+// CHECK: %[[SB:.*]] = kiln.sum_squares
+// CHECK: %[[SUM:.*]] = kiln.add %[[SW]], %[[SB]]
+// CHECK: %[[MW:.*]] = kiln.state "optimizer.m.w" : tensor<5x4xf32>
+// CHECK: %[[VW:.*]] = kiln.state "optimizer.v.w" : tensor<5x4xf32>
+// CHECK: %[[M1:.*]] = kiln.adam_moment %[[MW]], %{{.*}}, %[[SUM]] {beta = 0.899999976 : f32, clip_norm = 1.000000e+00 : f32, power = 1 : i64}
+// CHECK: %[[V1:.*]] = kiln.adam_moment %[[VW]], %{{.*}}, %[[SUM]] {beta = 0.999000012 : f32, clip_norm = 1.000000e+00 : f32, power = 2 : i64}
+// CHECK: kiln.adamw_update %{{.*}}, %[[M1]], %[[V1]], %[[T]], %[[LR]] {{{.*}}weight_decay = 0.00999999977 : f32}
+// CHECK: kiln.adamw_update {{.*}}weight_decay = 0.000000e+00 : f32}
+// CHECK: return %{{.*}}, %[[LR]], %[[SUM]]
+func.func @step(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"})
+    attributes {kiln.differentiate, kiln.train = {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32,
+                eps = 1.0e-8 : f32, weight_decay = 0.01 : f32, clip_norm = 1.0 : f32, warmup = 10 : i64,
+                decay_steps = 100 : i64, min_ratio = 0.1 : f32, no_decay = ["b"]}} {
+  %w = kiln.param "w" : tensor<5x4xf32>
+  %b = kiln.param "b" : tensor<5xf32>
+  %l = kiln.linear %x, %w, %b : (tensor<?x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<?x5xf32>
+  %loss = kiln.cross_entropy %l, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}

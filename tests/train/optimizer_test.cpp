@@ -1,0 +1,200 @@
+// optimizer_test.cpp - Model::train and the executable's --train: AdamW with clipping, warmup
+// and cosine decay against a plain double-precision reference (torch.optim.AdamW's formulas,
+// gradients by central differences), and a resumed run against one that never stopped.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "harness.h"
+#include "kiln/dsl/Ops.h"
+
+namespace {
+using ::testing::HasSubstr;
+
+const int64_t V = 19, d = 6;
+
+// A bigram model: logits = relu(embedding(tokens)) · headᵀ + b; the matrices decay, the bias not.
+std::vector<std::vector<std::string>> readCsv(const std::string &path) {
+  std::ifstream f(path);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(f, line);) {
+    std::vector<std::string> row;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) row.push_back(cell);
+    if (!line.empty() && line.back() == ',') row.push_back("");
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+kiln::TrainOptions options() {
+  return {.optimizer = {.lr = 0.05f, .beta1 = 0.8f, .beta2 = 0.95f, .eps = 1e-6f, .weight_decay = 0.1f},
+          .clip_norm = 0.5f,
+          .warmup_steps = 2,
+          .decay = kiln::Cosine{.steps = 5, .min_ratio = 0.2f}};
+}
+
+void build(kiln::Model &m) {
+  kiln::Dim L = m.seq("L", 16);
+  auto tok = m.tokens("tokens", L, V);
+  auto tgt = m.targets("targets", L, V);
+  auto x = kiln::embedding(m.param("emb", {V, d}, {.scale = 0.5f}), tok);
+  auto logits = kiln::linear(kiln::relu(x), m.param("head", {V, d}, {.scale = 0.5f}), m.param("b", {V}, {.scale = 0.5f}));
+  m.loss(kiln::cross_entropy(logits, tgt));
+  m.train(options());
+}
+
+using Params = std::map<std::string, std::vector<double>>;
+
+double refLoss(const Params &w, const std::vector<int32_t> &tok, const std::vector<int32_t> &tgt) {
+  double total = 0;
+  for (size_t i = 0; i < tok.size(); ++i) {
+    std::vector<double> l(V);
+    double mx = -1e300, s = 0;
+    for (int64_t o = 0; o < V; ++o) {
+      double a = w.at("b")[o];
+      for (int64_t c = 0; c < d; ++c) a += std::max(0.0, w.at("emb")[tok[i] * d + c]) * w.at("head")[o * d + c];
+      l[o] = a;
+      mx = std::max(mx, a);
+    }
+    for (double a : l) s += std::exp(a - mx);
+    total += std::log(s) + mx - l[tgt[i]];
+  }
+  return total / tok.size();
+}
+
+TEST(Optimizer, AdamWStepsMatchTheReference) {
+  std::string dir = kt::workDir("train_adamw");
+  std::string exe = kt::compile(dir, "bigram", build);
+  ASSERT_FALSE(exe.empty());
+  // T + 1 tokens: every step reads the one window there is.
+  const int64_t T = 9, steps = 6;
+  std::vector<int32_t> data = kt::randomIds((int)T + 1, (int)V, 17);
+  kt::saveIds(dir + "/data.npy", data);
+  auto r = kt::run(exe + " --train --data " + dir + "/data.npy --seq " + std::to_string(T) + " --steps " +
+                   std::to_string(steps) + " --random-weights --seed 4 --save-weights " + dir + "/init.safetensors --save " +
+                   dir + "/ckpt.safetensors --log " + dir + "/log.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("step 6/6"));
+
+  // The reference: torch.optim.AdamW's update after clip_grad_norm_, with the schedule.
+  auto init = kt::loadWeights(dir + "/init.safetensors");
+  Params w;
+  for (auto &[n, t] : init)  // the parameters (the file also has the optimizer's zero state)
+    if (n.rfind("optimizer.", 0) != 0) w[n] = std::vector<double>(t.v.begin(), t.v.end());
+  ASSERT_EQ(w.size(), 3u);
+  Params m1, v1;
+  for (auto &[n, p] : w) m1[n] = v1[n] = std::vector<double>(p.size(), 0.0);
+  std::vector<int32_t> tok(data.begin(), data.end() - 1), tgt(data.begin() + 1, data.end());
+  auto rows = readCsv(dir + "/log.csv");
+  ASSERT_EQ(rows.size(), (size_t)steps + 1);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"step", "loss", "eval_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}));
+  const double lr = 0.05, b1 = 0.8, b2 = 0.95, eps = 1e-6, wd = 0.1, clip = 0.5, warm = 2, decay = 5, minRatio = 0.2;
+  for (int t = 1; t <= steps; ++t) {
+    Params g;
+    double norm2 = 0;
+    for (auto &[n, p] : w) {
+      g[n].resize(p.size());
+      for (size_t i = 0; i < p.size(); ++i) {
+        double keep = p[i], h = 1e-6;
+        p[i] = keep + h;
+        double up = refLoss(w, tok, tgt);
+        p[i] = keep - h;
+        double down = refLoss(w, tok, tgt);
+        p[i] = keep;
+        g[n][i] = (up - down) / (2 * h);
+        norm2 += g[n][i] * g[n][i];
+      }
+    }
+    double loss = refLoss(w, tok, tgt);
+    double rate = t <= warm ? lr * t / warm
+                            : lr * (minRatio + (1 - minRatio) * 0.5 * (1 + std::cos(M_PI * std::min(1.0, (t - warm) / (decay - warm)))));
+    EXPECT_NEAR(std::stod(rows[t][1]), loss, 2e-5 * loss) << "loss at step " << t;
+    EXPECT_NEAR(std::stod(rows[t][3]), rate, 1e-5 * rate) << "lr at step " << t;
+    EXPECT_NEAR(std::stod(rows[t][4]), std::sqrt(norm2), 1e-4 * std::sqrt(norm2)) << "grad norm at step " << t;
+    double c = std::min(1.0, clip / (std::sqrt(norm2) + 1e-6));
+    for (auto &[n, p] : w) {
+      double decayOf = n == "b" ? 0.0 : wd;  // rank-1 parameters are not decayed by default
+      for (size_t i = 0; i < p.size(); ++i) {
+        double gi = g[n][i] * c;
+        m1[n][i] = b1 * m1[n][i] + (1 - b1) * gi;
+        v1[n][i] = b2 * v1[n][i] + (1 - b2) * gi * gi;
+        double denom = std::sqrt(v1[n][i]) / std::sqrt(1 - std::pow(b2, t)) + eps;
+        p[i] = p[i] * (1 - rate * decayOf) - rate / (1 - std::pow(b1, t)) * m1[n][i] / denom;
+      }
+    }
+  }
+  auto got = kt::loadWeights(dir + "/ckpt.safetensors");
+  for (auto &[n, p] : w) {
+    ASSERT_TRUE(got.count(n)) << n;
+    double maxRef = 0, maxDiff = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      maxRef = std::max(maxRef, std::abs(p[i]));
+      maxDiff = std::max(maxDiff, std::abs(p[i] - (double)got[n].v[i]));
+    }
+    EXPECT_LE(maxDiff, 1e-4 * maxRef) << n << " after " << steps << " steps: max |kiln - reference| " << maxDiff;
+  }
+  // The checkpoint carries the optimizer's state under optimizer.*, which inference ignores.
+  EXPECT_TRUE(got.count("optimizer.m.emb") && got.count("optimizer.v.head") && got.count("optimizer.step"));
+  EXPECT_EQ(got["optimizer.step"].v.at(0), (float)steps);
+}
+
+TEST(Optimizer, ResumingGivesTheSameRunAsNotStopping) {
+  std::string dir = kt::workDir("train_resume");
+  std::string exe = kt::compile(dir, "bigram", build);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", kt::randomIds(500, (int)V, 9));
+  std::string common = exe + " --train --quiet --data " + dir + "/data.npy --seq 11 --seed 5 ";
+  auto r = kt::run(common + "--steps 8 --save " + dir + "/straight.safetensors --log " + dir + "/straight.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(common + "--steps 4 --save " + dir + "/half.safetensors --log " + dir + "/resumed.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(common + "--steps 8 --resume " + dir + "/half.safetensors --save " + dir + "/resumed.safetensors --log " +
+              dir + "/resumed.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto a = readCsv(dir + "/straight.csv"), b = readCsv(dir + "/resumed.csv");
+  ASSERT_EQ(a.size(), 9u);
+  ASSERT_EQ(b.size(), 9u);
+  for (size_t i = 1; i < a.size(); ++i) {
+    EXPECT_EQ(a[i][0], b[i][0]);
+    EXPECT_EQ(a[i][1], b[i][1]) << "loss at step " << a[i][0];
+    EXPECT_EQ(a[i][3], b[i][3]) << "lr at step " << a[i][0];
+  }
+  auto wa = kt::loadWeights(dir + "/straight.safetensors"), wb = kt::loadWeights(dir + "/resumed.safetensors");
+  for (auto &[n, t] : wa) EXPECT_EQ(t.v, wb[n].v) << n;
+  // Already there: a clear error, nothing overwritten.
+  r = kt::run(common + "--steps 8 --resume " + dir + "/resumed.safetensors");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("the checkpoint is already at step 8"));
+}
+
+TEST(Optimizer, BadTrainingInputIsAClearError) {
+  std::string dir = kt::workDir("train_bad");
+  std::string exe = kt::compile(dir, "bigram", build);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/short.npy", kt::randomIds(5, (int)V, 1));
+  auto r = kt::run(exe + " --train --data " + dir + "/short.npy --seq 8 --steps 2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("holds 5 tokens, fewer than one window of --seq + 1 = 9"));
+  std::vector<int32_t> bad = kt::randomIds(50, (int)V, 2);
+  bad[20] = (int)V;
+  kt::saveIds(dir + "/bad.npy", bad);
+  r = kt::run(exe + " --train --data " + dir + "/bad.npy --seq 8 --steps 2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("token id 19 at position 20 is outside the vocabulary [0, 19)"));
+  r = kt::run(exe + " --train --data " + dir + "/short.npy --seq 17 --steps 2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--seq 17 exceeds the compiled bound 16"));
+  r = kt::run(exe + " --train --data " + dir + "/bad.npy --seq 8 --steps 2 --batch 4");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("only --batch 1 for now"));
+  r = kt::run(exe + " --data " + dir + "/bad.npy");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--data applies to --train"));
+}
+
+}  // namespace
