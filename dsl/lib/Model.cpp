@@ -205,7 +205,19 @@ void Model::output(const std::string &name, Tensor t, SourceLoc loc) {
                 loc);
   if (t.node().region >= 0)
     throw Error("output '" + name + "': the tensor was made inside a recurrent step; output the recurrent's results", loc);
-  check_new_name("output", name, loc);
+  // The same name in several entries (each entry's "loss") is one output of one shape.
+  bool shared = false;
+  for (auto &o : outputs_) {
+    if (o.first != name) continue;
+    const Node &prev = nodes_[o.second];
+    if (prev.entry == current_entry()) throw Error("output: the name '" + name + "' is already used by an output", loc);
+    if (!(prev.shape == t.shape()) || prev.dtype != t.dtype())
+      throw Error("output '" + name + "' is shared between entries but has shape " + shape_str(t.shape()) + " here and " +
+                      shape_str(prev.shape) + " in entry '" + entries_[prev.entry] + "'",
+                  loc);
+    shared = true;
+  }
+  if (!shared) check_new_name("output", name, loc);
   outputs_.push_back({name, t.id()});
 }
 

@@ -16,13 +16,16 @@
 //   build/bin/gpt2-compile --layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128 -o gpt2
 //   ./gpt2 --weights model.safetensors --tokens 464,3290,318
 //
-// --train adds a fourth entry, `gradients` (tokens, targets -> loss and grad.<param>).
+// --train adds `gradients` (tokens, targets -> loss and grad.<param>), `eval` (the loss) and
+// `train_step` (AdamW in place), which `./gpt2 --train --data bytes.npy ...` runs.
 #include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Ops.h"
 
 struct Gpt2Config {
   int64_t layers = 12, d_model = 768, heads = 12, vocab = 50257, ctx = 1024;
   bool train = false;
+  float lr = 1e-3f;
+  int64_t warmup = 0, decay_steps = 0;
 };
 
 static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
@@ -106,15 +109,26 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   // position has none) and its gradient with respect to every parameter (grad.<name>). Its
   // weights are then read as stored (the backward reads them in both orientations), not in the
   // inference entries' panels.
+  // `eval`, the same loss alone; `train_step`, the loss, its backward and AdamW (--train-lr,
+  // --train-warmup, --train-decay-steps; weight decay 0.1 on matrices, as GPT-2's training did).
   if (!c.train) return;
-  m.entry("gradients");
-  Tensor gtokens = m.tokens("tokens", L, c.vocab);
-  Tensor targets = m.targets("targets", L, c.vocab);
-  Tensor wteG = m.param("transformer.wte.weight", {c.vocab, d});
-  Tensor wpeG = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
-  Tensor logits = decoder(add(embedding(wteG, gtokens), position_embedding(wpeG, gtokens)), Tensor(), wteG, false, false);
-  m.loss(cross_entropy(logits, targets));
+  auto nextTokenLoss = [&](const char *entry) {
+    m.entry(entry);
+    Tensor t = m.tokens("tokens", L, c.vocab);
+    Tensor targets = m.targets("targets", L, c.vocab);
+    Tensor w = m.param("transformer.wte.weight", {c.vocab, d});
+    Tensor p = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
+    m.loss(cross_entropy(decoder(add(embedding(w, t), position_embedding(p, t)), Tensor(), w, false, false), targets));
+  };
+  nextTokenLoss("gradients");
   m.gradients();
+  nextTokenLoss("eval");
+  nextTokenLoss("train_step");
+  TrainOptions opt{.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
+                   .clip_norm = 1.0f,
+                   .warmup_steps = c.warmup};
+  if (c.decay_steps > 0) opt.decay = Cosine{.steps = c.decay_steps, .min_ratio = 0.1f};
+  m.train(opt);
 }
 
 int main(int argc, char **argv) {
@@ -130,6 +144,12 @@ int main(int argc, char **argv) {
   driver.app().add_option("--heads", c.heads, "attention heads")->capture_default_str();
   driver.app().add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   driver.app().add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
-  driver.app().add_flag("--train", c.train, "add the `gradients` entry: the loss of next-token targets and every parameter's gradient");
+  driver.app().add_flag("--train", c.train,
+                        "add the training entries: `gradients` (the next-token loss and every parameter's gradient), "
+                        "`eval` (the loss) and `train_step` (AdamW; ./model --train)");
+  driver.app().add_option("--train-lr", c.lr, "--train: the peak learning rate")->capture_default_str();
+  driver.app().add_option("--train-warmup", c.warmup, "--train: linear warmup steps")->capture_default_str();
+  driver.app().add_option("--train-decay-steps", c.decay_steps,
+                          "--train: cosine decay to 0.1 x lr at this step (0: constant)")->capture_default_str();
   return driver.run(argc, argv, [&](kiln::Model &m) { build_gpt2(m, c); });
 }

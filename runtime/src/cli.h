@@ -33,8 +33,8 @@ struct GenerateFlags {
 };
 
 struct TrainFlags {
-  std::string data, log, save;
-  int64_t batch = 1, seq = 0, steps = 0, save_every = 0;
+  std::string data, eval_data, log, save;
+  int64_t batch = 1, seq = 0, steps = 0, save_every = 0, eval_every = 0;
   uint64_t seed = 0;
   bool quiet = false;
 };

@@ -212,6 +212,8 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_option("--seq", tr.seq, "--train: tokens per window (T; each step reads T + 1)");
   app.add_option("--batch", tr.batch, "--train: windows per step (1 for now)")->capture_default_str();
   app.add_option("--steps", tr.steps, "--train: the total number of steps (a resumed run continues to it)");
+  app.add_option("--eval-data", tr.eval_data, "--train: token ids whose mean loss the model's eval entry reports");
+  app.add_option("--eval-every", tr.eval_every, "--train: evaluate every K steps (and after the last)");
   app.add_option("--log", tr.log, "--train: CSV log, a row per step");
   app.add_option("--save", tr.save, "--train: checkpoint (parameters and optimizer state), written at the end");
   app.add_option("--save-every", tr.save_every, "--train: also write --save every K steps");
@@ -239,7 +241,8 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   std::unique_ptr<kilnrt_session, void (*)(kilnrt_session *)> guard(s, kilnrt_session_destroy);
   if (!weights.empty() && random) cli.die(1, "give either --weights or --random-weights, not both");
   if (!train)
-    for (const char *flag : {"--data", "--seq", "--batch", "--steps", "--log", "--save", "--save-every", "--resume"})
+    for (const char *flag : {"--data", "--seq", "--batch", "--steps", "--log", "--save", "--save-every", "--resume",
+                             "--eval-data", "--eval-every"})
       if (app.count(flag)) cli.die(1, std::string(flag) + " applies to --train");
   if (train) {
     if (!resume.empty() && (!weights.empty() || random)) cli.die(1, "--resume loads the weights: no --weights or --random-weights");

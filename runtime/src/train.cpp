@@ -30,6 +30,40 @@ float scalar(const Cli &cli, kilnrt_session *s, const char *name) {
   cli.check(kilnrt_session_output(s, name, &t));
   return ((const float *)t->data)[0];
 }
+
+// Whether the entry has an output named `name` (or, with prefix, one starting with it).
+bool hasOutput(const kiln_model_info &m, const kiln_entry_info &e, const char *name, bool prefix = false) {
+  for (int k = 0; k < e.n_outputs; ++k)
+    if (prefix ? strncmp(m.io[e.outputs[k]].name, name, strlen(name)) == 0 : strcmp(m.io[e.outputs[k]].name, name) == 0)
+      return true;
+  return false;
+}
+
+// A 1-D token file, every id checked against the vocabulary of the entry's "tokens" input.
+struct Tokens {
+  kilnrt_tensor t{};
+  ~Tokens() { kilnrt_tensor_free(&t); }
+  const int32_t *ids() const { return (const int32_t *)t.data; }
+  int64_t size() const { return t.shape[0]; }
+};
+void readTokens(const Cli &cli, const kiln_entry_info &en, const std::string &path, const char *flag, Tokens &out) {
+  const kiln_model_info &m = cli.model;
+  cli.check(kilnrt_npy_read(path.c_str(), &out.t));
+  if (out.t.rank != 1 || out.t.dtype != KILN_I32)
+    cli.die(1, std::string(flag) + " '" + path + "': expected a 1-D array of int32 or int64 token ids");
+  for (int i = 0; i < en.n_inputs; ++i)  // every id checked once, here, not when a window happens to hold it
+    if (const kiln_tensor_info &in = m.io[en.inputs[i]]; strcmp(in.name, "tokens") == 0 && in.max_value > 0)
+      for (int64_t k = 0; k < out.size(); ++k)
+        if (out.ids()[k] < 0 || out.ids()[k] >= in.max_value)
+          cli.die(1, std::string(flag) + " '" + path + "': token id " + std::to_string(out.ids()[k]) + " at position " +
+                         std::to_string(k) + " is outside the vocabulary [0, " + std::to_string(in.max_value) + ")");
+}
+
+void setWindow(const Cli &cli, kilnrt_session *s, const int32_t *at, int64_t T) {
+  kilnrt_tensor ti{KILN_I32, 1, {T}, const_cast<int32_t *>(at)}, tt{KILN_I32, 1, {T}, const_cast<int32_t *>(at + 1)};
+  cli.check(kilnrt_session_set_input(s, "tokens", &ti));
+  cli.check(kilnrt_session_set_input(s, "targets", &tt));
+}
 }  // namespace
 
 int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
@@ -49,22 +83,38 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
       cli.die(1, "--seq " + std::to_string(f.seq) + " exceeds the compiled bound " +
                      std::to_string(m.sym_max[in.dims[0].sym]) + " of " + m.sym_names[in.dims[0].sym]);
   }
-  kilnrt_tensor data{};
-  cli.check(kilnrt_npy_read(f.data.c_str(), &data));
-  std::unique_ptr<kilnrt_tensor, void (*)(kilnrt_tensor *)> dguard(&data, kilnrt_tensor_free);
-  if (data.rank != 1 || data.dtype != KILN_I32)
-    cli.die(1, "--data '" + f.data + "': expected a 1-D array of int32 or int64 token ids");
-  const int64_t n = data.shape[0], T = f.seq;
+  Tokens data, evalData;
+  readTokens(cli, *en, f.data, "--data", data);
+  const int64_t n = data.size(), T = f.seq;
   if (n < T + 1)
     cli.die(1, "--data '" + f.data + "' holds " + std::to_string(n) + " tokens, fewer than one window of --seq + 1 = " +
                    std::to_string(T + 1));
-  const int32_t *ids = (const int32_t *)data.data;
-  for (int i = 0; i < en->n_inputs; ++i)  // every id checked once, here, not when a window happens to hold it
-    if (const kiln_tensor_info &in = m.io[en->inputs[i]]; strcmp(in.name, "tokens") == 0 && in.max_value > 0)
-      for (int64_t k = 0; k < n; ++k)
-        if (ids[k] < 0 || ids[k] >= in.max_value)
-          cli.die(1, "--data '" + f.data + "': token id " + std::to_string(ids[k]) + " at position " + std::to_string(k) +
-                         " is outside the vocabulary [0, " + std::to_string(in.max_value) + ")");
+  const int32_t *ids = data.ids();
+  // --eval-data: the mean loss of the first min(64, available) non-overlapping windows, by the
+  // entry that returns a loss without updating anything.
+  const kiln_entry_info *ev = nullptr;
+  if (!f.eval_data.empty()) {
+    for (int e = 0; e < m.n_entries; ++e)
+      if (&m.entries[e] != en && hasOutput(m, m.entries[e], "loss") && !hasOutput(m, m.entries[e], "grad", true))
+        ev = &m.entries[e];
+    if (!ev) cli.die(1, "--eval-data: the model has no evaluation entry (one returning \"loss\" that trains nothing)");
+    readTokens(cli, *ev, f.eval_data, "--eval-data", evalData);
+    if (evalData.size() < T + 1)
+      cli.die(1, "--eval-data '" + f.eval_data + "' holds " + std::to_string(evalData.size()) +
+                     " tokens, fewer than one window of --seq + 1 = " + std::to_string(T + 1));
+  } else if (f.eval_every) {
+    cli.die(1, "--eval-every needs --eval-data");
+  }
+  auto evaluate = [&]() {
+    int64_t windows = std::min<int64_t>(64, (evalData.size() - 1) / T);
+    double sum = 0;
+    for (int64_t w = 0; w < windows; ++w) {
+      setWindow(cli, s, evalData.ids() + w * T, T);
+      cli.check(kilnrt_session_run(s, ev->name));
+      sum += scalar(cli, s, "loss");
+    }
+    return sum / (double)windows;
+  };
 
   kilnrt_tensor stepState{};
   cli.check(kilnrt_session_state(s, "optimizer.step", &stepState));
@@ -83,17 +133,12 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     cli.check(kilnrt_session_save_weights(s, f.save.c_str()));
     if (!f.quiet) fprintf(stderr, "step %lld: checkpoint %s\n", (long long)step, f.save.c_str());
   };
-  std::vector<int32_t> tok((size_t)T), tgt((size_t)T);
   const int64_t every = std::max<int64_t>(1, f.steps / 20);
   int64_t t0 = kilnrt_time_now_ns(), lastSaved = first - 1;
   for (int64_t step = first; step <= f.steps; ++step) {
     uint64_t r = mix(mix(f.seed ^ 0x7261696eULL) + (uint64_t)step);  // the data stream, apart from init's
     int64_t start = (int64_t)(r % (uint64_t)(n - T));
-    memcpy(tok.data(), ids + start, (size_t)T * 4);
-    memcpy(tgt.data(), ids + start + 1, (size_t)T * 4);
-    kilnrt_tensor ti{KILN_I32, 1, {T}, tok.data()}, tt{KILN_I32, 1, {T}, tgt.data()};
-    cli.check(kilnrt_session_set_input(s, "tokens", &ti));
-    cli.check(kilnrt_session_set_input(s, "targets", &tt));
+    setWindow(cli, s, ids + start, T);
     int64_t s0 = kilnrt_time_now_ns();
     cli.check(kilnrt_session_run(s, en->name));
     double secs = (kilnrt_time_now_ns() - s0) / 1e9, elapsed = (kilnrt_time_now_ns() - t0) / 1e9;
@@ -103,13 +148,19 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
                      ", gradient norm " + std::to_string(gn) + "); stopped" +
                      (lastSaved >= first ? ", the last checkpoint (step " + std::to_string(lastSaved) + ") is " + f.save
                                          : std::string(", no checkpoint written by this run")));
+    std::string evalCell;
+    if (ev && ((f.eval_every > 0 && step % f.eval_every == 0) || step == f.steps)) {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%.6g", evaluate());
+      evalCell = buf;
+    }
     if (log) {
-      fprintf(log, "%lld,%.6g,,%.6g,%.6g,%.1f,%.3f\n", (long long)step, loss, lr, gn, T / secs, elapsed);
+      fprintf(log, "%lld,%.6g,%s,%.6g,%.6g,%.1f,%.3f\n", (long long)step, loss, evalCell.c_str(), lr, gn, T / secs, elapsed);
       fflush(log);
     }
-    if (!f.quiet && (step % every == 0 || step == first || step == f.steps))
-      fprintf(stderr, "step %lld/%lld  loss %.4f  lr %.3g  grad norm %.3g  %.0f tok/s  %.1f s\n", (long long)step,
-              (long long)f.steps, loss, lr, gn, T / secs, elapsed);
+    if (!f.quiet && (step % every == 0 || step == first || step == f.steps || !evalCell.empty()))
+      fprintf(stderr, "step %lld/%lld  loss %.4f%s%s  lr %.3g  grad norm %.3g  %.0f tok/s  %.1f s\n", (long long)step,
+              (long long)f.steps, loss, evalCell.empty() ? "" : "  eval loss ", evalCell.c_str(), lr, gn, T / secs, elapsed);
     if (f.save_every > 0 && step % f.save_every == 0 && step != f.steps) {
       save(step);
       lastSaved = step;

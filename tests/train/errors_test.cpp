@@ -40,6 +40,14 @@ TEST(TrainingErrors, DslMisuseIsReportedAtTheUsersLine) {
   EXPECT_KILN_ERROR(m.targets("t2", L, 10, 3), "ignore_index must be negative");
   m.loss(kiln::cross_entropy(logits, tgt));
   EXPECT_NO_THROW(m.gradients());
+  EXPECT_KILN_ERROR(m.train({.optimizer = {.lr = 0}}), "train: the learning rate must be positive");
+  EXPECT_KILN_ERROR(m.train({.warmup_steps = 10, .decay = kiln::Cosine{.steps = 5}}),
+                    "the cosine decay needs steps beyond the warmup");
+  // Another entry may have its own "loss" (one output), of the same shape only.
+  m.entry("other");
+  auto t2 = m.tokens("tokens", L, 10);
+  EXPECT_KILN_ERROR(m.output("loss", kiln::embedding(m.param("e", {10, 10}), t2)),
+                    "output 'loss' is shared between entries but has shape [L(<=8), 10] here and [1] in entry 'forward'");
 }
 
 // Compiles `build` with the driver; its exit code, stderr in `err`.

@@ -230,7 +230,8 @@ class Model {
   }
   // Entry points: nodes made after entry("decode") belong to a second function of the model.
   // Parameters and states are shared between entries by name (same shape); inputs and outputs
-  // belong to their entry, with names unique in the model.
+  // belong to their entry, with names unique in the model (an output name may recur in another
+  // entry with the same shape: one output, such as each entry's "loss").
   void entry(const std::string &name, SourceLoc loc = SourceLoc::current());
   const std::vector<std::string> &entries() const { return entries_; }
   int current_entry() const { return (int)entries_.size() - 1; }
