@@ -311,3 +311,19 @@ func.func @fill_dynamic() -> tensor<?xf32> {
   %f = kiln.fill {value = 0.0 : f32} : tensor<?xf32>
   return %f : tensor<?xf32>
 }
+
+// -----
+
+func.func @adam_moment_power(%m: tensor<4xf32>, %s: tensor<1xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected power 1 or 2, got 3}}
+  %r = kiln.adam_moment %m, %m, %s {beta = 0.9 : f32, power = 3 : i64, clip_norm = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<1xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @adamw_step_scalar(%p: tensor<4xf32>, %t: tensor<2xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected the step to be a [1] f32 scalar, got 'tensor<2xf32>'}}
+  %r = kiln.adamw_update %p, %p, %p, %t, %t {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

@@ -15,7 +15,7 @@
 // CHECK: %[[MW:.*]] = kiln.state "optimizer.m.w" : tensor<5x4xf32>
 // CHECK: %[[VW:.*]] = kiln.state "optimizer.v.w" : tensor<5x4xf32>
 // CHECK: %[[M1:.*]] = kiln.adam_moment %[[MW]], %{{.*}}, %[[SUM]] {beta = 0.899999976 : f32, clip_norm = 1.000000e+00 : f32, power = 1 : i64}
-// CHECK: %[[V1:.*]] = kiln.adam_moment %[[VW]], %{{.*}}, %[[SUM]] {beta = 0.999000012 : f32, clip_norm = 1.000000e+00 : f32, power = 2 : i64}
+// CHECK: %[[V1:.*]] = kiln.adam_moment %[[VW]], %{{.*}}, %[[SUM]] {beta = 9.990000e-01 : f32, clip_norm = 1.000000e+00 : f32, power = 2 : i64}
 // CHECK: kiln.adamw_update %{{.*}}, %[[M1]], %[[V1]], %[[T]], %[[LR]] {{{.*}}weight_decay = 0.00999999977 : f32}
 // CHECK: kiln.adamw_update {{.*}}weight_decay = 0.000000e+00 : f32}
 // CHECK: return %{{.*}}, %[[LR]], %[[SUM]]

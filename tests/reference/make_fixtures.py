@@ -59,7 +59,8 @@ def mha(x, mem, wq, bq, wk, bk, wv, bv, heads, causal):
     return (torch.softmax(s, -1) @ v).transpose(0, 1).reshape(T, d)
 
 
-def gpt2(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
+def gpt2_weights(g, layers, d, vocab, ctx):
+    """GPT-2's parameters under Hugging Face's names ("transformer." prefix), small and random."""
     r = lambda *s: torch.randn(*s, generator=g) * 0.1
     w = {"transformer.wte.weight": r(vocab, d) * 2, "transformer.wpe.weight": r(ctx, d) * 3}
     for i in range(layers):
@@ -71,21 +72,29 @@ def gpt2(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
         w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"] = r(d, 4 * d), r(4 * d)
         w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = r(4 * d, d), r(d)
     w["transformer.ln_f.weight"], w["transformer.ln_f.bias"] = 1 + r(d), r(d)
-    tokens = torch.randint(0, vocab, (23,), generator=g)
+    return w
 
-    def forward(tokens):
-        x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][: len(tokens)]
-        for i in range(layers):
-            p = f"transformer.h.{i}."
-            h = F.layer_norm(x, (d,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], 1e-5)
-            W, B = w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"]
-            a = mha(h, h, W[:, :d], B[:d], W[:, d:2 * d], B[d:2 * d], W[:, 2 * d:], B[2 * d:], heads, True)
-            x = x + a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
-            h = F.layer_norm(x, (d,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], 1e-5)
-            h = F.gelu(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
-            x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
-        x = F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
-        return x @ w["transformer.wte.weight"].T
+
+def gpt2_logits(w, tokens, layers, d, heads):
+    """GPT-2's forward pass: the logits of every position (the head tied to wte)."""
+    x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][: len(tokens)]
+    for i in range(layers):
+        p = f"transformer.h.{i}."
+        h = F.layer_norm(x, (d,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], 1e-5)
+        W, B = w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"]
+        a = mha(h, h, W[:, :d], B[:d], W[:, d:2 * d], B[d:2 * d], W[:, 2 * d:], B[2 * d:], heads, True)
+        x = x + a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        h = F.layer_norm(x, (d,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], 1e-5)
+        h = F.gelu(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
+        x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
+    return x @ w["transformer.wte.weight"].T
+
+
+def gpt2(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
+    w = gpt2_weights(g, layers, d, vocab, ctx)
+    tokens = torch.randint(0, vocab, (23,), generator=g)
+    forward = lambda tokens: gpt2_logits(w, tokens, layers, d, heads)
 
     logits = forward(tokens)
     # Greedy generation from a short prompt, every step's top-1 clearly ahead of the second, so

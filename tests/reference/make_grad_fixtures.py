@@ -17,39 +17,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from make_fixtures import ROOT, mha, save_safetensors
+from make_fixtures import ROOT, gpt2_logits, gpt2_weights, save_safetensors
 
 
 def gpt2_grad(g, layers=2, d=64, heads=4, vocab=256, ctx=64, n=23):
-    r = lambda *s: torch.randn(*s, generator=g) * 0.1
-    w = {"transformer.wte.weight": r(vocab, d) * 2, "transformer.wpe.weight": r(ctx, d) * 3}
-    for i in range(layers):
-        p = f"transformer.h.{i}."
-        for nm in ("ln_1", "ln_2"):
-            w[p + nm + ".weight"], w[p + nm + ".bias"] = 1 + r(d), r(d)
-        w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"] = r(d, 3 * d), r(3 * d)
-        w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"] = r(d, d), r(d)
-        w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"] = r(d, 4 * d), r(4 * d)
-        w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"] = r(4 * d, d), r(d)
-    w["transformer.ln_f.weight"], w["transformer.ln_f.bias"] = 1 + r(d), r(d)
+    w = gpt2_weights(g, layers, d, vocab, ctx)
     for t in w.values():
         t.requires_grad_(True)
     seq = torch.randint(0, vocab, (n + 1,), generator=g)
     tokens, targets = seq[:n], seq[1:].clone()
     targets[[4, 17]] = -1
-
-    x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][:n]
-    for i in range(layers):
-        p = f"transformer.h.{i}."
-        h = F.layer_norm(x, (d,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], 1e-5)
-        W, B = w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"]
-        a = mha(h, h, W[:, :d], B[:d], W[:, d:2 * d], B[d:2 * d], W[:, 2 * d:], B[2 * d:], heads, True)
-        x = x + a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
-        h = F.layer_norm(x, (d,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], 1e-5)
-        h = F.gelu(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
-        x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
-    x = F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
-    loss = F.cross_entropy(x @ w["transformer.wte.weight"].T, targets, ignore_index=-1)
+    loss = F.cross_entropy(gpt2_logits(w, tokens, layers, d, heads), targets, ignore_index=-1)
     loss.backward()
 
     out = os.path.join(ROOT, "gpt2_grad")

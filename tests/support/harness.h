@@ -1,8 +1,10 @@
 // harness.h - what the end-to-end and CLI tests share: compile a DSL model to an executable,
 // run executables, read their .npy/.safetensors files, and the one shared comparison.
 #pragma once
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -10,6 +12,23 @@
 
 #include "kiln/dsl/Model.h"
 #include "reference.h"
+
+// Runs `stmt`, which must throw kiln::Error at this very line of this file with `msg` in its
+// text (and "<file>:<line>:" too, as the DSL reports it).
+#define EXPECT_KILN_ERROR(stmt, msg)                                                                  \
+  do {                                                                                                \
+    int line_ = __LINE__;                                                                             \
+    std::string file_ = std::filesystem::path(__FILE__).filename().string();                          \
+    try {                                                                                             \
+      stmt;                                                                                           \
+      ADD_FAILURE() << "expected a kiln::Error from " #stmt;                                          \
+    } catch (const kiln::Error &e) {                                                                  \
+      EXPECT_EQ(e.line, (unsigned)line_) << e.what();                                                 \
+      EXPECT_THAT(e.file, ::testing::EndsWith(file_));                                                \
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(msg));                                               \
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(file_ + ":" + std::to_string(line_) + ":"));         \
+    }                                                                                                 \
+  } while (0)
 
 namespace kt {
 

@@ -10,19 +10,6 @@
 namespace {
 using ::testing::HasSubstr;
 
-// Runs `stmt`, which must throw kiln::Error at this line with `msg` in its text.
-#define EXPECT_KILN_ERROR(stmt, msg)                                    \
-  do {                                                                  \
-    int line_ = __LINE__;                                               \
-    try {                                                               \
-      stmt;                                                             \
-      ADD_FAILURE() << "expected a kiln::Error from " #stmt;            \
-    } catch (const kiln::Error &e) {                                    \
-      EXPECT_EQ(e.line, (unsigned)line_) << e.what();                   \
-      EXPECT_THAT(e.what(), HasSubstr(msg));                            \
-    }                                                                   \
-  } while (0)
-
 TEST(TrainingErrors, DslMisuseIsReportedAtTheUsersLine) {
   kiln::Model m("bad");
   kiln::Dim L = m.seq("L", 8);

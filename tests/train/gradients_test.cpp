@@ -160,6 +160,13 @@ void checkGradients(const std::string &dir, const std::string &exe, const Params
   }
 }
 
+// The parameter `name` of the test's shape table.
+kiln::Tensor param(kiln::Model &m, const std::map<std::string, std::vector<int64_t>> &shapes, const char *name) {
+  kiln::Shape s;
+  for (int64_t e : shapes.at(name)) s.push_back(e);
+  return m.param(name, s);
+}
+
 std::vector<int32_t> withIgnored(std::vector<int32_t> t) {
   for (size_t i = 2; i < t.size(); i += 5) t[i] = -1;
   return t;
@@ -179,11 +186,7 @@ TEST(Gradients, GptBlockMatchesFiniteDifferences) {
     kiln::Dim L = m.seq("L", P);
     auto tok = m.tokens("tokens", L, V);
     auto tgt = m.targets("targets", L, V);
-    auto p = [&](const char *n) {
-      kiln::Shape s;
-      for (int64_t e : shapes.at(n)) s.push_back(e);
-      return m.param(n, s);
-    };
+    auto p = [&](const char *n) { return param(m, shapes, n); };
     auto wte = p("wte");
     auto x = kiln::add(kiln::embedding(wte, tok), kiln::position_embedding(p("wpe"), tok));
     auto h = kiln::layer_norm(x, p("ln1.g"), p("ln1.b"));
@@ -258,11 +261,7 @@ TEST(Gradients, EveryRuleMatchesFiniteDifferences) {
     kiln::Dim L = m.seq("L", P);
     auto tok = m.tokens("tokens", L, V);
     auto tgt = m.targets("targets", L, V);
-    auto p = [&](const char *n) {
-      kiln::Shape s;
-      for (int64_t e : shapes.at(n)) s.push_back(e);
-      return m.param(n, s);
-    };
+    auto p = [&](const char *n) { return param(m, shapes, n); };
     auto emb = p("emb");
     auto x = kiln::add(kiln::embedding(emb, tok), kiln::sinusoidal_positions(tok, d));
     auto in_out = kiln::LinearOptions{.layout = kiln::WeightLayout::InOut};

@@ -2,25 +2,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "harness.h"
 #include "kiln/dsl/Blocks.h"
 
 using namespace kiln;
 using ::testing::HasSubstr;
-
-// Runs `stmt`, which must throw kiln::Error at this very line with `msg` in its text.
-#define EXPECT_KILN_ERROR(stmt, msg)                                                  \
-  do {                                                                                \
-    int line_ = __LINE__;                                                             \
-    try {                                                                             \
-      stmt;                                                                           \
-      ADD_FAILURE() << "expected a kiln::Error from " #stmt;                          \
-    } catch (const kiln::Error &e) {                                                  \
-      EXPECT_EQ(e.line, (unsigned)line_) << e.what();                                 \
-      EXPECT_THAT(e.file, ::testing::EndsWith("dsl_test.cpp"));                       \
-      EXPECT_THAT(e.what(), HasSubstr(msg));                                          \
-      EXPECT_THAT(e.what(), HasSubstr("dsl_test.cpp:" + std::to_string(line_) + ":")); \
-    }                                                                                 \
-  } while (0)
 
 struct DslTest : ::testing::Test {
   Model m{"t"};

@@ -11,7 +11,6 @@
 // backward) comes before the first update.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace kiln {
@@ -50,7 +49,7 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   for (kiln::ParamOp p : body.getOps<kiln::ParamOp>()) params[p.getName()] = p;
   SmallVector<std::pair<kiln::ParamOp, Value>> grads;
   SmallVector<Value> keep;
-  SmallVector<DictionaryAttr> keepAttrs;
+  SmallVector<std::string> keepNames;
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
     auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name");
     if (n && n.getValue().starts_with("grad.")) {
@@ -59,7 +58,7 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
       grads.push_back({it->second, ret.getOperand(i)});
     } else {
       keep.push_back(ret.getOperand(i));
-      keepAttrs.push_back(f.getResultAttrDict(i));
+      keepNames.push_back(n ? n.str() : std::string());
     }
   }
   if (grads.empty()) return f.emitError("kiln-apply-optimizer: entry '") << f.getName() << "' has no gradients (run kiln-differentiate first)";
@@ -95,15 +94,10 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
 
   // 3. The results: the entry's own (its loss), the learning rate and the squared norm.
   keep.push_back(rate);
-  keepAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr("kiln.name", b.getStringAttr("lr"))));
+  keepNames.push_back("lr");
   keep.push_back(sumsq);
-  keepAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr("kiln.name", b.getStringAttr("grad_sumsq"))));
-  func::ReturnOp::create(b, ret.getLoc(), keep);
-  ret.erase();
-  SmallVector<Type> types;
-  for (Value v : keep) types.push_back(v.getType());
-  f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(), types));
-  f.setAllResultAttrs(keepAttrs);
+  keepNames.push_back("grad_sumsq");
+  kiln::setResults(f, keep, keepNames);
   f->removeAttr("kiln.train");
   return success();
 }

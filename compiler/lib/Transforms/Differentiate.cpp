@@ -113,23 +113,16 @@ LogicalResult differentiate(func::FuncOp f) {
   // 4. The parameters' gradients as results.
   SmallVector<Value> results(ret.getOperands());
   SmallVector<std::string> names;
+  for (unsigned i = 0; i < f.getNumResults(); ++i)
+    if (auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name")) names.push_back(n.str());
+    else names.push_back("");
   for (kiln::ParamOp p : params) {
     auto it = grad.find(p.getResult());
-    Value g = it != grad.end() ? it->second
-                               : Value(kiln::FillOp::create(b, p.getLoc(), p.getType(), b.getF32FloatAttr(0.0f)));
-    results.push_back(g);
+    results.push_back(it != grad.end() ? it->second
+                                       : Value(kiln::FillOp::create(b, p.getLoc(), p.getType(), b.getF32FloatAttr(0.0f))));
     names.push_back(("grad." + p.getName()).str());
   }
-  SmallVector<DictionaryAttr> resultAttrs;
-  for (unsigned i = 0; i < f.getNumResults(); ++i) resultAttrs.push_back(f.getResultAttrDict(i));
-  for (const std::string &n : names)
-    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr("kiln.name", b.getStringAttr(n))));
-  func::ReturnOp::create(b, ret.getLoc(), results);
-  ret.erase();
-  SmallVector<Type> types;
-  for (Value v : results) types.push_back(v.getType());
-  f.setFunctionType(FunctionType::get(f.getContext(), f.getArgumentTypes(), types));
-  f.setAllResultAttrs(resultAttrs);
+  kiln::setResults(f, results, names);
   f->removeAttr("kiln.differentiate");
   // 5. Rules build every operand's gradient; those nothing reads (an input's, a gradient that
   // only fed one) go.

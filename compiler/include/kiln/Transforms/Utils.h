@@ -1,6 +1,7 @@
 // Utils.h - helpers shared by kiln's passes.
 #pragma once
 #include "kiln/Dialect/KilnDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace kiln {
 // Ops that become kernels: those whose hooks name a kernel (not parameters, states, views,
@@ -31,5 +32,20 @@ inline int64_t gemmTileN(int64_t targetLanes, int64_t N) {
   if (N >= 0) tn = std::min(tn, (N + targetLanes - 1) / targetLanes * targetLanes);
   if (N >= 0) tn = std::max(lanes, std::min(tn, N / lanes * lanes));
   return std::max(lanes, tn / lanes * lanes);
+}
+// Replaces an entry's results (its return and type) with `values`, each carrying its kiln.name.
+inline void setResults(mlir::func::FuncOp f, llvm::ArrayRef<mlir::Value> values, llvm::ArrayRef<std::string> names) {
+  auto ret = mlir::cast<mlir::func::ReturnOp>(f.getBody().front().getTerminator());
+  mlir::OpBuilder b(ret);
+  llvm::SmallVector<mlir::DictionaryAttr> attrs;
+  llvm::SmallVector<mlir::Type> types;
+  for (size_t i = 0; i < values.size(); ++i) {
+    attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("kiln.name", b.getStringAttr(names[i]))));
+    types.push_back(values[i].getType());
+  }
+  mlir::func::ReturnOp::create(b, ret.getLoc(), values);
+  ret.erase();
+  f.setFunctionType(mlir::FunctionType::get(f.getContext(), f.getArgumentTypes(), types));
+  f.setAllResultAttrs(attrs);
 }
 }  // namespace kiln

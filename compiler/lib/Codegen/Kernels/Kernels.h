@@ -20,6 +20,13 @@ Func buildLshHash(Builder &B);
 Func buildLshChunkAttention(Builder &B);
 // RowReduce.cpp: layer norm and softmax.
 Func buildRowReduce(Builder &B);
+// RowReduce.cpp: layer norm's per-row statistics of X [..., D] (Halide (D, rest...)): the mean
+// mu(rest) and rstd(rest) = 1 / sqrt(variance + eps); `funcs`, every Func to schedule per row.
+struct RowStats {
+  Func mu, rstd;
+  std::vector<Func> funcs;
+};
+RowStats layerNormStats(ImageParam X, Expr D, const std::vector<Var> &rest, float eps);
 // Elementwise.cpp: add, mul, scale and the activations.
 Func buildElementwise(Builder &B);
 // DataMovement.cpp: embeddings, positions, transpose, slice, concat, masks, cache writes.

@@ -4,6 +4,21 @@
 
 namespace kiln::codegen {
 
+RowStats layerNormStats(ImageParam X, Expr D, const std::vector<Var> &rest, float eps) {
+  RDom rx(0, D, "rx");
+  std::vector<Expr> xr{rx};
+  for (auto &x : rest) xr.push_back(x);
+  Func mean("mean"), var("var"), mu("mu"), rstd("rstd");
+  mean(rest) = 0.0f;
+  mean(rest) += X(xr);
+  mu(rest) = mean(rest) / cast<float>(D);
+  Expr dx = X(xr) - mu(rest);
+  var(rest) = 0.0f;
+  var(rest) += dx * dx;
+  rstd(rest) = 1.0f / sqrt(var(rest) / cast<float>(D) + eps);
+  return {mu, rstd, {mean, mu, var, rstd}};
+}
+
 Func buildRowReduce(Builder &B) {
   const KernelSpec &k = B.k;
   int r = B.rank();
@@ -20,16 +35,9 @@ Func buildRowReduce(Builder &B) {
   Func out("out"), e("e");
   std::vector<Func> rowFuncs;
   if (k.op == KernelOp::LayerNorm) {
-    Func mean("mean"), var("var"), mu("mu");
-    mean(rest) = 0.0f;
-    mean(rest) += X(xr);
-    mu(rest) = mean(rest) / cast<float>(D);
-    Expr dx = X(xr) - mu(rest);
-    var(rest) = 0.0f;
-    var(rest) += dx * dx;
-    float eps = B.op<LayerNormOp>().getEpsilon().convertToFloat();
-    out(v) = (X(ex(v)) - mu(rest)) * (1.0f / sqrt(var(rest) / cast<float>(D) + eps)) * B.in[1](v[0]) + B.in[2](v[0]);
-    rowFuncs = {mean, mu, var};
+    RowStats st = layerNormStats(X, D, rest, B.op<LayerNormOp>().getEpsilon().convertToFloat());
+    out(v) = (X(ex(v)) - st.mu(rest)) * st.rstd(rest) * B.in[1](v[0]) + B.in[2](v[0]);
+    rowFuncs = st.funcs;
   } else if (k.op == KernelOp::SoftmaxGrad) {  // y · (dy - rowsum(dy · y))
     Func dot("dot");
     ImageParam G = B.in[1];
@@ -41,14 +49,8 @@ Func buildRowReduce(Builder &B) {
     LayerNormGradOp op = B.op<LayerNormGradOp>();
     if (op.getWrt() != "input") throw std::runtime_error("layer_norm_grad wrt gamma is a column reduction");
     ImageParam Gm = B.in[1], G = B.in[2];
-    Func mean("mean"), mu("mu"), var("var"), rstd("rstd"), m1("m1"), m2("m2");
-    mean(rest) = 0.0f;
-    mean(rest) += X(xr);
-    mu(rest) = mean(rest) / cast<float>(D);
-    Expr dx = X(xr) - mu(rest);
-    var(rest) = 0.0f;
-    var(rest) += dx * dx;
-    rstd(rest) = 1.0f / sqrt(var(rest) / cast<float>(D) + op.getEpsilon().convertToFloat());
+    RowStats st = layerNormStats(X, D, rest, op.getEpsilon().convertToFloat());
+    Func mu = st.mu, rstd = st.rstd, m1("m1"), m2("m2");
     Expr xh = (X(xr) - mu(rest)) * rstd(rest), g = G(xr) * Gm(rx);
     m1(rest) = 0.0f;
     m1(rest) += g;
@@ -56,7 +58,9 @@ Func buildRowReduce(Builder &B) {
     m2(rest) += g * xh;
     Expr xhv = (X(ex(v)) - mu(rest)) * rstd(rest);
     out(v) = (G(ex(v)) * Gm(v[0]) - m1(rest) / cast<float>(D) - xhv * (m2(rest) / cast<float>(D))) * rstd(rest);
-    rowFuncs = {mean, mu, var, rstd, m1, m2};
+    rowFuncs = st.funcs;
+    rowFuncs.push_back(m1);
+    rowFuncs.push_back(m2);
   } else {  // softmax over the last dim
     Func mx("mx"), sum("sum");
     mx(rest) = -std::numeric_limits<float>::infinity();
