@@ -4,15 +4,16 @@
 // in kiln ops that the later passes fuse, tile and schedule like the forward's. Operands
 // without a gradient (token ids, a position count) get null. An unsupported case is an error
 // at the op's model line.
+#include "VerifyUtils.h"
 #include "kiln/Dialect/KilnDialect.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
 using namespace kiln;
 
-namespace {
-RankedTensorType ty(Value v) { return cast<RankedTensorType>(v.getType()); }
+using kiln::verify::ty;
 
+namespace {
 // `g` summed down to `target`'s type where `target` was broadcast over g's leading dims (the
 // right operand of add and mul): the sum over every dim but the last.
 FailureOr<Value> sumTo(Operation *op, OpBuilder &b, Value g, Value target) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "VerifyUtils.h"
 #include "kiln/Dialect/KilnDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -14,22 +15,10 @@ using namespace kiln;
 #define GET_OP_CLASSES
 #include "kiln/Dialect/KilnOps.cpp.inc"
 
-static RankedTensorType ty(Value v) { return cast<RankedTensorType>(v.getType()); }
-static bool compatible(int64_t a, int64_t b) { return a == b || ShapedType::isDynamic(a) || ShapedType::isDynamic(b); }
-static std::string d2s(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
+using namespace kiln::verify;
 
-static double dimOf(Value v, int64_t d) { return (double)ty(v).getDimSize(d); }
 // A result's lengths: `rank` static dims, then the given entries.
 static Syms lengths(int64_t rank) { return Syms(rank, -1); }
-
-static LogicalResult expectDim(Operation *op, const char *a, int64_t da, const char *b, int64_t db) {
-  if (compatible(da, db)) return success();
-  return op->emitOpError() << "expected " << a << " (" << d2s(da) << ") to equal " << b << " (" << d2s(db) << ")";
-}
-static LogicalResult expectRank(Operation *op, const char *role, Value v, int64_t rank) {
-  if (ty(v).getRank() == rank) return success();
-  return op->emitOpError() << "expected the " << role << " to have rank " << rank << ", got " << ty(v);
-}
 
 LogicalResult ParamOp::verify() {
   auto t = getResult().getType();

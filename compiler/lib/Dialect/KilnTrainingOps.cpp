@@ -1,26 +1,16 @@
 // KilnTrainingOps.cpp - the training ops (KilnOps.td's last section): the loss, constants and
 // the backward's kernels. Each op's verifier and its hooks, in KilnOps.td's order. Verifier
 // messages start with "expected"; dynamic dims (`?`) match anything.
+#include "VerifyUtils.h"
 #include "kiln/Dialect/KilnDialect.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
 using namespace kiln;
 
-namespace {
-RankedTensorType ty(Value v) { return cast<RankedTensorType>(v.getType()); }
-bool compatible(int64_t a, int64_t b) { return a == b || ShapedType::isDynamic(a) || ShapedType::isDynamic(b); }
-std::string d2s(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
-double dimOf(Value v, int64_t d) { return (double)ty(v).getDimSize(d); }
+using namespace kiln::verify;
 
-LogicalResult expectDim(Operation *op, const char *a, int64_t da, const char *b, int64_t db) {
-  if (compatible(da, db)) return success();
-  return op->emitOpError() << "expected " << a << " (" << d2s(da) << ") to equal " << b << " (" << d2s(db) << ")";
-}
-LogicalResult expectRank(Operation *op, const char *role, Value v, int64_t rank) {
-  if (ty(v).getRank() == rank) return success();
-  return op->emitOpError() << "expected the " << role << " to have rank " << rank << ", got " << ty(v);
-}
+namespace {
 LogicalResult expectShape(Operation *op, const char *a, Value va, const char *b, Value vb) {
   auto at = ty(va), bt = ty(vb);
   bool same = at.getRank() == bt.getRank();
