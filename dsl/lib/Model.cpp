@@ -124,6 +124,18 @@ void Model::gradients(SourceLoc loc) {
   differentiate_[current_entry()] = true;
 }
 
+Tensor Model::checkpoint(const std::function<Tensor()> &block, SourceLoc loc) {
+  if (checkpoint_ >= 0) throw Error("checkpoint: a checkpointed block inside another one is not supported", loc);
+  if (region_ >= 0) throw Error("checkpoint: not supported inside a recurrent step", loc);
+  if (!block) throw Error("checkpoint: no block given", loc);
+  checkpoint_ = checkpoints_++;
+  struct Reset {
+    int &c;
+    ~Reset() { c = -1; }
+  } reset{checkpoint_};
+  return block();
+}
+
 void Model::train(TrainOptions opt, SourceLoc loc) {
   gradients(loc);
   const AdamW &a = opt.optimizer;
@@ -236,6 +248,7 @@ int Model::begin_region(SourceLoc loc) {
 Tensor Model::add(Node n) {
   n.entry = current_entry();
   n.region = region_;
+  n.checkpoint = checkpoint_;
   for (int in : n.inputs)
     if (nodes_.at(in).region >= 0 && nodes_[in].region != n.region)
       throw Error(std::string(op_name(n.kind)) + ": an operand was made inside a recurrent step and is used outside "

@@ -23,7 +23,7 @@
 
 struct Gpt2Config {
   int64_t layers = 12, d_model = 768, heads = 12, vocab = 50257, ctx = 1024;
-  bool train = false;
+  bool train = false, checkpoint = false;
   float lr = 1e-3f;
   int64_t warmup = 0, decay_steps = 0;
 };
@@ -59,30 +59,34 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
                   {.layout = WeightLayout::InOut});
   };
   const int64_t hd = d / c.heads;
-  // The decoder, shared by both entries: x [n, d] -> logits [n, vocab]. Each layer writes its
-  // keys and values into the KV cache at `past` (none: row 0) and, when decoding, attends to the
-  // cache; the prompt attends to its own keys and values.
-  auto decoder = [&](Tensor x, Tensor past, Tensor wte, bool lastRow = false, bool cache = true) {
-    for (int64_t i = 0; i < c.layers; ++i) {
-      std::string p = "transformer.h." + std::to_string(i);
-      std::vector<Tensor> qkv = split(conv1d(p + ".attn.c_attn", norm(p + ".ln_1", x), d, 3 * d), 1, {d, d, d});
-      Tensor q = split_heads(qkv[0], c.heads), k = split_heads(qkv[1], c.heads), v = split_heads(qkv[2], c.heads);
-      Tensor a;
-      if (!cache) {
-        a = attention(q, k, v, {.mask = Mask::causal()});
-      } else if (Tensor kc = cache_write(m.state("cache.k." + std::to_string(i), {c.heads, c.ctx, hd}), k, past),
-                 vc = cache_write(m.state("cache.v." + std::to_string(i), {c.heads, c.ctx, hd}), v, past);
-                 past) {
-        a = attention(q, kc, vc, {.mask = Mask::causal(), .past = past});
-      } else {
-        m.keep(kc);
-        m.keep(vc);
-        a = attention(q, k, v, {.mask = Mask::causal()});
-      }
-      x = add(x, conv1d(p + ".attn.c_proj", merge_heads(a), d, d));
-      Tensor h = gelu(conv1d(p + ".mlp.c_fc", norm(p + ".ln_2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
-      x = add(x, conv1d(p + ".mlp.c_proj", h, 4 * d, d));
+  // One block: x [n, d] -> [n, d]. It writes its keys and values into the KV cache at `past`
+  // (none: row 0; cache false: no cache, as the training entries) and, when decoding, attends
+  // to the cache; the prompt attends to its own keys and values.
+  auto block = [&](int64_t i, Tensor x, Tensor past, bool cache) {
+    std::string p = "transformer.h." + std::to_string(i);
+    std::vector<Tensor> qkv = split(conv1d(p + ".attn.c_attn", norm(p + ".ln_1", x), d, 3 * d), 1, {d, d, d});
+    Tensor q = split_heads(qkv[0], c.heads), k = split_heads(qkv[1], c.heads), v = split_heads(qkv[2], c.heads);
+    Tensor a;
+    if (!cache) {
+      a = attention(q, k, v, {.mask = Mask::causal()});
+    } else if (Tensor kc = cache_write(m.state("cache.k." + std::to_string(i), {c.heads, c.ctx, hd}), k, past),
+               vc = cache_write(m.state("cache.v." + std::to_string(i), {c.heads, c.ctx, hd}), v, past);
+               past) {
+      a = attention(q, kc, vc, {.mask = Mask::causal(), .past = past});
+    } else {
+      m.keep(kc);
+      m.keep(vc);
+      a = attention(q, k, v, {.mask = Mask::causal()});
     }
+    x = add(x, conv1d(p + ".attn.c_proj", merge_heads(a), d, d));
+    Tensor h = gelu(conv1d(p + ".mlp.c_fc", norm(p + ".ln_2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
+    return add(x, conv1d(p + ".mlp.c_proj", h, 4 * d, d));
+  };
+  // The decoder, shared by the entries: x [n, d] -> logits [n, vocab]. The training entries
+  // (no cache) with --train-checkpoint checkpoint every block: its backward recomputes it.
+  auto decoder = [&](Tensor x, Tensor past, Tensor wte, bool lastRow = false, bool cache = true) {
+    for (int64_t i = 0; i < c.layers; ++i)
+      x = !cache && c.checkpoint ? m.checkpoint([&] { return block(i, x, past, cache); }) : block(i, x, past, cache);
     if (lastRow) x = last(x, 0);
     return linear(norm("transformer.ln_f", x), wte);  // tied head: x · wteᵀ
   };
@@ -147,6 +151,9 @@ int main(int argc, char **argv) {
   driver.app().add_flag("--train", c.train,
                         "add the training entries: `gradients` (the next-token loss and every parameter's gradient), "
                         "`eval` (the loss) and `train_step` (AdamW; ./model --train)");
+  driver.app().add_flag("--train-checkpoint", c.checkpoint,
+                        "--train: checkpoint every block (its backward recomputes its forward instead of keeping its "
+                        "activations)");
   driver.app().add_option("--train-lr", c.lr, "--train: the peak learning rate")->capture_default_str();
   driver.app().add_option("--train-warmup", c.warmup, "--train: linear warmup steps")->capture_default_str();
   driver.app().add_option("--train-decay-steps", c.decay_steps,

@@ -214,6 +214,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_option("--steps", tr.steps, "--train: the total number of steps (a resumed run continues to it)");
   app.add_option("--eval-data", tr.eval_data, "--train: token ids whose mean loss the model's eval entry reports");
   app.add_option("--eval-every", tr.eval_every, "--train: evaluate every K steps (and after the last)");
+  app.add_option("--lr", tr.lr, "--train: the peak learning rate (the schedule's shape stays the model's; kept in the checkpoint)");
   app.add_option("--log", tr.log, "--train: CSV log, a row per step");
   app.add_option("--save", tr.save, "--train: checkpoint (parameters and optimizer state), written at the end");
   app.add_option("--save-every", tr.save_every, "--train: also write --save every K steps");
@@ -242,7 +243,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   if (!weights.empty() && random) cli.die(1, "give either --weights or --random-weights, not both");
   if (!train)
     for (const char *flag : {"--data", "--seq", "--batch", "--steps", "--log", "--save", "--save-every", "--resume",
-                             "--eval-data", "--eval-every"})
+                             "--eval-data", "--eval-every", "--lr"})
       if (app.count(flag)) cli.die(1, std::string(flag) + " applies to --train");
   if (train) {
     if (!resume.empty() && (!weights.empty() || random)) cli.die(1, "--resume loads the weights: no --weights or --random-weights");

@@ -5,7 +5,7 @@
 // "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV row and, every few steps, a
 // progress line. The window of step k depends only on the seed and k, so a run resumed from a
 // checkpoint (whose optimizer.step says where it stopped) sees the same data as one that never
-// stopped. Checkpoints (parameters and the optimizer.* states) are written to a temporary name
+// stopped. --lr writes the state optimizer.lr, the schedule's peak (zero: the model's own). Checkpoints (parameters and the optimizer.* states) are written to a temporary name
 // and renamed.
 #include <cmath>
 #include <cstdio>
@@ -116,6 +116,12 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     return sum / (double)windows;
   };
 
+  if (f.lr != 0) {  // the peak the learning_rate kernel reads when positive; saved with the moments
+    if (!(f.lr > 0) || !std::isfinite(f.lr)) cli.die(1, "--lr " + std::to_string(f.lr) + ": expected a positive finite rate");
+    kilnrt_tensor peak{};
+    cli.check(kilnrt_session_state(s, "optimizer.lr", &peak));
+    ((float *)peak.data)[0] = (float)f.lr;
+  }
   kilnrt_tensor stepState{};
   cli.check(kilnrt_session_state(s, "optimizer.step", &stepState));
   const int64_t first = (int64_t)((const float *)stepState.data)[0] + 1;

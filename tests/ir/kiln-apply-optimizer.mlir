@@ -1,6 +1,6 @@
 // RUN: kiln-opt %s --kiln-differentiate --kiln-apply-optimizer | FileCheck %s
 
-// A training step: the step counter, the learning rate and the gradients' sum of squares, then
+// A training step: the step counter, the learning rate (its peak a state, which --lr sets) and the gradients' sum of squares, then
 // per parameter its two moments and its update, all in place; the bias (in no_decay) gets
 // weight_decay 0. The results are the loss, lr and grad_sumsq: no gradient leaves the entry.
 // CHECK-LABEL: func.func @step
@@ -8,7 +8,8 @@
 // CHECK-NOT: kiln.train
 // CHECK: %[[S:.*]] = kiln.state "optimizer.step" : tensor<1xf32>
 // CHECK: %[[T:.*]] = kiln.step_count %[[S]]
-// CHECK: %[[LR:.*]] = kiln.learning_rate %[[T]] {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
+// CHECK: %[[PEAK:.*]] = kiln.state "optimizer.lr" : tensor<1xf32>
+// CHECK: %[[LR:.*]] = kiln.learning_rate %[[T]], %[[PEAK]] {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
 // CHECK: %[[SW:.*]] = kiln.sum_squares
 // CHECK: %[[SB:.*]] = kiln.sum_squares
 // CHECK: %[[SUM:.*]] = kiln.add %[[SW]], %[[SB]]

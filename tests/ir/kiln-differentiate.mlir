@@ -8,7 +8,7 @@
 // CHECK-NOT: kiln.differentiate
 // CHECK: %[[L:.*]] = kiln.linear
 // CHECK: %[[LOSS:.*]] = kiln.cross_entropy %[[L]]
-// CHECK: %[[ONE:.*]] = kiln.fill {value = 1.000000e+00 : f32}
+// CHECK: %[[ONE:.*]] = kiln.fill {kiln.grad_seed, value = 1.000000e+00 : f32}
 // CHECK: %[[DL:.*]] = kiln.cross_entropy_grad %[[L]], %{{.*}}, %[[ONE]]
 // CHECK-NOT: kiln.matmul
 // CHECK-DAG: %[[DW:.*]] = kiln.weight_grad %{{.*}}, %[[DL]] :

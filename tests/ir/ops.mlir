@@ -102,7 +102,7 @@ func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x1
 // CHECK-LABEL: func.func @optimizer
 // CHECK: kiln.sum_squares
 // CHECK: kiln.step_count
-// CHECK: kiln.learning_rate %{{.*}} {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
+// CHECK: kiln.learning_rate %{{.*}}, %{{.*}} {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
 // CHECK: kiln.adam_moment %{{.*}}, %{{.*}}, %{{.*}} {beta = 0.899999976 : f32, clip_norm = 1.000000e+00 : f32, power = 1 : i64}
 // CHECK: kiln.adamw_update
 func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
@@ -112,7 +112,8 @@ func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
   %v = kiln.state "optimizer.v.p" : tensor<64xf32>
   %sq = kiln.sum_squares %g : (tensor<64xf32>) -> tensor<1xf32>
   %t = kiln.step_count %s : (tensor<1xf32>) -> tensor<1xf32>
-  %lr = kiln.learning_rate %t {lr = 1.0e-3 : f32, warmup = 10 : i64, decay_steps = 100 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>) -> tensor<1xf32>
+  %peak = kiln.state "optimizer.lr" : tensor<1xf32>
+  %lr = kiln.learning_rate %t, %peak {lr = 1.0e-3 : f32, warmup = 10 : i64, decay_steps = 100 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
   %m1 = kiln.adam_moment %m, %g, %sq {beta = 0.9 : f32, power = 1 : i64, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<1xf32>) -> tensor<64xf32>
   %v1 = kiln.adam_moment %v, %g, %sq {beta = 0.999 : f32, power = 2 : i64, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<1xf32>) -> tensor<64xf32>
   %p1 = kiln.adamw_update %p, %m1, %v1, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>

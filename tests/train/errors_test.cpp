@@ -25,6 +25,9 @@ TEST(TrainingErrors, DslMisuseIsReportedAtTheUsersLine) {
   auto wide = m.targets("wide", L, 11);
   EXPECT_KILN_ERROR(kiln::cross_entropy(logits, wide), "the targets' vocab (input 'wide') is 11 but the logits have only 10");
   EXPECT_KILN_ERROR(m.targets("t2", L, 10, 3), "ignore_index must be negative");
+  EXPECT_KILN_ERROR(m.checkpoint([&] { return m.checkpoint([&] { return kiln::relu(logits); }); }),
+                    "checkpoint: a checkpointed block inside another one is not supported");
+  EXPECT_NO_THROW(m.checkpoint([&] { return kiln::relu(logits); }));  // the failed one left no block open
   m.loss(kiln::cross_entropy(logits, tgt));
   EXPECT_NO_THROW(m.gradients());
   EXPECT_KILN_ERROR(m.train({.optimizer = {.lr = 0}}), "train: the learning rate must be positive");

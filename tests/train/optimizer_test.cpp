@@ -172,6 +172,27 @@ TEST(Optimizer, ResumingGivesTheSameRunAsNotStopping) {
   EXPECT_THAT(r.output, HasSubstr("the checkpoint is already at step 8"));
 }
 
+// --lr replaces the peak and keeps the schedule's shape (warmup 2, cosine to step 5, floor 0.2);
+// the checkpoint keeps it, so a resumed run goes on at the same rate without the flag.
+TEST(Optimizer, LrOverridesThePeakAndTheCheckpointKeepsIt) {
+  std::string dir = kt::workDir("train_lr");
+  std::string exe = kt::compile(dir, "bigram", build);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", kt::randomIds(100, (int)V, 3));
+  std::string common = exe + " --train --quiet --data " + dir + "/data.npy --seq 11 --log " + dir + "/log.csv ";
+  auto r = kt::run(common + "--steps 3 --lr 0.02 --save " + dir + "/ckpt.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(common + "--steps 4 --resume " + dir + "/ckpt.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto rows = readCsv(dir + "/log.csv");
+  ASSERT_EQ(rows.size(), 5u);
+  const double want[] = {0.01, 0.02, 0.02 * (0.2 + 0.4 * (1 + std::cos(M_PI / 3))), 0.02 * (0.2 + 0.4 * (1 + std::cos(2 * M_PI / 3)))};
+  for (int t = 1; t <= 4; ++t) EXPECT_NEAR(std::stod(rows[t][3]), want[t - 1], 1e-6) << "lr at step " << t;
+  r = kt::run(common + "--steps 3 --lr -1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("expected a positive finite rate"));
+}
+
 TEST(Optimizer, BadTrainingInputIsAClearError) {
   std::string dir = kt::workDir("train_bad");
   std::string exe = kt::compile(dir, "bigram", build);

@@ -37,6 +37,9 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return op->emitError("expected kiln.schedule to be a #kiln.schedule<...>, got ") << a;
   if (name == "kiln.sparse" && !isa<SparseScheduleAttr>(a))
     return op->emitError("expected kiln.sparse to be a #kiln.sparse_schedule<...>, got ") << a;
+  if ((name == "kiln.checkpoint" || name == "kiln.recomputed") && !isa<IntegerAttr>(a))
+    return op->emitError("expected ") << name << " to be an integer (the checkpointed block), got " << a;
+  if (name == "kiln.grad_seed" && !isa<UnitAttr>(a)) return op->emitError("expected kiln.grad_seed to be a unit attribute");
   if (name == "kiln.arena") {
     auto arr = dyn_cast<ArrayAttr>(a);
     if (!arr || !llvm::all_of(arr, [](Attribute e) { return isa<ArenaSlotAttr>(e); }))

@@ -231,7 +231,8 @@ LogicalResult StepCountOp::verify() {
 }
 
 LogicalResult LearningRateOp::verify() {
-  if (failed(expectScalar(*this, "step", getStep())) || failed(expectScalar(*this, "result", getResult())))
+  if (failed(expectScalar(*this, "step", getStep())) || failed(expectScalar(*this, "peak", getPeak())) ||
+      failed(expectScalar(*this, "result", getResult())))
     return failure();
   if (getWarmup() < 0 || getDecaySteps() < 0) return emitOpError("expected non-negative warmup and decay_steps");
   return success();

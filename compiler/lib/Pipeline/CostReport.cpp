@@ -115,6 +115,14 @@ std::string costReport(ModuleOp module) {
          << humanUnits(total.written, "B") << " written; peak memory " << humanUnits(paramBytes + io + arena, "B")
          << " (arena " << humanUnits(arena, "B") << " in " << nbufs << " buffers, inputs+outputs " << humanUnits(io, "B")
          << ", parameters " << humanUnits(paramBytes, "B") << ")\n";
+      // A differentiated entry: what its backward keeps from the forward, and what it recomputes
+      // (kiln-recompute-checkpoints measured both at the bounds).
+      if (auto bw = f->getAttrOfType<DictionaryAttr>("kiln.backward"); bw && div == 1)
+        if (auto saved = bw.getAs<IntegerAttr>("saved_bytes"))
+          os << "backward: saved activations " << humanUnits((double)saved.getInt(), "B") << ", recomputed "
+             << humanUnits(bw.getAs<FloatAttr>("recomputed_flops").getValueAsDouble(), "FLOP") << " in "
+             << bw.getAs<IntegerAttr>("recomputed_ops").getInt() << " ops (checkpointed blocks); peak of the buffer plan "
+             << humanUnits((double)arena, "B") << "\n";
     }
   }
   return os.str();

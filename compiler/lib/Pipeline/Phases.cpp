@@ -41,6 +41,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
   switch (phase) {
     case Phase::Fused:
       pm.addPass(createDifferentiate());  // first: the backward is fused and tiled with the forward
+      pm.addPass(createRecomputeCheckpoints());
       pm.addPass(createApplyOptimizer());
       pm.addPass(createFuseAttention());
       pm.addPass(createLowerLshAttention());

@@ -69,7 +69,8 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   auto scalar = RankedTensorType::get({1}, b.getF32Type());
   Value step = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.step"));
   Value t = kiln::StepCountOp::create(b, loc, scalar, step);
-  Value rate = kiln::LearningRateOp::create(b, loc, scalar, t, b.getF32FloatAttr(*lr), b.getI64IntegerAttr(*warmup),
+  Value peak = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.lr"));  // --lr; zero: the DSL's
+  Value rate = kiln::LearningRateOp::create(b, loc, scalar, t, peak, b.getF32FloatAttr(*lr), b.getI64IntegerAttr(*warmup),
                                             b.getI64IntegerAttr(*decay), b.getF32FloatAttr(*minRatio));
   Value sumsq;
   for (auto &[p, g] : grads) {

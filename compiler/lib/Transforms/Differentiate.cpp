@@ -4,7 +4,8 @@
 //   1. The loss: the result named "loss", a [1] f32 scalar.
 //   2. Active values, forward: a parameter's result, and every result of an op with an active
 //      operand. Needed ops, backward from the loss: the active ops the loss depends on.
-//   3. Seed d loss / d loss = kiln.fill 1. Visit the needed ops in reverse program order; each
+//   3. Seed d loss / d loss = kiln.fill 1 (marked kiln.grad_seed: the backward's first op, every
+//      op after it belongs to the backward). Visit the needed ops in reverse program order; each
 //      builds the gradients of its operands from those of its results (buildGradient, the op's
 //      hook), inserted before the return; gradients of a value used several times are summed
 //      with kiln.add as they arrive.
@@ -76,7 +77,9 @@ LogicalResult differentiate(func::FuncOp f) {
     if (it == grad.end()) grad[v] = g;
     else it->second = kiln::AddOp::create(b, g.getLoc(), v.getType(), it->second, g);
   };
-  grad[loss] = kiln::FillOp::create(b, f.getLoc(), lt, b.getF32FloatAttr(1.0f));
+  auto seed = kiln::FillOp::create(b, f.getLoc(), lt, b.getF32FloatAttr(1.0f));
+  seed->setAttr("kiln.grad_seed", b.getUnitAttr());  // the backward starts here (kiln-recompute-checkpoints)
+  grad[loss] = seed;
   SmallVector<Operation *> order;
   for (Operation &op : body.without_terminator())
     if (needed.count(&op) && !isa<kiln::ParamOp>(op)) order.push_back(&op);

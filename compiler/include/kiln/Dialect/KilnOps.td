@@ -795,15 +795,16 @@ def Kiln_StepCountOp : Kiln_Op<"step_count", [], "StepCount"> {
 def Kiln_LearningRateOp : Kiln_Op<"learning_rate", [Pure], "LearningRate", ["getKernelAttrs"]> {
   let summary = "the learning rate of step t: linear warmup, then constant or cosine decay";
   let description = [{
-    t ≤ warmup (> 0): lr · t / warmup. Otherwise, with decay_steps > warmup: with
-    p = min(1, (t - warmup) / (decay_steps - warmup)), lr · (min_ratio + (1 - min_ratio) ·
-    (1 + cos(π p)) / 2); else lr.
+    The peak: `peak` where it is positive (the state optimizer.lr, which `--lr` sets), else
+    the attribute lr. t ≤ warmup (> 0): peak · t / warmup. Otherwise, with decay_steps >
+    warmup: with p = min(1, (t - warmup) / (decay_steps - warmup)), peak · (min_ratio +
+    (1 - min_ratio) · (1 + cos(π p)) / 2); else peak.
 
     ```mlir
-    %lr = kiln.learning_rate %t {lr = 1.0e-3 : f32, warmup = 100 : i64, decay_steps = 1000 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>) -> tensor<1xf32>
+    %lr = kiln.learning_rate %t, %peak {lr = 1.0e-3 : f32, warmup = 100 : i64, decay_steps = 1000 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$step, F32Attr:$lr, I64Attr:$warmup, I64Attr:$decay_steps, F32Attr:$min_ratio);
+  let arguments = (ins AnyRankedTensor:$step, AnyRankedTensor:$peak, F32Attr:$lr, I64Attr:$warmup, I64Attr:$decay_steps, F32Attr:$min_ratio);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

@@ -25,6 +25,26 @@ def Differentiate : Pass<"kiln-differentiate", "mlir::ModuleOp"> {
   }];
 }
 
+def RecomputeCheckpoints : Pass<"kiln-recompute-checkpoints", "mlir::ModuleOp"> {
+  let summary = "Gradient checkpointing: recompute checkpointed blocks in the backward instead of keeping their activations";
+  let description = [{
+    For every entry kiln-differentiate differentiated (the backward starts at the kiln.fill
+    marked kiln.grad_seed): the forward ops of a block marked `kiln.checkpoint = id` (the DSL's
+    Model::checkpoint) whose values the backward reads are cloned, marked `kiln.recomputed =
+    id`, just before the backward's first read of them, and the backward reads the clones. The
+    block then keeps only its inputs (and values the forward reads after it) for the backward;
+    kiln-plan-buffers frees its activations after the forward and holds one block's recomputed
+    ones at a time in the backward.
+      %h = kiln.gelu (kiln.linear %x, %w) {kiln.checkpoint = 0}    // forward, dead after it
+      ...
+      %h2 = kiln.gelu (kiln.linear %x, %w) {kiln.recomputed = 0}   // backward
+      %dw = kiln.weight_grad %h2, %dy
+    Every differentiated entry gets `kiln.backward = {saved_bytes, recomputed_flops,
+    recomputed_ops}` at the sequence bounds: the bytes of forward values the backward reads
+    and the FLOPs recomputed, which the cost report prints.
+  }];
+}
+
 def ApplyOptimizer : Pass<"kiln-apply-optimizer", "mlir::ModuleOp"> {
   let summary = "Turn a differentiated entry into a training step: clipped AdamW updates in place";
   let description = [{

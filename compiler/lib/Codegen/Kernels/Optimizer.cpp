@@ -57,13 +57,13 @@ Func buildOptimizer(Builder &B) {
       LearningRateOp op = B.op<LearningRateOp>();
       const float lr = op.getLr().convertToFloat(), minRatio = op.getMinRatio().convertToFloat();
       const int64_t warm = op.getWarmup(), decay = op.getDecaySteps();
-      Expr t = B.in[0](0);
-      Expr rate = Expr(lr);
+      Expr t = B.in[0](0), peak = select(B.in[1](0) > 0.0f, B.in[1](0), lr);
+      Expr rate = peak;
       if (decay > warm) {
         Expr p = min(1.0f, max(0.0f, (t - (float)warm) / (float)(decay - warm)));
-        rate = lr * (minRatio + (1.0f - minRatio) * 0.5f * (1.0f + cos(3.14159265358979f * p)));
+        rate = peak * (minRatio + (1.0f - minRatio) * 0.5f * (1.0f + cos(3.14159265358979f * p)));
       }
-      if (warm > 0) rate = select(t <= (float)warm, lr * t / (float)warm, rate);
+      if (warm > 0) rate = select(t <= (float)warm, peak * t / (float)warm, rate);
       out(v) = rate;
       return out;
     }

@@ -134,6 +134,7 @@ struct Node {
   int body = -1, body_arg = -1, body_out = -1;
   int64_t max_steps = 0;
   int64_t ignore_index = 0;  // cross_entropy; target inputs: the id of a position without a target
+  int checkpoint = -1;       // the checkpointed block (Model::checkpoint) this node was made in
   SourceLoc loc;
 };
 
@@ -217,6 +218,12 @@ class Model {
   // The current entry also returns the gradient of its loss with respect to every parameter it
   // uses, as outputs "grad.<name>" (kiln-differentiate builds them in the compiler).
   void gradients(SourceLoc loc = SourceLoc::current());
+  // Gradient checkpointing: calls `block` and marks every op it makes as one checkpointed block.
+  // A differentiated entry then keeps only the block's inputs for its backward pass and
+  // recomputes the block's activations there (kiln-recompute-checkpoints), trading the block's
+  // forward FLOPs once more for its saved activations. Returns what `block` returns:
+  //   x = m.checkpoint([&] { return transformer_block(x); });
+  Tensor checkpoint(const std::function<Tensor()> &block, SourceLoc loc = SourceLoc::current());
   // The current entry becomes a training step: its loss is differentiated and every parameter
   // it uses is updated in place by AdamW (moments and the step count are states named
   // "optimizer.*"); it returns "loss", "lr" and "grad_sumsq". No dropout.
@@ -297,6 +304,7 @@ class Model {
   std::vector<bool> differentiate_;
   std::map<int, TrainOptions> train_;
   int region_ = -1, regions_ = 0;
+  int checkpoint_ = -1, checkpoints_ = 0;
   // A parameter or state already declared under this name (shared across entries), or -1.
   int shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc);
   void check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc);

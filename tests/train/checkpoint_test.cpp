@@ -1,0 +1,93 @@
+// checkpoint_test.cpp - gradient checkpointing (Model::checkpoint, kiln-recompute-checkpoints):
+// examples/gpt2 with 12 blocks compiled with and without --train-checkpoint. The same weights
+// and tokens give the same loss and gradients; the checkpointed backward's buffer plan peaks at
+// a quarter or less of the other's, and the cost report says what each keeps and recomputes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "harness.h"
+
+namespace {
+using ::testing::HasSubstr;
+
+struct Compiled {
+  std::string exe, cost;
+};
+
+Compiled compileGpt2(const std::string &dir, bool checkpoint) {
+  std::string args = std::string(KILN_BIN) + "/gpt2-compile --train --layers 12 --d-model 32 --heads 2 --vocab 64 --ctx 256 --quiet "
+                     "--cache-dir " KILN_TEST_CACHE + (checkpoint ? " --train-checkpoint" : "");
+  std::string name = dir + (checkpoint ? "/ckpt" : "/plain");
+  auto c = kt::run(args + " -o " + name);
+  EXPECT_EQ(c.code, 0) << c.output;
+  auto r = kt::run(args + " --emit cost -o " + name + ".cost.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  std::ifstream f(name + ".cost.txt");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return {c.code == 0 ? name : "", ss.str()};
+}
+
+// The "arena: X KiB" line a run prints: the peak of its buffer plan.
+double arenaKiB(const std::string &output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("arena: ([0-9.]+) KiB"))) return -1;
+  return std::stod(m[1]);
+}
+
+// The cost report's backward line of entry `entry` at the bound.
+std::string backwardLine(const std::string &cost, const std::string &entry) {
+  size_t at = cost.find("== entry " + entry + " at");
+  if (at == std::string::npos) return "";
+  size_t b = cost.find("backward:", at), next = cost.find("== entry", at + 1);
+  if (b == std::string::npos || b > next) return "";
+  return cost.substr(b, cost.find('\n', b) - b);
+}
+
+TEST(Checkpointing, QuarterOfThePeakSameGradients) {
+  std::string dir = kt::workDir("train_checkpoint");
+  Compiled plain = compileGpt2(dir, false), ckpt = compileGpt2(dir, true);
+  ASSERT_FALSE(plain.exe.empty());
+  ASSERT_FALSE(ckpt.exe.empty());
+  const int L = 256;
+  std::vector<int32_t> ids = kt::randomIds(L + 1, 64, 7);
+  kt::saveIds(dir + "/tokens.npy", std::vector<int32_t>(ids.begin(), ids.end() - 1));
+  kt::saveIds(dir + "/targets.npy", std::vector<int32_t>(ids.begin() + 1, ids.end()));
+  std::string args = " --entry gradients --random-weights --seed 11 --input tokens=" + dir + "/tokens.npy --input targets=" +
+                     dir + "/targets.npy --output-dir ";
+  auto a = kt::run(plain.exe + args + dir + "/plain_out");
+  ASSERT_EQ(a.code, 0) << a.output;
+  auto b = kt::run(ckpt.exe + args + dir + "/ckpt_out");
+  ASSERT_EQ(b.code, 0) << b.output;
+
+  // The same numbers: the recomputed blocks are the same kernels on the same inputs.
+  EXPECT_EQ(kt::loadNpy(dir + "/plain_out/loss.npy").v, kt::loadNpy(dir + "/ckpt_out/loss.npy").v);
+  int grads = 0;
+  for (auto &e : std::filesystem::directory_iterator(dir + "/plain_out")) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("grad.", 0) != 0) continue;
+    ++grads;
+    EXPECT_TRUE(kt::allClose(kt::loadNpy(e.path().string()), kt::loadNpy(dir + "/ckpt_out/" + n))) << n;
+  }
+  EXPECT_EQ(grads, 2 + 2 + 12 * 12) << "every parameter's gradient";
+
+  // The peak of the buffer plan (the arena: activations, the backward's gradients).
+  double pa = arenaKiB(a.output), pb = arenaKiB(b.output);
+  ASSERT_GT(pa, 0) << a.output;
+  ASSERT_GT(pb, 0) << b.output;
+  EXPECT_LE(pb, pa / 4) << "checkpointed peak " << pb << " KiB vs " << pa << " KiB";
+  std::cout << "12 blocks at L = " << L << ": buffer plan peak " << pa << " KiB, checkpointed " << pb << " KiB\n";
+
+  // The cost report: saved activations, recomputed FLOPs, the plan's peak.
+  std::string lp = backwardLine(plain.cost, "gradients"), lc = backwardLine(ckpt.cost, "gradients");
+  EXPECT_THAT(lp, HasSubstr("recomputed 0 FLOP in 0 ops")) << plain.cost;
+  EXPECT_THAT(lc, HasSubstr("saved activations")) << ckpt.cost;
+  EXPECT_THAT(lc, ::testing::Not(HasSubstr("in 0 ops"))) << lc;
+  std::cout << "plain:        " << lp << "\ncheckpointed: " << lc << "\n";
+}
+
+}  // namespace
