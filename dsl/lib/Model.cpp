@@ -96,6 +96,19 @@ Tensor Model::targets(const std::string &name, Dim length, int64_t vocab, int64_
   return input(name, {length}, {.dtype = DType::I32, .vocab = vocab, .ignore_index = ignore_index}, loc);
 }
 
+Tensor Model::targets(const std::string &name, Dim length, int64_t vocab, MaskedLM mlm, SourceLoc loc) {
+  if (mlm.mask_token < 0 || mlm.mask_token >= vocab)
+    throw Error("targets '" + name + "': the mask token must be an id in [0, " + std::to_string(vocab) + "), got " +
+                    std::to_string(mlm.mask_token),
+                loc);
+  if (!(mlm.rate > 0 && mlm.rate <= 1))
+    throw Error("targets '" + name + "': the masked fraction must be in (0, 1], got " + std::to_string(mlm.rate), loc);
+  Tensor t = targets(name, length, vocab, -1, loc);
+  nodes_[t.id()].mask_rate = mlm.rate;
+  nodes_[t.id()].mask_token = mlm.mask_token;
+  return t;
+}
+
 void Model::loss(Tensor t, LossOptions opt, SourceLoc loc) {
   if (!t || t.model() != this) throw Error("loss: the tensor does not belong to this model", loc);
   if (t.node().entry != current_entry())

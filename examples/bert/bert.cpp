@@ -5,7 +5,7 @@
 // LayerNorm; erf-GELU FFN (intermediate.dense, output.dense), residual, LayerNorm; eps 1e-12.
 // Input `tokens`, optional `token_type_ids` (all 0 when left out); output `hidden` [L, d].
 // Files may omit the "bert." prefix; `embeddings.position_ids`, `pooler.*` and `cls.*` are
-// ignored and reported.
+// ignored and reported (with --train the masked-LM head's cls.predictions.* are parameters).
 //
 //   build/bin/bert-compile --layers 2 --d-model 64 --heads 4 --vocab 512 --ctx 128 -o bert
 //   ./bert --weights model.safetensors --tokens 101,7592,102
@@ -14,6 +14,10 @@
 
 struct BertConfig {
   int64_t layers = 12, d_model = 768, heads = 12, vocab = 30522, ctx = 512, type_vocab = 2;
+  bool train = false;
+  int64_t mask_token = 103;  // [MASK] in bert-base-uncased's vocabulary
+  float lr = 1e-4f;
+  int64_t warmup = 0;
 };
 
 static void build_bert(kiln::Model &m, const BertConfig &c) {
@@ -44,23 +48,51 @@ static void build_bert(kiln::Model &m, const BertConfig &c) {
   auto dense = [&](const std::string &p, Tensor x, int64_t in, int64_t out) {  // x·Wᵀ + b, W [out, in]
     return linear(x, m.param(p + ".weight", {out, in}), m.param(p + ".bias", {out}, {.init = Init::Zeros}));
   };
-  Dim L = m.seq("L", c.ctx);
-  Tensor tokens = m.tokens("tokens", L, c.vocab);
-  Tensor types = m.optional_tokens("token_type_ids", L, c.type_vocab);
   const std::string e = "bert.embeddings.";
-  Tensor x = add(add(embedding(m.param(e + "word_embeddings.weight", {c.vocab, d}), tokens),
-                     position_embedding(m.param(e + "position_embeddings.weight", {c.ctx, d}), tokens)),
-                 embedding(m.param(e + "token_type_embeddings.weight", {c.type_vocab, d}), types));
-  x = norm(e + "LayerNorm", x);
-  for (int64_t i = 0; i < c.layers; ++i) {
-    std::string p = "bert.encoder.layer." + std::to_string(i);
-    auto heads = [&](const char *n) { return split_heads(dense(p + ".attention.self." + n, x, d, d), c.heads); };
-    Tensor a = merge_heads(attention(heads("query"), heads("key"), heads("value")));
-    x = norm(p + ".attention.output.LayerNorm", add(x, dense(p + ".attention.output.dense", a, d, d)));
-    Tensor h = gelu(dense(p + ".intermediate.dense", x, d, 4 * d), {.approx = GeluApprox::Erf});
-    x = norm(p + ".output.LayerNorm", add(x, dense(p + ".output.dense", h, 4 * d, d)));
-  }
-  m.output("hidden", x);
+  // The encoder of the current entry: tokens (and token types, all 0 when left out) -> [L, d];
+  // `words` is the word embedding table (the masked-LM head's decoder too).
+  Dim L = m.seq("L", c.ctx);
+  auto encoder = [&](Tensor tokens, Tensor words) {
+    Tensor types = m.optional_tokens("token_type_ids", L, c.type_vocab);
+    Tensor x = add(add(embedding(words, tokens),
+                       position_embedding(m.param(e + "position_embeddings.weight", {c.ctx, d}), tokens)),
+                   embedding(m.param(e + "token_type_embeddings.weight", {c.type_vocab, d}), types));
+    x = norm(e + "LayerNorm", x);
+    for (int64_t i = 0; i < c.layers; ++i) {
+      std::string p = "bert.encoder.layer." + std::to_string(i);
+      auto heads = [&](const char *n) { return split_heads(dense(p + ".attention.self." + n, x, d, d), c.heads); };
+      Tensor a = merge_heads(attention(heads("query"), heads("key"), heads("value")));
+      x = norm(p + ".attention.output.LayerNorm", add(x, dense(p + ".attention.output.dense", a, d, d)));
+      Tensor h = gelu(dense(p + ".intermediate.dense", x, d, 4 * d), {.approx = GeluApprox::Erf});
+      x = norm(p + ".output.LayerNorm", add(x, dense(p + ".output.dense", h, 4 * d, d)));
+    }
+    return x;
+  };
+  auto wordTable = [&]() { return m.param(e + "word_embeddings.weight", {c.vocab, d}); };
+  m.output("hidden", encoder(m.tokens("tokens", L, c.vocab), wordTable()));
+  // --train: the masked-LM objective of BertForMaskedLM: the head (cls.predictions: dense, erf
+  // GELU, LayerNorm, the word embeddings tied as the decoder, a bias) and the cross-entropy at
+  // the masked positions (`targets`, -1 elsewhere; ./bert --train masks 15% of each window:
+  // 80% [MASK], 10% a random id, 10% kept). Entries `gradients`, `eval`, `train_step` (AdamW).
+  if (!c.train) return;
+  auto maskedLmLoss = [&](const char *entry) {
+    m.entry(entry);
+    Tensor tokens = m.tokens("tokens", L, c.vocab);
+    Tensor targets = m.targets("targets", L, c.vocab, MaskedLM{.mask_token = c.mask_token});
+    const std::string h = "cls.predictions.";
+    Tensor words = wordTable();
+    Tensor t = norm(h + "transform.LayerNorm",
+                    gelu(dense(h + "transform.dense", encoder(tokens, words), d, d), {.approx = GeluApprox::Erf}));
+    Tensor logits = linear(t, words, m.param(h + "bias", {c.vocab}, {.init = Init::Zeros}));
+    m.loss(cross_entropy(logits, targets));
+  };
+  maskedLmLoss("gradients");
+  m.gradients();
+  maskedLmLoss("eval");
+  maskedLmLoss("train_step");
+  m.train({.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f, .weight_decay = 0.01f},
+           .clip_norm = 1.0f,
+           .warmup_steps = c.warmup});
 }
 
 int main(int argc, char **argv) {
@@ -72,6 +104,12 @@ int main(int argc, char **argv) {
   driver.app().add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   driver.app().add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
   driver.app().add_option("--type-vocab", c.type_vocab, "token types (segments)")->capture_default_str();
+  driver.app().add_flag("--train", c.train,
+                        "add the masked-LM training entries: `gradients` (the loss and every parameter's gradient), "
+                        "`eval` (the loss) and `train_step` (AdamW; ./model --train masks the data)");
+  driver.app().add_option("--train-mask-token", c.mask_token, "--train: the [MASK] id")->capture_default_str();
+  driver.app().add_option("--train-lr", c.lr, "--train: the peak learning rate")->capture_default_str();
+  driver.app().add_option("--train-warmup", c.warmup, "--train: linear warmup steps")->capture_default_str();
   driver.config_option("num_hidden_layers", "--layers", c.layers);
   driver.config_option("hidden_size", "--d-model", c.d_model);
   driver.config_option("num_attention_heads", "--heads", c.heads);

@@ -21,6 +21,8 @@
 // Entries: `forward` (the inputs above), `encode` (src_tokens; fills the cross-attention caches)
 // and `decode` (token, past, memory_len -> next_logits; self-attention over the decoder's cache).
 // --generate runs the encoder once, then one decode step per token from --start-token.
+// --train adds `gradients`: src_tokens, tgt_tokens and targets [T] -> the loss and every
+// parameter's gradient.
 #include <cmath>
 
 #include "kiln/Driver/Driver.h"
@@ -28,6 +30,7 @@
 
 struct TransformerConfig {
   int64_t layers = 6, d_model = 512, heads = 8, d_ff = 2048, src_vocab = 32000, tgt_vocab = 32000, ctx = 256;
+  bool train = false;
 };
 
 static void build_transformer(kiln::Model &m, const TransformerConfig &c) {
@@ -94,16 +97,18 @@ static void build_transformer(kiln::Model &m, const TransformerConfig &c) {
 
   // forward: the whole target sequence at once (teacher forcing).
   Dim S = m.seq("S", c.ctx), T = m.seq("T", c.ctx);
-  Tensor src = m.tokens("src_tokens", S, c.src_vocab), tgt = m.tokens("tgt_tokens", T, c.tgt_vocab);
-  Tensor memory = encoder(src);
-  Tensor y = embed("tgt_embed.weight", c.tgt_vocab, tgt, Tensor());
-  for (int64_t i = 0; i < c.layers; ++i) {
-    std::string p = "decoder.layers." + std::to_string(i);
-    y = norm(p + ".norm1", add(y, mha(p + ".self_attn", y, y, true)));
-    y = norm(p + ".norm2", add(y, mha(p + ".multihead_attn", y, memory, false)));
-    y = norm(p + ".norm3", add(y, ffn(p, y)));
-  }
-  m.output("logits", generator(y));
+  auto teacherForced = [&](Tensor src, Tensor tgt) {
+    Tensor memory = encoder(src);
+    Tensor y = embed("tgt_embed.weight", c.tgt_vocab, tgt, Tensor());
+    for (int64_t i = 0; i < c.layers; ++i) {
+      std::string p = "decoder.layers." + std::to_string(i);
+      y = norm(p + ".norm1", add(y, mha(p + ".self_attn", y, y, true)));
+      y = norm(p + ".norm2", add(y, mha(p + ".multihead_attn", y, memory, false)));
+      y = norm(p + ".norm3", add(y, ffn(p, y)));
+    }
+    return generator(y);
+  };
+  m.output("logits", teacherForced(m.tokens("src_tokens", S, c.src_vocab), m.tokens("tgt_tokens", T, c.tgt_vocab)));
 
   // encode: the source once; every decoder layer's cross-attention keys and values go to the
   // cross caches, which all decode steps read.
@@ -135,6 +140,14 @@ static void build_transformer(kiln::Model &m, const TransformerConfig &c) {
     y1 = norm(p + ".norm3", add(y1, ffn(p, y1)));
   }
   m.output("next_logits", generator(y1));
+
+  // --train: `gradients`, the teacher-forced cross-entropy of `targets` [T] (-1 where a position
+  // has none) and its gradient with respect to every parameter (grad.<name>).
+  if (!c.train) return;
+  m.entry("gradients");
+  Tensor logits = teacherForced(m.tokens("src_tokens", S, c.src_vocab), m.tokens("tgt_tokens", T, c.tgt_vocab));
+  m.loss(cross_entropy(logits, m.targets("targets", T, c.tgt_vocab)));
+  m.gradients();
 }
 
 int main(int argc, char **argv) {
@@ -148,5 +161,6 @@ int main(int argc, char **argv) {
   app.add_option("--src-vocab", c.src_vocab, "source vocabulary")->capture_default_str();
   app.add_option("--tgt-vocab", c.tgt_vocab, "target vocabulary")->capture_default_str();
   app.add_option("--ctx", c.ctx, "maximum source and target length (compiled bound)")->capture_default_str();
+  app.add_flag("--train", c.train, "add the entry `gradients` (src_tokens, tgt_tokens, targets -> loss, grad.<name>)");
   return driver.run(argc, argv, [&](kiln::Model &m) { build_transformer(m, c); });
 }

@@ -1,7 +1,8 @@
 // train.cpp - `--train`: the compiled training step run over a token file.
 //
 // Each step takes one seeded window of T + 1 tokens from the data (tokens = the first T,
-// targets = the last T), runs the entry that updates the parameters (inputs "tokens" and
+// targets = the last T; for a masked-LM entry, whose "targets" input has a mask_rate, T tokens
+// masked by kilnrt_tokens_mask from a third seeded stream), runs the entry that updates the parameters (inputs "tokens" and
 // "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV row and, every few steps, a
 // progress line. The window of step k depends only on the seed and k, so a run resumed from a
 // checkpoint (whose optimizer.step says where it stopped) sees the same data as one that never
@@ -59,10 +60,34 @@ void readTokens(const Cli &cli, const kiln_entry_info &en, const std::string &pa
                          std::to_string(k) + " is outside the vocabulary [0, " + std::to_string(in.max_value) + ")");
 }
 
-void setWindow(const Cli &cli, kilnrt_session *s, const int32_t *at, int64_t T) {
-  kilnrt_tensor ti{KILN_I32, 1, {T}, const_cast<int32_t *>(at)}, tt{KILN_I32, 1, {T}, const_cast<int32_t *>(at + 1)};
-  cli.check(kilnrt_session_set_input(s, "tokens", &ti));
-  cli.check(kilnrt_session_set_input(s, "targets", &tt));
+// How an entry's windows become its inputs: next-token (tokens = the first T of T + 1 ids,
+// targets = the last T) or masked-LM (T ids, masked by kilnrt_tokens_mask).
+struct Windows {
+  const kiln_tensor_info *mlm = nullptr;  // the entry's masked-LM "targets", or null
+  int64_t vocab = 0;
+  std::vector<int32_t> tokens, targets;
+  int64_t span(int64_t T) const { return mlm ? T : T + 1; }  // ids a window reads
+  void set(const Cli &cli, kilnrt_session *s, const int32_t *at, int64_t T, uint64_t maskSeed) {
+    const int32_t *tok = at, *tgt = at + 1;
+    if (mlm) {
+      tokens.resize(T);
+      targets.resize(T);
+      cli.check(kilnrt_tokens_mask(at, T, vocab, mlm->mask_token, mlm->mask_rate, maskSeed, tokens.data(), targets.data()));
+      tok = tokens.data(), tgt = targets.data();
+    }
+    kilnrt_tensor ti{KILN_I32, 1, {T}, const_cast<int32_t *>(tok)}, tt{KILN_I32, 1, {T}, const_cast<int32_t *>(tgt)};
+    cli.check(kilnrt_session_set_input(s, "tokens", &ti));
+    cli.check(kilnrt_session_set_input(s, "targets", &tt));
+  }
+};
+Windows windowsOf(const kiln_model_info &m, const kiln_entry_info &e) {
+  Windows w;
+  for (int i = 0; i < e.n_inputs; ++i) {
+    const kiln_tensor_info &in = m.io[e.inputs[i]];
+    if (strcmp(in.name, "targets") == 0 && in.mask_rate > 0) w.mlm = &in;
+    if (strcmp(in.name, "tokens") == 0) w.vocab = in.max_value;
+  }
+  return w;
 }
 }  // namespace
 
@@ -85,10 +110,11 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   }
   Tokens data, evalData;
   readTokens(cli, *en, f.data, "--data", data);
-  const int64_t n = data.size(), T = f.seq;
-  if (n < T + 1)
-    cli.die(1, "--data '" + f.data + "' holds " + std::to_string(n) + " tokens, fewer than one window of --seq + 1 = " +
-                   std::to_string(T + 1));
+  Windows win = windowsOf(m, *en), evalWin;
+  const int64_t n = data.size(), T = f.seq, span = win.span(T);
+  const std::string spanText = win.mlm ? "--seq = " + std::to_string(T) : "--seq + 1 = " + std::to_string(T + 1);
+  if (n < span)
+    cli.die(1, "--data '" + f.data + "' holds " + std::to_string(n) + " tokens, fewer than one window of " + spanText);
   const int32_t *ids = data.ids();
   // --eval-data: the mean loss of the first min(64, available) non-overlapping windows, by the
   // entry that returns a loss without updating anything.
@@ -99,17 +125,18 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
         ev = &m.entries[e];
     if (!ev) cli.die(1, "--eval-data: the model has no evaluation entry (one returning \"loss\" that trains nothing)");
     readTokens(cli, *ev, f.eval_data, "--eval-data", evalData);
-    if (evalData.size() < T + 1)
+    evalWin = windowsOf(m, *ev);
+    if (evalData.size() < evalWin.span(T))
       cli.die(1, "--eval-data '" + f.eval_data + "' holds " + std::to_string(evalData.size()) +
-                     " tokens, fewer than one window of --seq + 1 = " + std::to_string(T + 1));
+                     " tokens, fewer than one window of " + spanText);
   } else if (f.eval_every) {
     cli.die(1, "--eval-every needs --eval-data");
   }
   auto evaluate = [&]() {
-    int64_t windows = std::min<int64_t>(64, (evalData.size() - 1) / T);
+    int64_t windows = std::min<int64_t>(64, (evalData.size() - evalWin.span(T) + T) / T);
     double sum = 0;
-    for (int64_t w = 0; w < windows; ++w) {
-      setWindow(cli, s, evalData.ids() + w * T, T);
+    for (int64_t w = 0; w < windows; ++w) {  // masked-LM: the same masks in every evaluation
+      evalWin.set(cli, s, evalData.ids() + w * T, T, mix(0x6576616cULL + (uint64_t)w));
       cli.check(kilnrt_session_run(s, ev->name));
       sum += scalar(cli, s, "loss");
     }
@@ -143,8 +170,8 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   int64_t t0 = kilnrt_time_now_ns(), lastSaved = first - 1;
   for (int64_t step = first; step <= f.steps; ++step) {
     uint64_t r = mix(mix(f.seed ^ 0x7261696eULL) + (uint64_t)step);  // the data stream, apart from init's
-    int64_t start = (int64_t)(r % (uint64_t)(n - T));
-    setWindow(cli, s, ids + start, T);
+    int64_t start = (int64_t)(r % (uint64_t)(n - span + 1));
+    win.set(cli, s, ids + start, T, mix(mix(f.seed ^ 0x6d61736bULL) + (uint64_t)step));  // masks: a third stream
     int64_t s0 = kilnrt_time_now_ns();
     cli.check(kilnrt_session_run(s, en->name));
     double secs = (kilnrt_time_now_ns() - s0) / 1e9, elapsed = (kilnrt_time_now_ns() - t0) / 1e9;

@@ -7,7 +7,9 @@ loss.backward(): this writes tests/fixtures/gpt2_grad/ with the weights (as Hugg
 them), the tokens and targets, the loss, and every parameter's gradient (grads.safetensors,
 under kiln's parameter names). And tests/fixtures/gpt2_adamw/: 20 training steps of a smaller
 one by torch.optim.AdamW with kiln's schedule and clipping on the windows kiln's --train draws:
-the initial and final weights, the data, each step's loss and learning rate.
+the initial and final weights, the data, each step's loss and learning rate. And
+tests/fixtures/bert_mlm_grad/: a small BertForMaskedLM's masked-LM loss and gradients; and
+tests/fixtures/transformer_grad/: torch.nn.Transformer's teacher-forced loss and gradients.
 
     build/peers-venv/bin/python tests/reference/make_grad_fixtures.py   # any python with torch
 
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from make_fixtures import ROOT, gpt2_logits, gpt2_weights, save_safetensors
+from make_fixtures import ROOT, gpt2_logits, gpt2_weights, mha, save_safetensors, sinusoid
 
 
 def gpt2_grad(g, layers=2, d=64, heads=4, vocab=256, ctx=64, n=23):
@@ -39,6 +41,104 @@ def gpt2_grad(g, layers=2, d=64, heads=4, vocab=256, ctx=64, n=23):
                      {k[len("transformer."):]: v.detach() for k, v in w.items()})
     save_safetensors(os.path.join(out, "grads.safetensors"), {k: v.grad for k, v in w.items()})
     np.save(os.path.join(out, "tokens.npy"), tokens.numpy().astype(np.int64))
+    np.save(os.path.join(out, "targets.npy"), targets.numpy().astype(np.int64))
+    np.save(os.path.join(out, "loss.npy"), np.array([loss.item()], dtype=np.float32))
+
+
+def bert_mlm_grad(g, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103):
+    """BertForMaskedLM's loss in plain PyTorch (Hugging Face's names: the encoder, and the head
+    cls.predictions: dense, erf GELU, LayerNorm eps 1e-12, the word embeddings as the decoder, a
+    bias) on a window masked as ./bert --train does (a masked position's token is [MASK], a random
+    id or kept; its target is the original id, -1 elsewhere), token types all 0, and
+    loss.backward(): tests/fixtures/bert_mlm_grad/."""
+    r = lambda *s: torch.randn(*s, generator=g) * 0.1
+    e = "bert.embeddings."
+    w = {e + "word_embeddings.weight": r(vocab, d) * 5, e + "position_embeddings.weight": r(ctx, d),
+         e + "token_type_embeddings.weight": r(2, d), e + "LayerNorm.weight": 1 + r(d), e + "LayerNorm.bias": r(d)}
+    lin = lambda name, i, o: w.update({name + ".weight": r(o, i), name + ".bias": r(o)})  # nn.Linear [out, in]
+    ln = lambda name: w.update({name + ".weight": 1 + r(d), name + ".bias": r(d)})
+    for i in range(layers):
+        p = f"bert.encoder.layer.{i}."
+        for name in ("query", "key", "value"):
+            lin(p + "attention.self." + name, d, d)
+        lin(p + "attention.output.dense", d, d)
+        lin(p + "intermediate.dense", d, 4 * d)
+        lin(p + "output.dense", 4 * d, d)
+        ln(p + "attention.output.LayerNorm")
+        ln(p + "output.LayerNorm")
+    lin("cls.predictions.transform.dense", d, d)
+    ln("cls.predictions.transform.LayerNorm")
+    w["cls.predictions.bias"] = r(vocab)
+    for t in w.values():
+        t.requires_grad_(True)
+
+    ids = torch.randint(0, vocab, (n,), generator=g)
+    tokens, targets = ids.clone(), torch.full((n,), -1, dtype=torch.int64)
+    for pos, becomes in ((2, mask), (7, mask), (11, int(ids[3])), (15, int(ids[15])), (20, mask)):
+        tokens[pos], targets[pos] = becomes, ids[pos]
+    L = lambda x, name: F.layer_norm(x, (d,), w[name + ".weight"], w[name + ".bias"], 1e-12)
+    D = lambda x, name: x @ w[name + ".weight"].T + w[name + ".bias"]
+    x = w[e + "word_embeddings.weight"][tokens] + w[e + "position_embeddings.weight"][:n] + \
+        w[e + "token_type_embeddings.weight"][torch.zeros(n, dtype=torch.int64)]
+    x = L(x, e + "LayerNorm")
+    for i in range(layers):
+        p = f"bert.encoder.layer.{i}."
+        s = p + "attention.self."
+        a = mha(x, x, w[s + "query.weight"].T, w[s + "query.bias"], w[s + "key.weight"].T, w[s + "key.bias"],
+                w[s + "value.weight"].T, w[s + "value.bias"], heads, False)
+        x = L(x + D(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        x = L(x + D(F.gelu(D(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
+    h = L(F.gelu(D(x, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
+    logits = h @ w[e + "word_embeddings.weight"].T + w["cls.predictions.bias"]
+    loss = F.cross_entropy(logits, targets, ignore_index=-1)
+    loss.backward()
+
+    out = os.path.join(ROOT, "bert_mlm_grad")
+    os.makedirs(out, exist_ok=True)
+    save_safetensors(os.path.join(out, "weights.safetensors"), {k: v.detach() for k, v in w.items()})
+    save_safetensors(os.path.join(out, "grads.safetensors"), {k: v.grad for k, v in w.items()})
+    np.save(os.path.join(out, "tokens.npy"), tokens.numpy().astype(np.int64))
+    np.save(os.path.join(out, "targets.npy"), targets.numpy().astype(np.int64))
+    np.save(os.path.join(out, "loss.npy"), np.array([loss.item()], dtype=np.float32))
+
+
+def transformer_grad(g, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_vocab=60, S=13, T=9):
+    """torch.nn.Transformer (dropout 0) with examples/transformer's embeddings (scaled by sqrt(d),
+    sinusoidal positions) and generator: the teacher-forced cross-entropy (two targets -1) and
+    loss.backward(): tests/fixtures/transformer_grad/."""
+    torch.manual_seed(int(torch.randint(0, 1 << 30, (1,), generator=g)))
+    model = torch.nn.Transformer(d_model=d, nhead=heads, num_encoder_layers=layers, num_decoder_layers=layers,
+                                 dim_feedforward=d_ff, dropout=0.0, batch_first=True)
+    with torch.no_grad():  # nn.Transformer starts biases at zero and norms at one: make them matter
+        for n, p in model.named_parameters():
+            if n.endswith("bias") or "norm" in n:
+                p.add_(torch.randn(p.shape, generator=g) * 0.1)
+    extra = {"src_embed.weight": torch.randn(src_vocab, d, generator=g) * 0.2,
+             "tgt_embed.weight": torch.randn(tgt_vocab, d, generator=g) * 0.2,
+             "generator.weight": torch.randn(tgt_vocab, d, generator=g) * 0.2,
+             "generator.bias": torch.randn(tgt_vocab, generator=g) * 0.1}
+    for t in extra.values():
+        t.requires_grad_(True)
+    src = torch.randint(0, src_vocab, (S,), generator=g)
+    tgt = torch.randint(0, tgt_vocab, (T,), generator=g)
+    targets = torch.randint(0, tgt_vocab, (T,), generator=g)
+    targets[[2, 6]] = -1
+    emb = lambda table, ids: table[ids] * math.sqrt(d) + sinusoid(len(ids), d)
+    mask = model.generate_square_subsequent_mask(T)
+    y = model(emb(extra["src_embed.weight"], src).unsqueeze(0), emb(extra["tgt_embed.weight"], tgt).unsqueeze(0),
+              tgt_mask=mask, tgt_is_causal=True)[0]
+    logits = y @ extra["generator.weight"].T + extra["generator.bias"]
+    loss = F.cross_entropy(logits, targets, ignore_index=-1)
+    loss.backward()
+
+    params = dict(model.named_parameters())
+    params.update(extra)
+    out = os.path.join(ROOT, "transformer_grad")
+    os.makedirs(out, exist_ok=True)
+    save_safetensors(os.path.join(out, "weights.safetensors"), {k: v.detach() for k, v in params.items()})
+    save_safetensors(os.path.join(out, "grads.safetensors"), {k: v.grad for k, v in params.items()})
+    np.save(os.path.join(out, "src_tokens.npy"), src.numpy().astype(np.int64))
+    np.save(os.path.join(out, "tgt_tokens.npy"), tgt.numpy().astype(np.int64))
     np.save(os.path.join(out, "targets.npy"), targets.numpy().astype(np.int64))
     np.save(os.path.join(out, "loss.npy"), np.array([loss.item()], dtype=np.float32))
 
@@ -106,4 +206,7 @@ def gpt2_adamw(g, steps=20, layers=2, d=32, heads=2, vocab=64, ctx=32, T=19, n=1
 if __name__ == "__main__":
     gpt2_grad(torch.Generator().manual_seed(2027))
     gpt2_adamw(torch.Generator().manual_seed(2028))
-    print(f"gradient fixtures written to {os.path.normpath(os.path.join(ROOT, 'gpt2_grad'))} and gpt2_adamw")
+    bert_mlm_grad(torch.Generator().manual_seed(2029))
+    transformer_grad(torch.Generator().manual_seed(2030))
+    print(f"gradient fixtures written to {os.path.normpath(ROOT)}: gpt2_grad, gpt2_adamw, bert_mlm_grad, "
+          "transformer_grad")

@@ -187,6 +187,10 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
       if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
       if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
       if (n.ignore_index < 0) f.setArgAttr(a, "kiln.ignore_id", b.getI64IntegerAttr(n.ignore_index));
+      if (n.mask_rate > 0) {  // masked-LM targets: what --train masks
+        f.setArgAttr(a, "kiln.mask_rate", b.getF32FloatAttr(n.mask_rate));
+        f.setArgAttr(a, "kiln.mask_token", b.getI64IntegerAttr(n.mask_token));
+      }
     }
     for (size_t r = 0; r < outs.size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(outs[r].first));
     if (m.differentiated(e)) f->setAttr("kiln.differentiate", b.getUnitAttr());

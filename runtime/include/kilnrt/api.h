@@ -178,6 +178,15 @@ const kiln_entry_info *kilnrt_prefill_entry(const kiln_model_info *model);
 kilnrt_status kilnrt_sample(const float *logits, int64_t vocab, const kilnrt_generate_options *options, uint64_t *state,
                             int32_t *token);
 
+/* ---- training data ---- */
+/* Masked-LM masking of one window of `n` ids (what --train does for a masked-LM targets input,
+ * kiln_tensor_info.mask_rate > 0): each position is picked with probability `rate` (at least one
+ * is); a picked position's target is its id, and its token becomes mask_token (80%), a random id
+ * in [0, vocab) (10%) or stays (10%); every other target is -1 and its token stays. The same
+ * `seed` gives the same masks. */
+kilnrt_status kilnrt_tokens_mask(const int32_t *ids, int64_t n, int64_t vocab, int64_t mask_token, float rate,
+                                 uint64_t seed, int32_t *tokens, int32_t *targets);
+
 /* ---- host checks, timing ---- */
 /* USER_ERROR naming the missing features when this CPU lacks any of `features` (comma list). */
 kilnrt_status kilnrt_cpu_check(const char *features);

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 9
+#define KILN_ABI_VERSION 10
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 4
 
@@ -53,6 +53,11 @@ typedef struct kiln_tensor_info {
                          contiguously, the last one zero-padded (kiln-prepack-weights) */
   int64_t ignore_id;  /* target inputs: this negative id marks a position without a target (a loss
                          ignores it), accepted besides [0, max_value); 0 = none */
+  float mask_rate;    /* masked-LM target inputs (> 0): --train masks this fraction of a window's
+                         positions (80% become mask_token, 10% a random id, 10% stay) in the entry's
+                         "tokens" and keeps their ids as targets, ignore_id elsewhere; 0 = next-token
+                         targets */
+  int64_t mask_token; /* masked-LM target inputs: the mask id */
 } kiln_tensor_info;
 
 /* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the

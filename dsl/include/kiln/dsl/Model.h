@@ -135,6 +135,8 @@ struct Node {
   int64_t max_steps = 0;
   int64_t ignore_index = 0;  // cross_entropy; target inputs: the id of a position without a target
   int checkpoint = -1;       // the checkpointed block (Model::checkpoint) this node was made in
+  float mask_rate = 0;       // masked-LM target inputs: the fraction --train masks, and the mask id
+  int64_t mask_token = 0;
   SourceLoc loc;
 };
 
@@ -166,6 +168,14 @@ struct InputOptions {
 struct ParamOptions {
   Init init = Init::Normal;
   float scale = 0.02f;
+};
+
+// Masked-LM targets (BERT's pretraining): `./model --train` masks `rate` of each window's
+// positions in the entry's "tokens" (80% become mask_token, 10% a random id, 10% stay) and
+// gives their original ids as targets, -1 elsewhere.
+struct MaskedLM {
+  int64_t mask_token = -1;
+  float rate = 0.15f;
 };
 
 struct LossOptions {
@@ -212,6 +222,9 @@ class Model {
   // no target (cross_entropy skips it).
   Tensor targets(const std::string &name, Dim length, int64_t vocab, int64_t ignore_index = -1,
                  SourceLoc loc = SourceLoc::current());
+  // Masked-LM targets (-1 where a position is not masked): --train masks the entry's "tokens"
+  // (MaskedLM) and sets these, instead of shifting the window by one.
+  Tensor targets(const std::string &name, Dim length, int64_t vocab, MaskedLM mlm, SourceLoc loc = SourceLoc::current());
   // Adds weight · t (a [1] scalar of this entry, such as a cross_entropy) to the entry's loss,
   // its output "loss" (the sum of every term added).
   void loss(Tensor t, LossOptions opt = {}, SourceLoc loc = SourceLoc::current());
