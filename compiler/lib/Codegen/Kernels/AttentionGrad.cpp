@@ -7,8 +7,10 @@
 //   dS = P · (dP - D);  dq_i = scale Σ_j dS k_j;  dk_j = scale Σ_i dS q_i;  dv_j = Σ_i P do_i
 //
 // dq works per query row (its scores, lse and dP over all keys, kept for the row); dk and dv
-// per key row, from every query's lse and D computed first. CPU schedules; the work skipped
-// by the causal mask is still visited (masked), which the block engine will avoid.
+// per key row, from every query's lse and D computed first. CPU schedules. Causal: every
+// reduction over keys stops at the query's last visible key, and every reduction over queries
+// starts at the key's first visible query (RDom::where, which Halide turns into the loop's
+// bounds), so the masked half of the scores is neither computed nor visited.
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -42,13 +44,19 @@ Func buildAttentionGrad(Builder &B) {
     s(j, i, h) += G(re, i, h) * V(re, j, h);
     return s;
   };
+  // The keys query i sees, the queries key j is seen by: with the causal mask, the loops' bounds.
+  auto keysOf = [&](const char *name) {
+    RDom r(0, Lk, name);
+    if (causal) r.where(r <= i + (Lk - Lq));
+    return r;
+  };
   // Each query row's log-sum-exp and D.
   Func sRow = scores("s_row"), mx("mx"), se("se"), lse("lse"), dRow("d_row");
-  RDom rj(0, Lk, "rj");
+  RDom rm = keysOf("rm"), rs = keysOf("rs"), rj = keysOf("rj");
   mx(i, h) = ninf;
-  mx(i, h) = max(mx(i, h), select(visible(rj, i), sRow(rj, i, h) * scale, ninf));
+  mx(i, h) = max(mx(i, h), select(visible(rm, i), sRow(rm, i, h) * scale, ninf));
   se(i, h) = 0.0f;
-  se(i, h) += select(visible(rj, i), exp(sRow(rj, i, h) * scale - mx(i, h)), 0.0f);
+  se(i, h) += select(visible(rs, i), exp(sRow(rs, i, h) * scale - mx(i, h)), 0.0f);
   lse(i, h) = mx(i, h) + log(se(i, h));
   dRow(i, h) = 0.0f;
   dRow(i, h) += G(re, i, h) * O(re, i, h);
@@ -77,6 +85,7 @@ Func buildAttentionGrad(Builder &B) {
   // dk, dv: per key row j, over every query i.
   Func sCol = scores("s_col"), p("p");
   RDom ri(0, Lq, "ri");
+  if (causal) ri.where(ri >= j - (Lk - Lq));
   p(j, i, h) = select(visible(j, i), exp(sCol(j, i, h) * scale - lse(i, h)), 0.0f);
   std::vector<Func> perKey{sCol, p};
   Func acc("acc");
@@ -102,6 +111,7 @@ Func buildAttentionGrad(Builder &B) {
   if (B.parallel()) {
     B.s(lse).parallel(h);
     B.s(dRow).parallel(h);
+    B.s(dRow.update()).parallel(h);
   }
   row = B.rowwise(out, {c, j, h});
   for (Func f : perKey) B.s(f).compute_at(out, row).vectorize(i, B.vec(), TailStrategy::GuardWithIf);

@@ -48,7 +48,7 @@ Func buildOptimizer(Builder &B) {
       }
       out(x) = total(x);
       B.s(part).compute_root();
-      if (B.parallel()) B.s(part).parallel(o);
+      if (B.parallel()) B.s(part.update()).parallel(o);  // the sums, a task per outer index
       B.s(total).compute_root();
       return out;
     }
