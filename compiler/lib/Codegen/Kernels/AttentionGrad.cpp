@@ -6,7 +6,8 @@
 //   P(j, i) = exp(s(j, i) - lse_i),  dP(j, i) = do_i·v_j,  D_i = do_i·o_i
 //   dS = P · (dP - D);  dq_i = scale Σ_j dS k_j;  dk_j = scale Σ_i dS q_i;  dv_j = Σ_i P do_i
 //
-// dq works per query row (its scores, lse and dP over all keys, kept for the row); dk and dv
+// dq works per query row (its scores, lse and dP over all keys, kept for the row; keys and
+// values read through transposed copies, so a row's dot products are vectors over keys); dk and dv
 // per key row, from every query's lse and D computed first. CPU schedules. Causal: every
 // reduction over keys stops at the query's last visible key, and every reduction over queries
 // starts at the key's first visible query (RDom::where, which Halide turns into the loop's
@@ -31,18 +32,32 @@ Func buildAttentionGrad(Builder &B) {
   auto visible = [&](Expr key, Expr query) { return causal ? key <= query + (Lk - Lq) : Expr(true); };
 
   /* THE ALGORITHM */
-  // Scores, recomputed where each kernel needs them (two Funcs: two places, two schedules).
-  auto scores = [&](const char *name) {
+  // Transposed copies ([rows, features] -> [features, rows] per head), made once: a row of
+  // scores is a vector over keys (or a column over queries), and its dot products then read
+  // consecutive keys (queries) instead of one feature every D floats.
+  auto transposed = [&](ImageParam X, const char *name) {
+    Func t(name);
+    t(j, c, h) = X(c, j, h);
+    return t;
+  };
+  Func kT = transposed(K, "k_t"), vT = transposed(V, "v_t"), qT = transposed(Q, "q_t"), gT = transposed(G, "g_t");
+  // Scores s(j, i) = q_i·k_j, recomputed where each kernel needs them: a query's row (vector
+  // over keys j) or a key's column (vector over queries i).
+  auto scores = [&](const char *name, bool column) {
     Func s(name);
     s(j, i, h) = 0.0f;
-    s(j, i, h) += Q(rd, i, h) * K(rd, j, h);
+    s(j, i, h) += column ? qT(i, rd, h) * K(rd, j, h) : Q(rd, i, h) * kT(j, rd, h);
     return s;
   };
-  auto dots = [&](const char *name) {  // dP(j, i) = do_i·v_j
+  auto dots = [&](const char *name, bool column) {  // dP(j, i) = do_i·v_j
     Func s(name);
     s(j, i, h) = 0.0f;
-    s(j, i, h) += G(re, i, h) * V(re, j, h);
+    s(j, i, h) += column ? gT(i, re, h) * V(re, j, h) : G(re, i, h) * vT(j, re, h);
     return s;
+  };
+  auto transposeOnce = [&](Func t) {
+    B.s(t).compute_root().vectorize(j, B.vec(), TailStrategy::GuardWithIf);
+    if (B.parallel()) B.s(t).parallel(h);
   };
   // The keys query i sees, the queries key j is seen by: with the causal mask, the loops' bounds.
   auto keysOf = [&](const char *name) {
@@ -51,7 +66,7 @@ Func buildAttentionGrad(Builder &B) {
     return r;
   };
   // Each query row's log-sum-exp and D.
-  Func sRow = scores("s_row"), mx("mx"), se("se"), lse("lse"), dRow("d_row");
+  Func sRow = scores("s_row", false), mx("mx"), se("se"), lse("lse"), dRow("d_row");
   RDom rm = keysOf("rm"), rs = keysOf("rs"), rj = keysOf("rj");
   mx(i, h) = ninf;
   mx(i, h) = max(mx(i, h), select(visible(rm, i), sRow(rm, i, h) * scale, ninf));
@@ -64,7 +79,9 @@ Func buildAttentionGrad(Builder &B) {
   Func out("out");
   Var row;
   if (wrt == "query") {
-    Func dp = dots("dp");
+    Func dp = dots("dp", false);
+    transposeOnce(kT);
+    transposeOnce(vT);
     Func ds("ds");
     ds(j, i, h) = select(visible(j, i), exp(sRow(j, i, h) * scale - lse(i, h)) * (dp(j, i, h) - dRow(i, h)), 0.0f);
     Func acc("acc");
@@ -83,7 +100,9 @@ Func buildAttentionGrad(Builder &B) {
     return out;
   }
   // dk, dv: per key row j, over every query i.
-  Func sCol = scores("s_col"), p("p");
+  Func sCol = scores("s_col", true), p("p");
+  transposeOnce(kT);
+  transposeOnce(qT);
   RDom ri(0, Lq, "ri");
   if (causal) ri.where(ri >= j - (Lk - Lq));
   p(j, i, h) = select(visible(j, i), exp(sCol(j, i, h) * scale - lse(i, h)), 0.0f);
@@ -93,7 +112,8 @@ Func buildAttentionGrad(Builder &B) {
   if (wrt == "value") {
     acc(c, j, h) += p(j, ri, h) * G(c, ri, h);
   } else {
-    Func dp = dots("dp"), ds("ds");
+    Func dp = dots("dp", true), ds("ds");
+    transposeOnce(gT);
     ds(j, i, h) = p(j, i, h) * (dp(j, i, h) - dRow(i, h));
     acc(c, j, h) += ds(j, ri, h) * Q(c, ri, h) * scale;
     perKey.push_back(dp);
