@@ -265,6 +265,52 @@ def main():
             "prompt %d + %d new tokens, whole process incl. loading (torch: from_pretrained + generate); kiln %.1f tok/s, "
             "torch %.1f tok/s; kiln: %s" % (P, N, N / (km / 1e3), N / (statistics.median(p) / 1e3), next(l for l in err.splitlines() if l.startswith("prompt:"))))
 
+    if want("gpt2_small_train"):
+        # One training step (forward, backward, clipping at 1.0, AdamW) at B = 1 (kiln has no batch
+        # dimension yet), T = 256: kiln's train_step against PyTorch eager (dropout 0, as kiln).
+        T = 128 if a.quick else 256
+        exe = os.path.join(OUT, "gpt2-train-kiln")
+        if stale(exe, os.path.join(BIN, "gpt2-compile")):
+            log("compiling gpt2 with --train (the backward's kernels at GPT-2 small's sizes: minutes)")
+            sh([os.path.join(BIN, "gpt2-compile"), "--config", os.path.join(gdir, "config.json"), "--train", "-o", exe])
+        ids, _ = ids_file(T + 1, "train")
+        tokf, tgtf = os.path.join(tmp, "train-tokens.npy"), os.path.join(tmp, "train-targets.npy")
+        np.save(tokf, ids[:T])
+        np.save(tgtf, ids[1:])
+        tt = torch.from_numpy(ids[:T].astype(np.int64))[None]
+        targets = torch.from_numpy(ids[1:].astype(np.int64))
+        model = GPT2LMHeadModel.from_pretrained(gdir, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0).train()
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        plain = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
+                                lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+
+        def torch_step():
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(tt, use_cache=False).logits[0], targets)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss
+        # Correctness: the loss of these weights on this window, kiln's eval entry against torch's.
+        ed = os.path.join(tmp, "train-eval")
+        run_kiln([exe, "--weights", gw, "--entry", "eval", "--input", "tokens=" + tokf, "--input", "targets=" + tgtf],
+                 a.threads, 1, ed)
+        with torch.no_grad():
+            ref = torch.nn.functional.cross_entropy(model(tt, use_cache=False).logits[0], targets).reshape(1).numpy()
+        rel = check("gpt2_small_train", np.load(os.path.join(ed, "loss.npy")), ref, "loss")
+        k, p = [], []
+        for _ in range(rounds):
+            ms, rss, _ = run_kiln([exe, "--weights", gw, "--entry", "train_step", "--input", "tokens=" + tokf, "--input",
+                                   "targets=" + tgtf], a.threads, a.repeat)
+            k.append(ms)
+            p.append(median_ms(torch_step, a.repeat))
+        km = statistics.median(k)
+        row("gpt2_small_train", T, km, "torch", statistics.median(p), rss, 3 * gpt2_flops(T), rel,
+            "B=1 T=%d: forward+backward+clip+AdamW; kiln %.0f tok/s, torch %.0f tok/s (torch eager, dropout 0)"
+            % (T, T / (km / 1e3), T / (statistics.median(p) / 1e3)))
+        del model, opt
+
     if want("bert_base_forward"):
         bert = BertModel.from_pretrained(bdir, add_pooling_layer=False).eval()
         bsess = ort.InferenceSession(os.path.join(bdir, "model.onnx"), so, providers=["CPUExecutionProvider"])
