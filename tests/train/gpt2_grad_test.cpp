@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness.h"
+#include "grad_check.h"
 
 namespace {
 
@@ -27,27 +27,7 @@ TEST(Gpt2Gradients, MatchPyTorchAutograd) {
   EXPECT_NEAR(loss, want, 1e-5 * std::abs(want));
   std::map<std::string, ref::T> grads = kt::loadWeights(fx + "/grads.safetensors");
   ASSERT_EQ(grads.size(), 2u + 2u + 12u * 2u) << "the fixture's parameters";
-  for (auto &[name, g] : grads) {
-    ref::T got = kt::loadNpy(dir + "/out/grad." + name + ".npy");
-    ASSERT_EQ(got.shape, g.shape) << name;
-    double maxRef = 0, maxDiff = 0;
-    for (size_t i = 0; i < g.v.size(); ++i) {
-      maxRef = std::max(maxRef, (double)std::abs(g.v[i]));
-      maxDiff = std::max(maxDiff, (double)std::abs(g.v[i] - got.v[i]));
-    }
-    EXPECT_GT(maxRef, 0.0) << name;
-    EXPECT_LE(maxDiff, 1e-4 * maxRef) << "grad." << name << ": max |kiln - torch| " << maxDiff << ", max |torch| " << maxRef;
-  }
-}
-
-double maxRelDiff(const ref::T &want, const ref::T &got, double *maxRefOut = nullptr) {
-  double maxRef = 0, maxDiff = 0;
-  for (size_t i = 0; i < want.v.size(); ++i) {
-    maxRef = std::max(maxRef, (double)std::abs(want.v[i]));
-    maxDiff = std::max(maxDiff, (double)std::abs(want.v[i] - got.v[i]));
-  }
-  if (maxRefOut) *maxRefOut = maxRef;
-  return maxRef > 0 ? maxDiff / maxRef : maxDiff;
+  kt::expectFixtureGradients(grads, dir + "/out");
 }
 
 TEST(Gpt2Training, TwentyAdamWStepsMatchTorch) {
@@ -92,9 +72,9 @@ TEST(Gpt2Training, TwentyAdamWStepsMatchTorch) {
       const size_t d = w.v.size() / 3;
       for (ref::T *t : {&w, &got[k], &init.at(name)}) t->v.erase(t->v.begin() + d, t->v.begin() + 2 * d);
     }
-    double maxRef = 0, rel = maxRelDiff(w, got[k], &maxRef);
+    double maxRef = 0, rel = kt::maxRelDiff(w, got[k], &maxRef);
     EXPECT_LE(rel, 1e-4) << name << " after 20 steps: max |kiln - torch| / max |torch| = " << rel;
-    EXPECT_GT(maxRelDiff(w, init.at(name)), 1e-4) << name << " did not move: the comparison would prove nothing";
+    EXPECT_GT(kt::maxRelDiff(w, init.at(name)), 1e-4) << name << " did not move: the comparison would prove nothing";
   }
 }
 

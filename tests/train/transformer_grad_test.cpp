@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "harness.h"
+#include "grad_check.h"
 
 namespace {
 
@@ -27,17 +27,7 @@ TEST(TransformerGradients, MatchPyTorchAutograd) {
   std::map<std::string, ref::T> grads = kt::loadWeights(fx + "/grads.safetensors");
   // Per layer: encoder 12 tensors, decoder 18; the final norms 2 + 2; embeddings and generator 4.
   ASSERT_EQ(grads.size(), 2u * 12u + 2u * 18u + 4u + 4u) << "the fixture's parameters";
-  for (auto &[name, g] : grads) {
-    ref::T got = kt::loadNpy(dir + "/out/grad." + name + ".npy");
-    ASSERT_EQ(got.shape, g.shape) << name;
-    double maxRef = 0, maxDiff = 0;
-    for (size_t i = 0; i < g.v.size(); ++i) {
-      maxRef = std::max(maxRef, (double)std::abs(g.v[i]));
-      maxDiff = std::max(maxDiff, (double)std::abs(g.v[i] - got.v[i]));
-    }
-    EXPECT_GT(maxRef, 0.0) << name;
-    EXPECT_LE(maxDiff, 1e-4 * maxRef) << "grad." << name << ": max |kiln - torch| " << maxDiff << ", max |torch| " << maxRef;
-  }
+  kt::expectFixtureGradients(grads, dir + "/out");
 }
 
 }  // namespace
