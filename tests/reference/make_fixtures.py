@@ -120,7 +120,8 @@ def gpt2(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
     save("gpt2", "logits", logits.numpy().astype(np.float32))
 
 
-def bert(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
+def bert_weights(g, layers, d, vocab, ctx):
+    """BERT's encoder parameters under Hugging Face's names ("bert." prefix), small and random."""
     r = lambda *s: torch.randn(*s, generator=g) * 0.1
     e = "bert.embeddings."
     w = {e + "word_embeddings.weight": r(vocab, d) * 5, e + "position_embeddings.weight": r(ctx, d),
@@ -135,8 +136,12 @@ def bert(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
         lin(p + "output.dense", 4 * d, d)
         for n in ("attention.output.LayerNorm", "output.LayerNorm"):
             w[p + n + ".weight"], w[p + n + ".bias"] = 1 + r(d), r(d)
-    tokens = torch.randint(0, vocab, (21,), generator=g)
-    types = torch.tensor([0] * 11 + [1] * 10)
+    return w
+
+
+def bert_hidden(w, tokens, types, layers, d, heads):
+    """BERT's encoder: the last hidden state [L, d] (erf GELU, LayerNorm eps 1e-12)."""
+    e = "bert.embeddings."
     L = lambda x, n: F.layer_norm(x, (d,), w[n + ".weight"], w[n + ".bias"], 1e-12)
     D = lambda x, n: x @ w[n + ".weight"].T + w[n + ".bias"]
     x = w[e + "word_embeddings.weight"][tokens] + w[e + "position_embeddings.weight"][: len(tokens)] + \
@@ -149,6 +154,17 @@ def bert(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
                 w[s + "value.weight"].T, w[s + "value.bias"], heads, False)
         x = L(x + D(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
         x = L(x + D(F.gelu(D(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
+    return x
+
+
+def bert(g, layers=2, d=64, heads=4, vocab=256, ctx=64):
+    r = lambda *s: torch.randn(*s, generator=g) * 0.1
+    e = "bert.embeddings."
+    w = bert_weights(g, layers, d, vocab, ctx)
+    lin = lambda n, i, o: w.update({n + ".weight": r(o, i), n + ".bias": r(o)})  # nn.Linear [out, in]
+    tokens = torch.randint(0, vocab, (21,), generator=g)
+    types = torch.tensor([0] * 11 + [1] * 10)
+    x = bert_hidden(w, tokens, types, layers, d, heads)
     # As Hugging Face saves a BertForPreTraining: position ids, pooler and the cls heads.
     w[e + "position_ids"] = torch.arange(ctx).unsqueeze(0)
     lin("bert.pooler.dense", d, d)

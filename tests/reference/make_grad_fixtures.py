@@ -22,7 +22,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from make_fixtures import ROOT, gpt2_logits, gpt2_weights, mha, save_safetensors, sinusoid
+from make_fixtures import ROOT, bert_hidden, bert_weights, gpt2_logits, gpt2_weights, save_safetensors, sinusoid
+
+
+def save_grad_fixture(name, params, inputs, loss, file_name=lambda k: k):
+    """tests/fixtures/<name>/: weights.safetensors (each parameter under file_name(its name), as a
+    checkpoint names it) and grads.safetensors (each .grad under kiln's parameter name), each
+    input as <input>.npy (int64) and loss.npy."""
+    out = os.path.join(ROOT, name)
+    os.makedirs(out, exist_ok=True)
+    save_safetensors(os.path.join(out, "weights.safetensors"), {file_name(k): v.detach() for k, v in params.items()})
+    save_safetensors(os.path.join(out, "grads.safetensors"), {k: v.grad for k, v in params.items()})
+    for k, v in inputs.items():
+        np.save(os.path.join(out, k + ".npy"), v.numpy().astype(np.int64))
+    np.save(os.path.join(out, "loss.npy"), np.array([loss.item()], dtype=np.float32))
 
 
 def gpt2_grad(g, layers=2, d=64, heads=4, vocab=256, ctx=64, n=23):
@@ -35,14 +48,8 @@ def gpt2_grad(g, layers=2, d=64, heads=4, vocab=256, ctx=64, n=23):
     loss = F.cross_entropy(gpt2_logits(w, tokens, layers, d, heads), targets, ignore_index=-1)
     loss.backward()
 
-    out = os.path.join(ROOT, "gpt2_grad")
-    os.makedirs(out, exist_ok=True)
-    save_safetensors(os.path.join(out, "weights.safetensors"),
-                     {k[len("transformer."):]: v.detach() for k, v in w.items()})
-    save_safetensors(os.path.join(out, "grads.safetensors"), {k: v.grad for k, v in w.items()})
-    np.save(os.path.join(out, "tokens.npy"), tokens.numpy().astype(np.int64))
-    np.save(os.path.join(out, "targets.npy"), targets.numpy().astype(np.int64))
-    np.save(os.path.join(out, "loss.npy"), np.array([loss.item()], dtype=np.float32))
+    save_grad_fixture("gpt2_grad", w, {"tokens": tokens, "targets": targets}, loss,
+                      file_name=lambda k: k[len("transformer."):])  # as Hugging Face saves GPT-2
 
 
 def bert_mlm_grad(g, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103):
@@ -52,23 +59,11 @@ def bert_mlm_grad(g, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103)
     id or kept; its target is the original id, -1 elsewhere), token types all 0, and
     loss.backward(): tests/fixtures/bert_mlm_grad/."""
     r = lambda *s: torch.randn(*s, generator=g) * 0.1
-    e = "bert.embeddings."
-    w = {e + "word_embeddings.weight": r(vocab, d) * 5, e + "position_embeddings.weight": r(ctx, d),
-         e + "token_type_embeddings.weight": r(2, d), e + "LayerNorm.weight": 1 + r(d), e + "LayerNorm.bias": r(d)}
-    lin = lambda name, i, o: w.update({name + ".weight": r(o, i), name + ".bias": r(o)})  # nn.Linear [out, in]
-    ln = lambda name: w.update({name + ".weight": 1 + r(d), name + ".bias": r(d)})
-    for i in range(layers):
-        p = f"bert.encoder.layer.{i}."
-        for name in ("query", "key", "value"):
-            lin(p + "attention.self." + name, d, d)
-        lin(p + "attention.output.dense", d, d)
-        lin(p + "intermediate.dense", d, 4 * d)
-        lin(p + "output.dense", 4 * d, d)
-        ln(p + "attention.output.LayerNorm")
-        ln(p + "output.LayerNorm")
-    lin("cls.predictions.transform.dense", d, d)
-    ln("cls.predictions.transform.LayerNorm")
-    w["cls.predictions.bias"] = r(vocab)
+    w = bert_weights(g, layers, d, vocab, ctx)
+    h = "cls.predictions."
+    w[h + "transform.dense.weight"], w[h + "transform.dense.bias"] = r(d, d), r(d)
+    w[h + "transform.LayerNorm.weight"], w[h + "transform.LayerNorm.bias"] = 1 + r(d), r(d)
+    w[h + "bias"] = r(vocab)
     for t in w.values():
         t.requires_grad_(True)
 
@@ -76,30 +71,13 @@ def bert_mlm_grad(g, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103)
     tokens, targets = ids.clone(), torch.full((n,), -1, dtype=torch.int64)
     for pos, becomes in ((2, mask), (7, mask), (11, int(ids[3])), (15, int(ids[15])), (20, mask)):
         tokens[pos], targets[pos] = becomes, ids[pos]
-    L = lambda x, name: F.layer_norm(x, (d,), w[name + ".weight"], w[name + ".bias"], 1e-12)
-    D = lambda x, name: x @ w[name + ".weight"].T + w[name + ".bias"]
-    x = w[e + "word_embeddings.weight"][tokens] + w[e + "position_embeddings.weight"][:n] + \
-        w[e + "token_type_embeddings.weight"][torch.zeros(n, dtype=torch.int64)]
-    x = L(x, e + "LayerNorm")
-    for i in range(layers):
-        p = f"bert.encoder.layer.{i}."
-        s = p + "attention.self."
-        a = mha(x, x, w[s + "query.weight"].T, w[s + "query.bias"], w[s + "key.weight"].T, w[s + "key.bias"],
-                w[s + "value.weight"].T, w[s + "value.bias"], heads, False)
-        x = L(x + D(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
-        x = L(x + D(F.gelu(D(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
-    h = L(F.gelu(D(x, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
-    logits = h @ w[e + "word_embeddings.weight"].T + w["cls.predictions.bias"]
+    x = bert_hidden(w, tokens, torch.zeros(n, dtype=torch.int64), layers, d, heads)
+    t = F.gelu(x @ w[h + "transform.dense.weight"].T + w[h + "transform.dense.bias"])
+    t = F.layer_norm(t, (d,), w[h + "transform.LayerNorm.weight"], w[h + "transform.LayerNorm.bias"], 1e-12)
+    logits = t @ w["bert.embeddings.word_embeddings.weight"].T + w[h + "bias"]
     loss = F.cross_entropy(logits, targets, ignore_index=-1)
     loss.backward()
-
-    out = os.path.join(ROOT, "bert_mlm_grad")
-    os.makedirs(out, exist_ok=True)
-    save_safetensors(os.path.join(out, "weights.safetensors"), {k: v.detach() for k, v in w.items()})
-    save_safetensors(os.path.join(out, "grads.safetensors"), {k: v.grad for k, v in w.items()})
-    np.save(os.path.join(out, "tokens.npy"), tokens.numpy().astype(np.int64))
-    np.save(os.path.join(out, "targets.npy"), targets.numpy().astype(np.int64))
-    np.save(os.path.join(out, "loss.npy"), np.array([loss.item()], dtype=np.float32))
+    save_grad_fixture("bert_mlm_grad", w, {"tokens": tokens, "targets": targets}, loss)
 
 
 def transformer_grad(g, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_vocab=60, S=13, T=9):
@@ -133,14 +111,7 @@ def transformer_grad(g, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_voca
 
     params = dict(model.named_parameters())
     params.update(extra)
-    out = os.path.join(ROOT, "transformer_grad")
-    os.makedirs(out, exist_ok=True)
-    save_safetensors(os.path.join(out, "weights.safetensors"), {k: v.detach() for k, v in params.items()})
-    save_safetensors(os.path.join(out, "grads.safetensors"), {k: v.grad for k, v in params.items()})
-    np.save(os.path.join(out, "src_tokens.npy"), src.numpy().astype(np.int64))
-    np.save(os.path.join(out, "tgt_tokens.npy"), tgt.numpy().astype(np.int64))
-    np.save(os.path.join(out, "targets.npy"), targets.numpy().astype(np.int64))
-    np.save(os.path.join(out, "loss.npy"), np.array([loss.item()], dtype=np.float32))
+    save_grad_fixture("transformer_grad", params, {"src_tokens": src, "tgt_tokens": tgt, "targets": targets}, loss)
 
 
 M64 = (1 << 64) - 1

@@ -10,13 +10,17 @@
 namespace vjp {
 using V = std::vector<double>;
 
-// ---- linear: y [L, out] = x [L, in] · Wᵀ + b, W [out, in] ----
-inline V linear(const V &x, const V &w, const V &b, int64_t L, int64_t in, int64_t out) {
+// ---- linear: y [L, out] = x [L, in] · Wᵀ + b, W [out, in] (outIn) or x · W, W [in, out]; b may
+// be empty ----
+inline double &weightAt(V &w, int64_t o, int64_t k, int64_t in, int64_t out, bool outIn) {
+  return outIn ? w[o * in + k] : w[k * out + o];
+}
+inline V linear(const V &x, const V &w, const V &b, int64_t L, int64_t in, int64_t out, bool outIn = true) {
   V y(L * out);
   for (int64_t i = 0; i < L; ++i)
     for (int64_t o = 0; o < out; ++o) {
       double s = b.empty() ? 0 : b[o];
-      for (int64_t k = 0; k < in; ++k) s += x[i * in + k] * w[o * in + k];
+      for (int64_t k = 0; k < in; ++k) s += x[i * in + k] * (outIn ? w[o * in + k] : w[k * out + o]);
       y[i * out + o] = s;
     }
   return y;
@@ -24,14 +28,14 @@ inline V linear(const V &x, const V &w, const V &b, int64_t L, int64_t in, int64
 struct LinearGrads {
   V dx, dw, db;
 };
-inline LinearGrads linearVjp(const V &dy, const V &x, const V &w, int64_t L, int64_t in, int64_t out) {
-  LinearGrads g{V(L * in), V(out * in), V(out)};
+inline LinearGrads linearVjp(const V &dy, const V &x, V w, int64_t L, int64_t in, int64_t out, bool outIn = true) {
+  LinearGrads g{V(L * in), V(out * in), V(out)};  // dw in w's layout
   for (int64_t i = 0; i < L; ++i)
     for (int64_t o = 0; o < out; ++o) {
       g.db[o] += dy[i * out + o];
       for (int64_t k = 0; k < in; ++k) {
-        g.dx[i * in + k] += dy[i * out + o] * w[o * in + k];
-        g.dw[o * in + k] += dy[i * out + o] * x[i * in + k];
+        g.dx[i * in + k] += dy[i * out + o] * weightAt(w, o, k, in, out, outIn);
+        weightAt(g.dw, o, k, in, out, outIn) += dy[i * out + o] * x[i * in + k];
       }
     }
   return g;
@@ -242,6 +246,23 @@ inline V attentionProbs(const V &q, const V &k, int64_t Lq, int64_t Lk, int64_t 
 inline V attention(const V &q, const V &k, const V &v, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv, double scale,
                    bool causal) {
   return matmul(attentionProbs(q, k, Lq, Lk, D, scale, causal), v, Lq, Lk, Dv);
+}
+// Heads side by side: q [Lq, H·hd], k and v [Lk, H·hd]; each head attends with scale 1/sqrt(hd).
+inline V attentionHeads(const V &q, const V &k, const V &v, int64_t Lq, int64_t Lk, int64_t H, int64_t hd, bool causal) {
+  const int64_t d = H * hd;
+  V o(Lq * d);
+  for (int64_t h = 0; h < H; ++h) {
+    auto head = [&](const V &x, int64_t L) {
+      V t(L * hd);
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t c = 0; c < hd; ++c) t[i * hd + c] = x[i * d + h * hd + c];
+      return t;
+    };
+    V oh = attention(head(q, Lq), head(k, Lk), head(v, Lk), Lq, Lk, hd, hd, 1 / std::sqrt((double)hd), causal);
+    for (int64_t i = 0; i < Lq; ++i)
+      for (int64_t c = 0; c < hd; ++c) o[i * d + h * hd + c] = oh[i * hd + c];
+  }
+  return o;
 }
 struct AttentionGrads {
   V dq, dk, dv;

@@ -15,17 +15,11 @@
 namespace {
 
 TEST(Gpt2Gradients, MatchPyTorchAutograd) {
-  std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/gpt2_grad";
   std::string dir = kt::workDir("train_gpt2_grad");
   auto c = kt::run(std::string(KILN_BIN) + "/gpt2-compile --train --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64 "
                    "--quiet --cache-dir " KILN_TEST_CACHE " -o " + dir + "/gpt2");
   ASSERT_EQ(c.code, 0) << c.output;
-  auto r = kt::run(dir + "/gpt2 --entry gradients --weights " + fx + "/weights.safetensors --input tokens=" + fx +
-                   "/tokens.npy --input targets=" + fx + "/targets.npy --output-dir " + dir + "/out");
-  ASSERT_EQ(r.code, 0) << r.output;
-  float loss = kt::loadNpy(dir + "/out/loss.npy").v.at(0), want = kt::loadNpy(fx + "/loss.npy").v.at(0);
-  EXPECT_NEAR(loss, want, 1e-5 * std::abs(want));
-  std::map<std::string, ref::T> grads = kt::loadWeights(fx + "/grads.safetensors");
+  std::map<std::string, ref::T> grads = kt::runFixtureGradients(dir + "/gpt2", "gpt2_grad", {"tokens", "targets"}, dir + "/out");
   ASSERT_EQ(grads.size(), 2u + 2u + 12u * 2u) << "the fixture's parameters";
   kt::expectFixtureGradients(grads, dir + "/out");
 }

@@ -22,9 +22,9 @@ inline double maxRelDiff(const ref::T &want, const ref::T &got, double *maxWant 
   return maxRef > 0 ? maxDiff / maxRef : maxDiff;
 }
 
-// Every gradient of a fixture (parameter name -> tensor) against the grad.<name>.npy an entry
-// wrote into `outDir`: the same shape, a reference that is not all zeros, and max |kiln - torch|
-// <= 1e-4 max |torch|. Names `skip` accepts are the caller's to check.
+// Every reference gradient (parameter name -> tensor: a PyTorch fixture's, finite differences)
+// against the grad.<name>.npy an entry wrote into `outDir`: the same shape, a reference that is
+// not all zeros, and max |kiln - ref| <= 1e-4 max |ref|. Names `skip` accepts are the caller's to check.
 inline void expectFixtureGradients(const std::map<std::string, ref::T> &want, const std::string &outDir,
                                    const std::function<bool(const std::string &)> &skip = {}) {
   for (auto &[name, g] : want) {
@@ -33,7 +33,23 @@ inline void expectFixtureGradients(const std::map<std::string, ref::T> &want, co
     ASSERT_EQ(got.shape, g.shape) << name;
     double maxRef = 0, rel = maxRelDiff(g, got, &maxRef);
     EXPECT_GT(maxRef, 0.0) << name;
-    EXPECT_LE(rel, 1e-4) << "grad." << name << ": max |kiln - torch| / max |torch| = " << rel << " (max |torch| " << maxRef << ")";
+    EXPECT_LE(rel, 1e-4) << "grad." << name << ": max |kiln - ref| / max |ref| = " << rel << " (max |ref| " << maxRef << ")";
   }
+}
+
+// Runs `exe --entry gradients` on the PyTorch fixture tests/fixtures/<fixture>: its
+// weights.safetensors and, for each name in `inputs`, <name>.npy; the outputs go to `outDir`. The
+// loss must match loss.npy within 1e-5; returns the fixture's gradients (grads.safetensors), or
+// nothing after a failure.
+inline std::map<std::string, ref::T> runFixtureGradients(const std::string &exe, const std::string &fixture,
+                                                         const std::vector<std::string> &inputs, const std::string &outDir) {
+  std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/" + fixture, args;
+  for (const std::string &in : inputs) args += " --input " + in + "=" + fx + "/" + in + ".npy";
+  auto r = run(exe + " --entry gradients --weights " + fx + "/weights.safetensors" + args + " --output-dir " + outDir);
+  EXPECT_EQ(r.code, 0) << r.output;
+  if (r.code != 0) return {};
+  float loss = loadNpy(outDir + "/loss.npy").v.at(0), want = loadNpy(fx + "/loss.npy").v.at(0);
+  EXPECT_NEAR(loss, want, 1e-5 * std::abs(want)) << fixture << ": the loss";
+  return loadWeights(fx + "/grads.safetensors");
 }
 }  // namespace kt

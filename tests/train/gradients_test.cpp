@@ -1,7 +1,7 @@
 // gradients_test.cpp - kiln-differentiate end to end: small models compiled with a loss and
 // Model::gradients(), their "grad.<param>" outputs checked against central finite differences
-// of a plain double-precision forward written here (no autodiff of its own, nothing shared with
-// kiln), every element of every parameter.
+// of the plain double-precision forward of tests/reference/vjp.h (nothing shared with kiln; its
+// backward rules are not used here), every element of every parameter.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,90 +9,20 @@
 #include <functional>
 #include <map>
 
-#include "harness.h"
+#include "grad_check.h"
 #include "kiln/dsl/Ops.h"
+#include "vjp.h"
 
 namespace {
 using Mat = std::vector<double>;  // row-major, shapes passed alongside
 using Params = std::map<std::string, Mat>;
 
-// ---- the double-precision forward, op by op, written for obviousness ----
-Mat linear(const Mat &x, int64_t L, int64_t in, const Mat &w, int64_t out, const Mat *b, bool outIn) {
-  Mat y(L * out);
-  for (int64_t i = 0; i < L; ++i)
-    for (int64_t o = 0; o < out; ++o) {
-      double s = b ? (*b)[o] : 0;
-      for (int64_t k = 0; k < in; ++k) s += x[i * in + k] * (outIn ? w[o * in + k] : w[k * out + o]);
-      y[i * out + o] = s;
-    }
-  return y;
-}
-Mat layerNorm(const Mat &x, int64_t L, int64_t d, const Mat &g, const Mat &b, double eps) {
-  Mat y(L * d);
-  for (int64_t i = 0; i < L; ++i) {
-    double mu = 0, var = 0;
-    for (int64_t c = 0; c < d; ++c) mu += x[i * d + c];
-    mu /= d;
-    for (int64_t c = 0; c < d; ++c) var += (x[i * d + c] - mu) * (x[i * d + c] - mu);
-    var /= d;
-    for (int64_t c = 0; c < d; ++c) y[i * d + c] = (x[i * d + c] - mu) / std::sqrt(var + eps) * g[c] + b[c];
-  }
-  return y;
-}
-Mat add(Mat a, const Mat &b) {
-  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i % b.size()];
-  return a;
-}
-Mat mapEach(Mat x, const std::function<double(double)> &f) {
-  for (double &v : x) v = f(v);
-  return x;
-}
-double geluTanh(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-double geluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double silu(double x) { return x / (1 + std::exp(-x)); }
-// Rows [L, n] -> softmax over each row.
-Mat softmaxRows(Mat x, int64_t L, int64_t n) {
-  for (int64_t i = 0; i < L; ++i) {
-    double mx = -1e300, s = 0;
-    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[i * n + j]);
-    for (int64_t j = 0; j < n; ++j) s += std::exp(x[i * n + j] - mx);
-    for (int64_t j = 0; j < n; ++j) x[i * n + j] = std::exp(x[i * n + j] - mx) / s;
-  }
-  return x;
-}
-// q, k, v [L, H*hd] (heads side by side), causal: softmax(q kᵀ / sqrt(hd), j <= i) v per head.
-Mat causalAttention(const Mat &q, const Mat &k, const Mat &v, int64_t L, int64_t H, int64_t hd) {
-  int64_t d = H * hd;
-  Mat o(L * d, 0.0);
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t i = 0; i < L; ++i) {
-      std::vector<double> s(i + 1);
-      double mx = -1e300, sum = 0;
-      for (int64_t j = 0; j <= i; ++j) {
-        double t = 0;
-        for (int64_t c = 0; c < hd; ++c) t += q[i * d + h * hd + c] * k[j * d + h * hd + c];
-        s[j] = t / std::sqrt((double)hd);
-        mx = std::max(mx, s[j]);
-      }
-      for (int64_t j = 0; j <= i; ++j) sum += s[j] = std::exp(s[j] - mx);
-      for (int64_t j = 0; j <= i; ++j)
-        for (int64_t c = 0; c < hd; ++c) o[i * d + h * hd + c] += s[j] / sum * v[j * d + h * hd + c];
-    }
-  return o;
-}
-double crossEntropy(const Mat &logits, int64_t L, int64_t V, const std::vector<int32_t> &targets) {
-  double total = 0;
-  int n = 0;
-  for (int64_t i = 0; i < L; ++i) {
-    if (targets[i] < 0) continue;
-    double mx = -1e300, s = 0;
-    for (int64_t c = 0; c < V; ++c) mx = std::max(mx, logits[i * V + c]);
-    for (int64_t c = 0; c < V; ++c) s += std::exp(logits[i * V + c] - mx);
-    total += std::log(s) + mx - logits[i * V + targets[i]];
-    ++n;
-  }
-  return n ? total / n : 0.0;
-}
+// The double-precision forward is tests/reference/vjp.h's (its backward rules are not used
+// here: the gradients come from central differences).
+using vjp::Act;
+using vjp::activation;
+using vjp::addRows;
+using vjp::linear;
 
 // Central differences of `loss` with respect to every element of every parameter.
 Params finiteDifferences(Params p, const std::function<double(const Params &)> &loss) {
@@ -146,18 +76,12 @@ void checkGradients(const std::string &dir, const std::string &exe, const Params
   ref::T loss = kt::loadNpy(dir + "/out/loss.npy");
   ASSERT_EQ(loss.v.size(), 1u);
   EXPECT_NEAR(loss.v[0], refLoss, 1e-5 * std::abs(refLoss)) << "the loss";
+  std::map<std::string, ref::T> want;
   for (auto &[name, g] : ref) {
-    ref::T got = kt::loadNpy(dir + "/out/grad." + name + ".npy");
-    ASSERT_EQ(got.shape, shapes.at(name)) << name;
-    double maxRef = 0, maxDiff = 0;
-    for (size_t i = 0; i < g.size(); ++i) {
-      maxRef = std::max(maxRef, std::abs(g[i]));
-      maxDiff = std::max(maxDiff, std::abs(g[i] - (double)got.v[i]));
-    }
-    EXPECT_GT(maxRef, 1e-6) << "grad." << name << ": the reference is zero (the loss does not depend on it?)";
-    EXPECT_LE(maxDiff, 1e-4 * maxRef) << "grad." << name << ": max |kiln - finite differences| " << maxDiff
-                                      << " vs max |ref| " << maxRef;
+    want[name] = ref::T(shapes.at(name));
+    for (size_t i = 0; i < g.size(); ++i) want[name].v[i] = (float)g[i];
   }
+  kt::expectFixtureGradients(want, dir + "/out");
 }
 
 // The parameter `name` of the test's shape table.
@@ -212,22 +136,16 @@ TEST(Gradients, GptBlockMatchesFiniteDifferences) {
       Mat x((size_t)(L * d));
       for (int64_t i = 0; i < L; ++i)
         for (int64_t c = 0; c < d; ++c) x[i * d + c] = w.at("wte")[tokens[i] * d + c] + w.at("wpe")[i * d + c];
-      Mat h = layerNorm(x, L, d, w.at("ln1.g"), w.at("ln1.b"), 1e-5);
-      Mat qkv = linear(h, L, d, w.at("qkv.w"), 3 * d, &w.at("qkv.b"), false);
-      Mat q(L * d), k(L * d), v(L * d);
-      for (int64_t i = 0; i < L; ++i)
-        for (int64_t c = 0; c < d; ++c) {
-          q[i * d + c] = qkv[i * 3 * d + c];
-          k[i * d + c] = qkv[i * 3 * d + d + c];
-          v[i * d + c] = qkv[i * 3 * d + 2 * d + c];
-        }
-      Mat a = causalAttention(q, k, v, L, H, d / H);
-      x = add(x, linear(a, L, d, w.at("proj.w"), d, &w.at("proj.b"), true));
-      Mat f = mapEach(linear(layerNorm(x, L, d, w.at("ln2.g"), w.at("ln2.b"), 1e-5), L, d, w.at("fc.w"), F, &w.at("fc.b"), false),
-                    geluTanh);
-      x = add(x, linear(f, L, F, w.at("out.w"), d, &w.at("out.b"), false));
-      Mat logits = linear(layerNorm(x, L, d, w.at("lnf.g"), w.at("lnf.b"), 1e-5), L, d, w.at("wte"), V, nullptr, true);
-      return crossEntropy(logits, L, V, targets);
+      Mat h = vjp::layerNorm(x, w.at("ln1.g"), w.at("ln1.b"), L, d, 1e-5);
+      Mat qkv = linear(h, w.at("qkv.w"), w.at("qkv.b"), L, d, 3 * d, false);
+      Mat a = vjp::attentionHeads(vjp::sliceCols(qkv, L, 3 * d, 0, d), vjp::sliceCols(qkv, L, 3 * d, d, 2 * d),
+                                  vjp::sliceCols(qkv, L, 3 * d, 2 * d, 3 * d), L, L, H, d / H, true);
+      x = addRows(x, linear(a, w.at("proj.w"), w.at("proj.b"), L, d, d));
+      Mat f = activation(Act::GeluTanh, linear(vjp::layerNorm(x, w.at("ln2.g"), w.at("ln2.b"), L, d, 1e-5), w.at("fc.w"),
+                                               w.at("fc.b"), L, d, F, false));
+      x = addRows(x, linear(f, w.at("out.w"), w.at("out.b"), L, F, d, false));
+      Mat logits = linear(vjp::layerNorm(x, w.at("lnf.g"), w.at("lnf.b"), L, d, 1e-5), w.at("wte"), {}, L, d, V);
+      return vjp::crossEntropy(logits, targets, V);
     };
     std::string sub = dir + "/L" + std::to_string(L);
     std::filesystem::create_directories(sub);
@@ -237,15 +155,6 @@ TEST(Gradients, GptBlockMatchesFiniteDifferences) {
                    "--input tokens=" + sub + "/tokens.npy --input targets=" + sub + "/targets.npy", loss(prm),
                    finiteDifferences(prm, loss));
   }
-}
-
-// a [M, K] · b [K, N] (tb: b is [N, K]).
-Mat matmul(const Mat &a, const Mat &b, int64_t M, int64_t K, int64_t N, bool tb) {
-  Mat c(M * N, 0.0);
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j)
-      for (int64_t k = 0; k < K; ++k) c[i * N + j] += a[i * K + k] * (tb ? b[j * K + k] : b[k * N + j]);
-  return c;
 }
 
 // Every other rule: relu, erf GELU, SiLU, an explicit softmax of scaled scores, matmuls with
@@ -288,26 +197,13 @@ TEST(Gradients, EveryRuleMatchesFiniteDifferences) {
         double freq = std::exp((double)(c - c % 2) * (-std::log(10000.0) / (double)d));
         x[i * d + c] = w.at("emb")[tokens[i] * d + c] + (c % 2 == 0 ? std::sin(i * freq) : std::cos(i * freq));
       }
-    Mat a = mapEach(linear(x, L, d, w.at("a.w"), d, &w.at("a.b"), false), [](double v) { return std::max(v, 0.0); });
-    Mat b = mapEach(linear(x, L, d, w.at("b.w"), d, nullptr, true), geluErf);
-    Mat c = mapEach(linear(x, L, d, w.at("c.w"), d, nullptr, false), silu);
-    Mat sm = softmaxRows(mapEach(matmul(a, b, L, d, L, true), [](double v) { return 0.5 * v; }), L, L);
-    Mat y = matmul(sm, c, L, L, d, false);
-    // Non-causal two-head attention: q = y, k = x, v = c.
-    const int64_t H = 2, hd = d / H;
-    Mat att(L * d, 0.0);
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < L; ++i) {
-        Mat s(L);
-        for (int64_t j = 0; j < L; ++j) {
-          double t = 0;
-          for (int64_t e = 0; e < hd; ++e) t += y[i * d + h * hd + e] * x[j * d + h * hd + e];
-          s[j] = t / std::sqrt((double)hd);
-        }
-        s = softmaxRows(s, 1, L);
-        for (int64_t j = 0; j < L; ++j)
-          for (int64_t e = 0; e < hd; ++e) att[i * d + h * hd + e] += s[j] * c[j * d + h * hd + e];
-      }
+    Mat a = activation(Act::Relu, linear(x, w.at("a.w"), w.at("a.b"), L, d, d, false));
+    Mat b = activation(Act::GeluErf, linear(x, w.at("b.w"), {}, L, d, d));
+    Mat c = activation(Act::Silu, linear(x, w.at("c.w"), {}, L, d, d, false));
+    Mat scores = vjp::matmul(a, vjp::transpose(b, L, d), L, d, L);
+    for (double &v : scores) v *= 0.5;
+    Mat y = vjp::matmul(vjp::softmax(scores, L, L), c, L, L, d);
+    Mat att = vjp::attentionHeads(y, x, c, L, L, 2, d / 2, false);  // q = y, k = x, v = c
     Mat z(L * 3 * d);
     for (int64_t i = 0; i < L; ++i)
       for (int64_t e = 0; e < d; ++e) {
@@ -315,8 +211,8 @@ TEST(Gradients, EveryRuleMatchesFiniteDifferences) {
         z[i * 3 * d + d + e] = 0.5 * att[i * d + e];
         z[i * 3 * d + 2 * d + e] = x[i * d + e] * c[i * d + e];
       }
-    Mat logits = linear(z, L, 3 * d, w.at("head"), V, &w.at("head.b"), false);
-    return crossEntropy(logits, L, V, targets) + 0.5 * crossEntropy(linear(x, L, d, w.at("emb"), V, nullptr, true), L, V, targets);
+    Mat logits = linear(z, w.at("head"), w.at("head.b"), L, 3 * d, V, false);
+    return vjp::crossEntropy(logits, targets, V) + 0.5 * vjp::crossEntropy(linear(x, w.at("emb"), {}, L, d, V), targets, V);
   };
   kt::saveIds(dir + "/tokens.npy", tokens);
   kt::saveIds(dir + "/targets.npy", targets);

@@ -13,18 +13,12 @@
 namespace {
 
 TEST(TransformerGradients, MatchPyTorchAutograd) {
-  std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/transformer_grad";
   std::string dir = kt::workDir("train_transformer_grad");
   auto c = kt::run(std::string(KILN_BIN) + "/transformer-compile --train --layers 2 --d-model 32 --heads 2 --d-ff 64 "
                    "--src-vocab 50 --tgt-vocab 60 --ctx 32 --quiet --cache-dir " KILN_TEST_CACHE " -o " + dir + "/transformer");
   ASSERT_EQ(c.code, 0) << c.output;
-  auto r = kt::run(dir + "/transformer --entry gradients --weights " + fx + "/weights.safetensors --input src_tokens=" + fx +
-                   "/src_tokens.npy --input tgt_tokens=" + fx + "/tgt_tokens.npy --input targets=" + fx +
-                   "/targets.npy --output-dir " + dir + "/out");
-  ASSERT_EQ(r.code, 0) << r.output;
-  float loss = kt::loadNpy(dir + "/out/loss.npy").v.at(0), want = kt::loadNpy(fx + "/loss.npy").v.at(0);
-  EXPECT_NEAR(loss, want, 1e-5 * std::abs(want));
-  std::map<std::string, ref::T> grads = kt::loadWeights(fx + "/grads.safetensors");
+  std::map<std::string, ref::T> grads = kt::runFixtureGradients(dir + "/transformer", "transformer_grad",
+                                                                {"src_tokens", "tgt_tokens", "targets"}, dir + "/out");
   // Per layer: encoder 12 tensors, decoder 18; the final norms 2 + 2; embeddings and generator 4.
   ASSERT_EQ(grads.size(), 2u * 12u + 2u * 18u + 4u + 4u) << "the fixture's parameters";
   kt::expectFixtureGradients(grads, dir + "/out");

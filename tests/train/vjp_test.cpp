@@ -44,12 +44,14 @@ void expectFiniteDifferences(const char *what, V &x, const V &grad, const std::f
 
 TEST(ReferenceVjp, Linear) {
   const int64_t L = 3, in = 4, out = 5;
-  V x = random(L * in, 1), w = random(out * in, 2), b = random(out, 3), u = random(L * out, 4);
-  vjp::LinearGrads g = vjp::linearVjp(u, x, w, L, in, out);
-  auto loss = [&] { return dot(u, vjp::linear(x, w, b, L, in, out)); };
-  expectFiniteDifferences("linear dx", x, g.dx, loss);
-  expectFiniteDifferences("linear dw", w, g.dw, loss);
-  expectFiniteDifferences("linear db", b, g.db, loss);
+  for (bool outIn : {true, false}) {  // W [out, in] (x·Wᵀ) and [in, out] (x·W)
+    V x = random(L * in, 1), w = random(out * in, 2), b = random(out, 3), u = random(L * out, 4);
+    vjp::LinearGrads g = vjp::linearVjp(u, x, w, L, in, out, outIn);
+    auto loss = [&] { return dot(u, vjp::linear(x, w, b, L, in, out, outIn)); };
+    expectFiniteDifferences("linear dx", x, g.dx, loss);
+    expectFiniteDifferences("linear dw", w, g.dw, loss);
+    expectFiniteDifferences("linear db", b, g.db, loss);
+  }
 }
 
 TEST(ReferenceVjp, Matmul) {
