@@ -1,6 +1,7 @@
 // cli.h - what the compiled executable's command line (main.cpp) and its generation loop
 // (generate.cpp) share: the model being run, and failing with a message and an exit code.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "kilnrt/api.h"
@@ -29,7 +30,6 @@ struct GenerateFlags {
   int top_k = 0;
   int32_t eos = -1, start_token = 0;
   uint64_t seed = 0;
-  double lr = 0;  // --lr: the peak learning rate; 0: the model's (or the checkpoint's)
   bool quiet = false;
 };
 
@@ -37,7 +37,7 @@ struct TrainFlags {
   std::string data, eval_data, log, save;
   int64_t batch = 1, seq = 0, steps = 0, save_every = 0, eval_every = 0;
   uint64_t seed = 0;
-  double lr = 0;  // --lr: the peak learning rate; 0: the model's (or the checkpoint's)
+  std::optional<double> lr;  // --lr: the peak learning rate; none: the model's (or the checkpoint's)
   bool quiet = false;
 };
 

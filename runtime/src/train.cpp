@@ -2,12 +2,13 @@
 //
 // Each step takes one seeded window of T + 1 tokens from the data (tokens = the first T,
 // targets = the last T; for a masked-LM entry, whose "targets" input has a mask_rate, T tokens
-// masked by kilnrt_tokens_mask from a third seeded stream), runs the entry that updates the parameters (inputs "tokens" and
-// "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV row and, every few steps, a
-// progress line. The window of step k depends only on the seed and k, so a run resumed from a
-// checkpoint (whose optimizer.step says where it stopped) sees the same data as one that never
-// stopped. --lr writes the state optimizer.lr, the schedule's peak (zero: the model's own). Checkpoints (parameters and the optimizer.* states) are written to a temporary name
-// and renamed.
+// masked by kilnrt_tokens_mask from a third seeded stream), runs the entry that updates the
+// parameters (inputs "tokens" and "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV
+// row and, every few steps, a progress line. The window of step k depends only on the seed and k,
+// so a run resumed from a checkpoint (whose optimizer.step says where it stopped) sees the same
+// data as one that never stopped. --lr writes the state optimizer.lr, the schedule's peak (zero:
+// the model's own). Checkpoints (parameters and the optimizer.* states) are written to a
+// temporary name and renamed.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -143,11 +144,11 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     return sum / (double)windows;
   };
 
-  if (f.lr != 0) {  // the peak the learning_rate kernel reads when positive; saved with the moments
-    if (!(f.lr > 0) || !std::isfinite(f.lr)) cli.die(1, "--lr " + std::to_string(f.lr) + ": expected a positive finite rate");
+  if (f.lr) {  // the peak the learning_rate kernel reads when positive; saved with the moments
+    if (!(*f.lr > 0) || !std::isfinite(*f.lr)) cli.die(1, "--lr " + std::to_string(*f.lr) + ": expected a positive finite rate");
     kilnrt_tensor peak{};
     cli.check(kilnrt_session_state(s, "optimizer.lr", &peak));
-    ((float *)peak.data)[0] = (float)f.lr;
+    ((float *)peak.data)[0] = (float)*f.lr;
   }
   kilnrt_tensor stepState{};
   cli.check(kilnrt_session_state(s, "optimizer.step", &stepState));

@@ -188,9 +188,11 @@ TEST(Optimizer, LrOverridesThePeakAndTheCheckpointKeepsIt) {
   ASSERT_EQ(rows.size(), 5u);
   const double want[] = {0.01, 0.02, 0.02 * (0.2 + 0.4 * (1 + std::cos(M_PI / 3))), 0.02 * (0.2 + 0.4 * (1 + std::cos(2 * M_PI / 3)))};
   for (int t = 1; t <= 4; ++t) EXPECT_NEAR(std::stod(rows[t][3]), want[t - 1], 1e-6) << "lr at step " << t;
-  r = kt::run(common + "--steps 3 --lr -1");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_THAT(r.output, HasSubstr("expected a positive finite rate"));
+  for (const char *bad : {"-1", "0"}) {
+    r = kt::run(common + "--steps 3 --lr " + bad);
+    EXPECT_EQ(r.code, 1) << bad;
+    EXPECT_THAT(r.output, HasSubstr("expected a positive finite rate")) << bad;
+  }
 }
 
 TEST(Optimizer, BadTrainingInputIsAClearError) {
