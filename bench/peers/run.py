@@ -266,19 +266,20 @@ def main():
             "torch %.1f tok/s; kiln: %s" % (P, N, N / (km / 1e3), N / (statistics.median(p) / 1e3), next(l for l in err.splitlines() if l.startswith("prompt:"))))
 
     if want("gpt2_small_train"):
-        # One training step (forward, backward, clipping at 1.0, AdamW) at B = 1 (kiln has no batch
-        # dimension yet), T = 256: kiln's train_step against PyTorch eager (dropout 0, as kiln).
-        T = 128 if a.quick else 256
-        exe = os.path.join(OUT, "gpt2-train-kiln")
+        # One training step (forward, backward, clipping at 1.0, AdamW) over a batch of B = 4
+        # windows of T = 256: kiln's train_step against PyTorch eager (dropout 0, as kiln).
+        B, T = (2, 128) if a.quick else (4, 256)
+        exe = os.path.join(OUT, "gpt2-train-kiln-b%d" % B)
         if stale(exe, os.path.join(BIN, "gpt2-compile")):
-            log("compiling gpt2 with --train (the backward's kernels at GPT-2 small's sizes: minutes)")
-            sh([os.path.join(BIN, "gpt2-compile"), "--config", os.path.join(gdir, "config.json"), "--train", "-o", exe])
-        ids, _ = ids_file(T + 1, "train")
+            log("compiling gpt2 with --train --batch %d (the backward's kernels at GPT-2 small's sizes: minutes)" % B)
+            sh([os.path.join(BIN, "gpt2-compile"), "--config", os.path.join(gdir, "config.json"), "--train", "--batch",
+                str(B), "-o", exe])
+        ids = rng.integers(0, 50257, size=(B, T + 1)).astype(np.int32)
         tokf, tgtf = os.path.join(tmp, "train-tokens.npy"), os.path.join(tmp, "train-targets.npy")
-        np.save(tokf, ids[:T])
-        np.save(tgtf, ids[1:])
-        tt = torch.from_numpy(ids[:T].astype(np.int64))[None]
-        targets = torch.from_numpy(ids[1:].astype(np.int64))
+        np.save(tokf, ids[:, :T])
+        np.save(tgtf, ids[:, 1:])
+        tt = torch.from_numpy(ids[:, :T].astype(np.int64))
+        targets = torch.from_numpy(ids[:, 1:].astype(np.int64)).reshape(B * T)
         model = GPT2LMHeadModel.from_pretrained(gdir, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0).train()
         decay = [p for p in model.parameters() if p.dim() >= 2]
         plain = [p for p in model.parameters() if p.dim() < 2]
@@ -287,7 +288,7 @@ def main():
 
         def torch_step():
             opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(tt, use_cache=False).logits[0], targets)
+            loss = torch.nn.functional.cross_entropy(model(tt, use_cache=False).logits.reshape(B * T, -1), targets)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -297,7 +298,8 @@ def main():
         run_kiln([exe, "--weights", gw, "--entry", "eval", "--input", "tokens=" + tokf, "--input", "targets=" + tgtf],
                  a.threads, 1, ed)
         with torch.no_grad():
-            ref = torch.nn.functional.cross_entropy(model(tt, use_cache=False).logits[0], targets).reshape(1).numpy()
+            ref = torch.nn.functional.cross_entropy(model(tt, use_cache=False).logits.reshape(B * T, -1),
+                                                    targets).reshape(1).numpy()
         rel = check("gpt2_small_train", np.load(os.path.join(ed, "loss.npy")), ref, "loss")
         k, p = [], []
         for _ in range(rounds):
@@ -306,9 +308,9 @@ def main():
             k.append(ms)
             p.append(median_ms(torch_step, a.repeat))
         km = statistics.median(k)
-        row("gpt2_small_train", T, km, "torch", statistics.median(p), rss, 3 * gpt2_flops(T), rel,
-            "B=1 T=%d: forward+backward+clip+AdamW; kiln %.0f tok/s, torch %.0f tok/s (torch eager, dropout 0)"
-            % (T, T / (km / 1e3), T / (statistics.median(p) / 1e3)))
+        row("gpt2_small_train", T, km, "torch", statistics.median(p), rss, 3 * B * gpt2_flops(T), rel,
+            "B=%d T=%d: forward+backward+clip+AdamW; kiln %.0f tok/s, torch %.0f tok/s (torch eager, dropout 0)"
+            % (B, T, B * T / (km / 1e3), B * T / (statistics.median(p) / 1e3)))
         del model, opt
 
     if want("bert_base_forward"):

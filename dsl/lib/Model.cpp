@@ -46,9 +46,38 @@ Dim Model::seq(const std::string &name, int64_t max, SourceLoc loc) {
                 loc);
   for (auto &s : syms_)
     if (s.name == name) throw Error("seq: a sequence length named '" + name + "' already exists", loc);
-  if (syms_.size() == 4) throw Error("seq: a model has at most 4 sequence lengths", loc);
+  if (syms_.size() == 8) throw Error("seq: a model has at most 8 lengths, batches and rows of batches", loc);
   syms_.push_back({name, max});
   return Dim(max, (int)syms_.size() - 1);
+}
+
+Dim Model::batch(const std::string &name, int64_t max, SourceLoc loc) {
+  Dim b = seq(name, max, loc);
+  syms_[b.sym].batch = true;
+  return b;
+}
+
+Dim Model::rows(Dim batch, Dim length, SourceLoc loc) {
+  if (!batch.dynamic() || !syms_.at(batch.sym).batch)
+    throw Error("rows: the first dim must be a batch (Model::batch), got " + dim_str(batch), loc);
+  if (!length.dynamic() || syms_.at(length.sym).batch || syms_.at(length.sym).rows_of >= 0)
+    throw Error("rows: the second dim must be a sequence length (Model::seq), got " + dim_str(length), loc);
+  for (size_t i = 0; i < syms_.size(); ++i)
+    if (syms_[i].rows_of == batch.sym && syms_[i].length == length.sym) return Dim(syms_[i].max, (int)i);
+  int64_t max = batch.size * length.size;
+  if (max > kMaxSeqBound)
+    throw Error("rows: " + dim_str(batch) + " x " + dim_str(length) + " = " + std::to_string(max) +
+                    " rows, more than kiln supports (" + std::to_string(kMaxSeqBound) + ")",
+                loc);
+  if (syms_.size() == 8) throw Error("rows: a model has at most 8 lengths, batches and rows of batches", loc);
+  syms_.push_back({syms_[batch.sym].name + "*" + syms_[length.sym].name, max, false, batch.sym, length.sym});
+  return Dim(max, (int)syms_.size() - 1);
+}
+
+Dim Model::per_sequence(const Dim &d) const {
+  if (!d.dynamic() || syms_.at(d.sym).rows_of < 0) return d;
+  const Symbol &l = syms_[syms_[d.sym].length];
+  return Dim(l.max, syms_[d.sym].length);
 }
 
 static void check_shape(const Model &m, const std::string &what, const Shape &s, const SourceLoc &loc) {

@@ -68,7 +68,7 @@ Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc) {
   Model &m = model_of({table, like}, "position_embedding", loc);
   need_rank(m, "position_embedding", "table", table, 2, 2, loc);
   Dim L = like.dim(0);
-  need(L.size <= table.dim(0).size, "position_embedding",
+  need(m.per_sequence(L).size <= table.dim(0).size, "position_embedding",
        "the sequence (" + m.dim_str(L) + ") can be longer than the table's " + std::to_string(table.dim(0).size) +
            " positions",
        loc);
@@ -378,6 +378,14 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
   same_dim(m, "attention", "the key heads", k.dim(0), "the value heads", v.dim(0), loc);
   same_dim(m, "attention", "the query head dim", q.dim(2), "the key head dim", k.dim(2), loc);
   same_dim(m, "attention", "the key length", k.dim(1), "the value length", v.dim(1), loc);
+  // Over a batch's rows (Model::rows), each sequence attends to its own keys: the keys must be
+  // rows of the same batch (or a cache, in an entry that runs one sequence).
+  auto batchOf = [&](const Dim &d) { return d.dynamic() ? m.symbols().at(d.sym).rows_of : -1; };
+  if (int qb = batchOf(q.dim(1)), kb = batchOf(k.dim(1)); qb != kb && (qb >= 0 || kb >= 0) && k.dim(1).dynamic())
+    need(false, "attention",
+         "the query rows " + m.dim_str(q.dim(1)) + " and the key rows " + m.dim_str(k.dim(1)) +
+             " must both be rows of the same batch (Model::rows) or neither",
+         loc);
   check_pattern(m, opt.mask, q, k, opt, loc);
   float sc = opt.scale ? *opt.scale : 1.0f / std::sqrt((float)q.dim(2).size);
   need(std::isfinite(sc), "attention", "the scale must be finite", loc);
@@ -450,7 +458,7 @@ Tensor cache_write(Tensor cache, Tensor value, Tensor past, SourceLoc loc) {
   need_rank(m, "cache_write", "value", value, 3, 3, loc);
   same_dim(m, "cache_write", "the cache's heads", cache.dim(0), "the value's heads", value.dim(0), loc);
   same_dim(m, "cache_write", "the cache's row width", cache.dim(2), "the value's row width", value.dim(2), loc);
-  need(value.dim(1).size <= cache.dim(1).size, "cache_write",
+  need(m.per_sequence(value.dim(1)).size <= cache.dim(1).size, "cache_write",  // a batch's entry: one sequence
        "the value has up to " + m.dim_str(value.dim(1)) + " rows but the cache holds " + std::to_string(cache.dim(1).size), loc);
   std::vector<int> ins{cache.id(), value.id()};
   if (past) {

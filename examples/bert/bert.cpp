@@ -13,7 +13,7 @@
 #include "kiln/dsl/Ops.h"
 
 struct BertConfig {
-  int64_t layers = 12, d_model = 768, heads = 12, vocab = 30522, ctx = 512, type_vocab = 2;
+  int64_t layers = 12, d_model = 768, heads = 12, vocab = 30522, ctx = 512, type_vocab = 2, batch = 1;
   bool train = false;
   int64_t mask_token = 103;  // [MASK] in bert-base-uncased's vocabulary
   float lr = 1e-4f;
@@ -51,9 +51,10 @@ static void build_bert(kiln::Model &m, const BertConfig &c) {
   const std::string e = "bert.embeddings.";
   // The encoder of the current entry: tokens (and token types, all 0 when left out) -> [L, d];
   // `words` is the word embedding table (the masked-LM head's decoder too).
-  Dim L = m.seq("L", c.ctx);
+  // --batch: every entry runs B sequences of one length L at once ([B, L] inputs, B·L rows).
+  Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
   auto encoder = [&](Tensor tokens, Tensor words) {
-    Tensor types = m.optional_tokens("token_type_ids", L, c.type_vocab);
+    Tensor types = m.optional_tokens("token_type_ids", N, c.type_vocab);
     Tensor x = add(add(embedding(words, tokens),
                        position_embedding(m.param(e + "position_embeddings.weight", {c.ctx, d}), tokens)),
                    embedding(m.param(e + "token_type_embeddings.weight", {c.type_vocab, d}), types));
@@ -69,7 +70,7 @@ static void build_bert(kiln::Model &m, const BertConfig &c) {
     return x;
   };
   auto wordTable = [&]() { return m.param(e + "word_embeddings.weight", {c.vocab, d}); };
-  m.output("hidden", encoder(m.tokens("tokens", L, c.vocab), wordTable()));
+  m.output("hidden", encoder(m.tokens("tokens", N, c.vocab), wordTable()));
   // --train: the masked-LM objective of BertForMaskedLM: the head (cls.predictions: dense, erf
   // GELU, LayerNorm, the word embeddings tied as the decoder, a bias) and the cross-entropy at
   // the masked positions (`targets`, -1 elsewhere; ./bert --train masks 15% of each window:
@@ -77,8 +78,8 @@ static void build_bert(kiln::Model &m, const BertConfig &c) {
   if (!c.train) return;
   auto maskedLmLoss = [&](const char *entry) {
     m.entry(entry);
-    Tensor tokens = m.tokens("tokens", L, c.vocab);
-    Tensor targets = m.targets("targets", L, c.vocab, MaskedLM{.mask_token = c.mask_token});
+    Tensor tokens = m.tokens("tokens", N, c.vocab);
+    Tensor targets = m.targets("targets", N, c.vocab, MaskedLM{.mask_token = c.mask_token});
     const std::string h = "cls.predictions.";
     Tensor words = wordTable();
     Tensor t = norm(h + "transform.LayerNorm",
@@ -104,6 +105,10 @@ int main(int argc, char **argv) {
   driver.app().add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   driver.app().add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
   driver.app().add_option("--type-vocab", c.type_vocab, "token types (segments)")->capture_default_str();
+  driver.app()
+      .add_option("--batch", c.batch, "maximum sequences per run (compiled bound; a run's inputs are [B, L])")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 12))
+      ->capture_default_str();
   driver.app().add_flag("--train", c.train,
                         "add the masked-LM training entries: `gradients` (the loss and every parameter's gradient), "
                         "`eval` (the loss) and `train_step` (AdamW; ./model --train masks the data)");

@@ -22,7 +22,7 @@
 #include "kiln/dsl/Ops.h"
 
 struct Gpt2Config {
-  int64_t layers = 12, d_model = 768, heads = 12, vocab = 50257, ctx = 1024;
+  int64_t layers = 12, d_model = 768, heads = 12, vocab = 50257, ctx = 1024, batch = 1;
   bool train = false, checkpoint = false;
   float lr = 1e-3f;
   int64_t warmup = 0, decay_steps = 0;
@@ -90,15 +90,17 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
     if (lastRow) x = last(x, 0);
     return linear(norm("transformer.ln_f", x), wte);  // tied head: x · wteᵀ
   };
-  // forward (the prefill): the prompt, which also fills the caches.
-  Dim L = m.seq("L", c.ctx);
-  Tensor tokens = m.tokens("tokens", L, c.vocab);
+  // forward (the prefill): the prompt, which also fills the caches. --batch: the entries without
+  // a cache (the training entries) run B sequences at once ([B, L] inputs, B·L rows); those
+  // with one take one sequence (B = 1).
+  Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
+  Tensor tokens = m.tokens("tokens", N, c.vocab);
   Tensor wte = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor wpe = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
   m.output("logits", decoder(add(embedding(wte, tokens), position_embedding(wpe, tokens)), Tensor(), wte));
   // prefill: the same prompt and caches, the head on the last row only.
   m.entry("prefill");
-  Tensor ptokens = m.tokens("tokens", L, c.vocab);
+  Tensor ptokens = m.tokens("tokens", N, c.vocab);
   Tensor wteP = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor wpeP = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
   m.output("last_logits", decoder(add(embedding(wteP, ptokens), position_embedding(wpeP, ptokens)), Tensor(), wteP, true));
@@ -118,8 +120,8 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   if (!c.train) return;
   auto nextTokenLoss = [&](const char *entry) {
     m.entry(entry);
-    Tensor t = m.tokens("tokens", L, c.vocab);
-    Tensor targets = m.targets("targets", L, c.vocab);
+    Tensor t = m.tokens("tokens", N, c.vocab);
+    Tensor targets = m.targets("targets", N, c.vocab);
     Tensor w = m.param("transformer.wte.weight", {c.vocab, d});
     Tensor p = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
     m.loss(cross_entropy(decoder(add(embedding(w, t), position_embedding(p, t)), Tensor(), w, false, false), targets));
@@ -148,6 +150,10 @@ int main(int argc, char **argv) {
   driver.app().add_option("--heads", c.heads, "attention heads")->capture_default_str();
   driver.app().add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   driver.app().add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
+  driver.app()
+      .add_option("--batch", c.batch, "maximum sequences per run of the entries without a KV cache (compiled bound)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 12))
+      ->capture_default_str();
   driver.app().add_flag("--train", c.train,
                         "add the training entries: `gradients` (the next-token loss and every parameter's gradient), "
                         "`eval` (the loss) and `train_step` (AdamW; ./model --train)");

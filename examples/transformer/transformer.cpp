@@ -29,7 +29,7 @@
 #include "kiln/dsl/Ops.h"
 
 struct TransformerConfig {
-  int64_t layers = 6, d_model = 512, heads = 8, d_ff = 2048, src_vocab = 32000, tgt_vocab = 32000, ctx = 256;
+  int64_t layers = 6, d_model = 512, heads = 8, d_ff = 2048, src_vocab = 32000, tgt_vocab = 32000, ctx = 256, batch = 1;
   bool train = false;
 };
 
@@ -96,7 +96,10 @@ static void build_transformer(kiln::Model &m, const TransformerConfig &c) {
   auto generator = [&](Tensor y) { return dense("generator", norm("decoder.norm", y), d, c.tgt_vocab); };
 
   // forward: the whole target sequence at once (teacher forcing).
-  Dim S = m.seq("S", c.ctx), T = m.seq("T", c.ctx);
+  // --batch: `forward` and `gradients` run B pairs of sequences at once ([B, S] and [B, T]
+  // inputs); `encode`, which fills the cross-attention caches, takes one (B = 1).
+  Dim S0 = m.seq("S", c.ctx), T0 = m.seq("T", c.ctx), B = m.batch("B", c.batch);
+  Dim S = m.rows(B, S0), T = m.rows(B, T0);
   auto teacherForced = [&](Tensor src, Tensor tgt) {
     Tensor memory = encoder(src);
     Tensor y = embed("tgt_embed.weight", c.tgt_vocab, tgt, Tensor());
@@ -161,6 +164,9 @@ int main(int argc, char **argv) {
   app.add_option("--src-vocab", c.src_vocab, "source vocabulary")->capture_default_str();
   app.add_option("--tgt-vocab", c.tgt_vocab, "target vocabulary")->capture_default_str();
   app.add_option("--ctx", c.ctx, "maximum source and target length (compiled bound)")->capture_default_str();
+  app.add_option("--batch", c.batch, "maximum sequence pairs per run of forward and gradients (compiled bound)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 12))
+      ->capture_default_str();
   app.add_flag("--train", c.train, "add the entry `gradients` (src_tokens, tgt_tokens, targets -> loss, grad.<name>)");
   return driver.run(argc, argv, [&](kiln::Model &m) { build_transformer(m, c); });
 }

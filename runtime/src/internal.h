@@ -23,6 +23,13 @@ const kilnrt_tensor *session_input(const kilnrt_session *s, const char *name);
 // A parameter's rank and shape in weights files (a transposed or panel parameter's dims are the
 // layout the model keeps).
 int param_file_shape(const kiln_tensor_info &p, int64_t *shape);
+// Whether symbol `sym` is a batch (the first factor of a batch's rows, kiln_model_info.sym_factors).
+inline bool is_batch_sym(const kiln_model_info *m, int sym) {
+  if (sym < 0 || !m->sym_factors) return false;
+  for (int i = 0; i < m->n_syms; ++i)
+    if (m->sym_factors[2 * i] == sym) return true;
+  return false;
+}
 // Records the message for kilnrt_last_error() and returns `code`.
 kilnrt_status fail(kilnrt_status code, std::string message);
 inline kilnrt_status user_error(std::string m) { return fail(KILNRT_USER_ERROR, std::move(m)); }

@@ -210,7 +210,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_flag("--train", train, "train: run the model's training entry over --data for --steps steps");
   app.add_option("--data", tr.data, "--train: a 1-D .npy of token ids (for text, its bytes)");
   app.add_option("--seq", tr.seq, "--train: tokens per window (T; each step reads T + 1)");
-  app.add_option("--batch", tr.batch, "--train: windows per step (1 for now)")->capture_default_str();
+  app.add_option("--batch", tr.batch, "--train: windows per step (the batch B; at most the compiled bound)")->capture_default_str();
   app.add_option("--steps", tr.steps, "--train: the total number of steps (a resumed run continues to it)");
   app.add_option("--eval-data", tr.eval_data, "--train: token ids whose mean loss the model's eval entry reports");
   app.add_option("--eval-every", tr.eval_every, "--train: evaluate every K steps (and after the last)");

@@ -58,7 +58,8 @@ struct kilnrt_session {
   std::vector<Storage> state_store;  // states (KV caches), zero at creation, kept across runs
   std::vector<bool> io_set;
   std::vector<kilnrt_tensor> io_tensor;
-  int64_t syms[KILN_MAX_SYMS] = {0, 0, 0, 0};
+  std::vector<bool> io_unbatched;  // an input given without its batch dim (one sequence)
+  int64_t syms[KILN_MAX_SYMS] = {};
   Storage arena;
   int64_t arena_bytes = 0;
   std::vector<std::string> ignored;  // tensors the last load skipped
@@ -171,6 +172,7 @@ extern "C" kilnrt_status kilnrt_session_create(const kiln_model_info *model, kil
   s->params.assign(model->n_params, nullptr);
   s->io_store.resize(model->n_io);
   s->io_set.assign(model->n_io, false);
+  s->io_unbatched.assign(model->n_io, false);
   s->io_tensor.resize(model->n_io);
   for (int i = 0; i < model->n_states; ++i) {
     size_t bytes = (size_t)param_numel(model->states[i]) * 4;
@@ -427,24 +429,36 @@ extern "C" kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char 
     return user_error("the model has no input '" + std::string(name) + "' (inputs: " + names + ")");
   }
   const kiln_tensor_info &info = m->io[io];
+  // One sequence may leave out the batch dim: it is then a batch of one.
+  kilnrt_tensor one;
+  bool unbatched = info.rank > 1 && t->rank == info.rank - 1 && kilnrt::is_batch_sym(m, info.dims[0].sym);
+  if (unbatched) {
+    one = *t;
+    one.rank = info.rank;
+    one.shape[0] = 1;
+    for (int d = 0; d < t->rank; ++d) one.shape[d + 1] = t->shape[d];
+    t = &one;
+  }
   if (t->dtype != (kiln_dtype)info.dtype)
     return user_error("input '" + std::string(name) + "' must be " + dtype_name((kiln_dtype)info.dtype) + ", got " +
                       dtype_name(t->dtype));
   if (t->rank != info.rank)
-    return user_error("input '" + std::string(name) + "' must have rank " + std::to_string(info.rank) + ", got shape " +
-                      shape_str(t->shape, t->rank));
+    return user_error("input '" + std::string(name) + "' must have rank " + std::to_string(info.rank) +
+                      (kilnrt::is_batch_sym(m, info.dims[0].sym) ? " (or " + std::to_string(info.rank - 1) + ": one sequence)"
+                                                                 : std::string()) +
+                      ", got shape " + shape_str(t->shape, t->rank));
   for (int d = 0; d < info.rank; ++d) {
     const kiln_dim &dim = info.dims[d];
     if (dim.sym < 0 && t->shape[d] != dim.size)
       return user_error("input '" + std::string(name) + "' dimension " + std::to_string(d) + " must be " +
                         std::to_string(dim.size) + ", got " + std::to_string(t->shape[d]));
     if (dim.sym >= 0) {
-      const char *sn = m->sym_names[dim.sym];
+      std::string sn = std::string(kilnrt::is_batch_sym(m, dim.sym) ? "batch size " : "sequence length ") + m->sym_names[dim.sym];
       if (t->shape[d] < 1)
-        return user_error("input '" + std::string(name) + "': sequence length " + sn + " must be at least 1, got " +
+        return user_error("input '" + std::string(name) + "': " + sn + " must be at least 1, got " +
                           std::to_string(t->shape[d]));
       if (t->shape[d] > m->sym_max[dim.sym])
-        return user_error("input '" + std::string(name) + "': sequence length " + sn + " = " +
+        return user_error("input '" + std::string(name) + "': " + sn + " = " +
                           std::to_string(t->shape[d]) + " exceeds the compiled bound " +
                           std::to_string(m->sym_max[dim.sym]) + " (recompile with a larger bound)");
     }
@@ -474,6 +488,7 @@ extern "C" kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char 
   s->io_tensor[io] = *t;
   s->io_tensor[io].data = s->io_store[io].get();
   s->io_set[io] = true;
+  s->io_unbatched[io] = unbatched;
   return KILNRT_OK;
 }
 
@@ -529,7 +544,8 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
   for (int i = 0; i < m->n_params; ++i)
     if (!s->params[i]) return user_error("no weights loaded: use --weights FILE or --random-weights");
   // 1. Sequence lengths come from the inputs; they must agree.
-  int64_t syms[KILN_MAX_SYMS] = {0, 0, 0, 0};
+  int64_t syms[KILN_MAX_SYMS] = {};
+  bool batched = false, unbatched = false;  // inputs given with, and without, their batch dim
   for (int k = 0; k < e->n_inputs; ++k) {
     int io = e->inputs[k];
     if (!s->io_set[io]) {
@@ -545,7 +561,23 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
                           std::to_string(syms[sym]) + " vs " + std::to_string(v) + " (input '" + m->io[io].name + "')");
       syms[sym] = v;
     }
+    if (kilnrt::is_batch_sym(m, m->io[io].rank > 0 ? m->io[io].dims[0].sym : -1))
+      (s->io_unbatched[io] ? unbatched : batched) = true;
   }
+  // The rows of a batch: B·L.
+  for (int i = 0; i < m->n_syms && m->sym_factors; ++i)
+    if (m->sym_factors[2 * i] >= 0) syms[i] = syms[m->sym_factors[2 * i]] * syms[m->sym_factors[2 * i + 1]];
+  // Device-resident buffers have no per-sequence views (kiln-lower-to-llvm offsets host pointers).
+  if (s->resident)
+    for (int i = 0; i < m->n_syms; ++i)
+      if (kilnrt::is_batch_sym(m, i) && syms[i] > 1)
+        return user_error("a model compiled with --gpu-buffers=device runs one sequence at a time: give it one "
+                          "sequence, not " + std::string(m->sym_names[i]) + " = " + std::to_string(syms[i]));
+  if (e->single_sequence)
+    for (int i = 0; i < m->n_syms; ++i)
+      if (kilnrt::is_batch_sym(m, i) && syms[i] > 1)
+        return user_error("entry '" + std::string(e->name) + "' runs one sequence at a time (" + e->single_sequence +
+                          "): give it one sequence, not " + m->sym_names[i] + " = " + std::to_string(syms[i]));
   // Optional inputs left out are zeros of the lengths the given inputs set.
   for (int k = 0; k < e->n_inputs; ++k) {
     int io = e->inputs[k];
@@ -568,6 +600,10 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
     kilnrt_tensor t;
     if (shape_at(info, syms, &t) >= 0)
       return internal_error("output '" + std::string(info.name) + "' depends on a length no input sets");
+    if (unbatched && !batched && t.rank > 1 && kilnrt::is_batch_sym(m, info.dims[0].sym)) {  // one sequence: no batch dim
+      for (int d = 1; d < t.rank; ++d) t.shape[d - 1] = t.shape[d];
+      t.shape[--t.rank] = 0;
+    }
     int64_t n = kilnrt_tensor_numel(&t);
     if (!s->io_store[io] || kilnrt_tensor_numel(&s->io_tensor[io]) != n) s->io_store[io] = alloc64((size_t)n * 4);
     t.data = s->io_store[io].get();

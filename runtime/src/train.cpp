@@ -1,8 +1,8 @@
 // train.cpp - `--train`: the compiled training step run over a token file.
 //
-// Each step takes one seeded window of T + 1 tokens from the data (tokens = the first T,
+// Each step takes B (--batch) seeded windows of T + 1 tokens from the data (tokens = the first T,
 // targets = the last T; for a masked-LM entry, whose "targets" input has a mask_rate, T tokens
-// masked by kilnrt_tokens_mask from a third seeded stream), runs the entry that updates the
+// masked by kilnrt_tokens_mask from a third seeded stream) as a [B, T] batch, runs the entry that updates the
 // parameters (inputs "tokens" and "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV
 // row and, every few steps, a progress line. The window of step k depends only on the seed and k,
 // so a run resumed from a checkpoint (whose optimizer.step says where it stopped) sees the same
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "internal.h"
 
 namespace kilnrt {
 namespace {
@@ -68,15 +69,24 @@ struct Windows {
   int64_t vocab = 0;
   std::vector<int32_t> tokens, targets;
   int64_t span(int64_t T) const { return mlm ? T : T + 1; }  // ids a window reads
-  void set(const Cli &cli, kilnrt_session *s, const int32_t *at, int64_t T, uint64_t maskSeed) {
-    const int32_t *tok = at, *tgt = at + 1;
-    if (mlm) {
-      tokens.resize(T);
-      targets.resize(T);
-      cli.check(kilnrt_tokens_mask(at, T, vocab, mlm->mask_token, mlm->mask_rate, maskSeed, tokens.data(), targets.data()));
-      tok = tokens.data(), tgt = targets.data();
+  // One window per sequence of the batch (`at[b]`; window b masked with maskSeeds[b]).
+  void set(const Cli &cli, kilnrt_session *s, const std::vector<const int32_t *> &at, int64_t T,
+           const std::vector<uint64_t> &maskSeeds) {
+    const int64_t B = (int64_t)at.size();
+    tokens.resize(B * T);
+    targets.resize(B * T);
+    for (int64_t b = 0; b < B; ++b) {
+      int32_t *tok = tokens.data() + b * T, *tgt = targets.data() + b * T;
+      if (mlm) {
+        cli.check(kilnrt_tokens_mask(at[b], T, vocab, mlm->mask_token, mlm->mask_rate, maskSeeds[b], tok, tgt));
+      } else {
+        memcpy(tok, at[b], (size_t)T * 4);
+        memcpy(tgt, at[b] + 1, (size_t)T * 4);
+      }
     }
-    kilnrt_tensor ti{KILN_I32, 1, {T}, const_cast<int32_t *>(tok)}, tt{KILN_I32, 1, {T}, const_cast<int32_t *>(tgt)};
+    // One window: a 1-D sequence (a model without a batch takes only that).
+    kilnrt_tensor ti{KILN_I32, B > 1 ? 2 : 1, {B > 1 ? B : T, T}, tokens.data()};
+    kilnrt_tensor tt{KILN_I32, B > 1 ? 2 : 1, {B > 1 ? B : T, T}, targets.data()};
     cli.check(kilnrt_session_set_input(s, "tokens", &ti));
     cli.check(kilnrt_session_set_input(s, "targets", &tt));
   }
@@ -100,13 +110,22 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     for (int k = 0; k < m.entries[e].n_outputs; ++k)
       if (strcmp(m.io[m.entries[e].outputs[k]].name, "grad_sumsq") == 0) en = &m.entries[e];
   if (!en) cli.die(1, "--train: the model has no training entry (compile it with Model::train)");
-  if (f.batch != 1) cli.die(1, "--batch " + std::to_string(f.batch) + ": only --batch 1 for now (no batch dimension yet)");
   if (f.steps < 1) cli.die(1, "--steps must be at least 1");
   if (f.seq < 1) cli.die(1, "--seq must be at least 1");
-  for (int i = 0; i < en->n_inputs; ++i) {  // the sequence within the compiled bound
+  if (f.batch < 1) cli.die(1, "--batch must be at least 1");
+  for (int i = 0; i < en->n_inputs; ++i) {  // the batch and the sequence within the compiled bounds
     const kiln_tensor_info &in = m.io[en->inputs[i]];
-    if (in.rank >= 1 && in.dims[0].sym >= 0 && f.seq > m.sym_max[in.dims[0].sym])
-      cli.die(1, "--seq " + std::to_string(f.seq) + " exceeds the compiled bound " +
+    if (in.rank < 1) continue;
+    const kiln_dim &len = in.dims[in.rank - 1];
+    if (len.sym >= 0 && f.seq > m.sym_max[len.sym])
+      cli.die(1, "--seq " + std::to_string(f.seq) + " exceeds the compiled bound " + std::to_string(m.sym_max[len.sym]) +
+                     " of " + m.sym_names[len.sym]);
+    bool batched = in.rank > 1 && is_batch_sym(&m, in.dims[0].sym);
+    if (!batched && f.batch > 1)
+      cli.die(1, "--batch " + std::to_string(f.batch) + ": input '" + in.name + "' of entry '" + en->name +
+                     "' takes one sequence (the model declares no batch: Model::batch)");
+    if (batched && f.batch > m.sym_max[in.dims[0].sym])
+      cli.die(1, "--batch " + std::to_string(f.batch) + " exceeds the compiled bound " +
                      std::to_string(m.sym_max[in.dims[0].sym]) + " of " + m.sym_names[in.dims[0].sym]);
   }
   Tokens data, evalData;
@@ -137,7 +156,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     int64_t windows = std::min<int64_t>(64, (evalData.size() - evalWin.span(T) + T) / T);
     double sum = 0;
     for (int64_t w = 0; w < windows; ++w) {  // masked-LM: the same masks in every evaluation
-      evalWin.set(cli, s, evalData.ids() + w * T, T, mix(0x6576616cULL + (uint64_t)w));
+      evalWin.set(cli, s, {evalData.ids() + w * T}, T, {mix(0x6576616cULL + (uint64_t)w)});
       cli.check(kilnrt_session_run(s, ev->name));
       sum += scalar(cli, s, "loss");
     }
@@ -169,10 +188,19 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   };
   const int64_t every = std::max<int64_t>(1, f.steps / 20);
   int64_t t0 = kilnrt_time_now_ns(), lastSaved = first - 1;
+  const int64_t B = f.batch;
+  std::vector<const int32_t *> starts(B);
+  std::vector<uint64_t> maskSeeds(B);
   for (int64_t step = first; step <= f.steps; ++step) {
-    uint64_t r = mix(mix(f.seed ^ 0x7261696eULL) + (uint64_t)step);  // the data stream, apart from init's
-    int64_t start = (int64_t)(r % (uint64_t)(n - span + 1));
-    win.set(cli, s, ids + start, T, mix(mix(f.seed ^ 0x6d61736bULL) + (uint64_t)step));  // masks: a third stream
+    // The data stream, apart from init's; masks, a third stream. Window b > 0 of a step is drawn
+    // from the step's draw, so window 0 is the same at every batch size.
+    uint64_t r = mix(mix(f.seed ^ 0x7261696eULL) + (uint64_t)step), mk = mix(mix(f.seed ^ 0x6d61736bULL) + (uint64_t)step);
+    for (int64_t b = 0; b < B; ++b) {
+      uint64_t rb = b ? mix(r + (uint64_t)b) : r;
+      starts[b] = ids + (int64_t)(rb % (uint64_t)(n - span + 1));
+      maskSeeds[b] = b ? mix(mk + (uint64_t)b) : mk;
+    }
+    win.set(cli, s, starts, T, maskSeeds);
     int64_t s0 = kilnrt_time_now_ns();
     cli.check(kilnrt_session_run(s, en->name));
     double secs = (kilnrt_time_now_ns() - s0) / 1e9, elapsed = (kilnrt_time_now_ns() - t0) / 1e9;
@@ -189,12 +217,12 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
       evalCell = buf;
     }
     if (log) {
-      fprintf(log, "%lld,%.6g,%s,%.6g,%.6g,%.1f,%.3f\n", (long long)step, loss, evalCell.c_str(), lr, gn, T / secs, elapsed);
+      fprintf(log, "%lld,%.6g,%s,%.6g,%.6g,%.1f,%.3f\n", (long long)step, loss, evalCell.c_str(), lr, gn, B * T / secs, elapsed);
       fflush(log);
     }
     if (!f.quiet && (step % every == 0 || step == first || step == f.steps || !evalCell.empty()))
       fprintf(stderr, "step %lld/%lld  loss %.4f%s%s  lr %.3g  grad norm %.3g  %.0f tok/s  %.1f s\n", (long long)step,
-              (long long)f.steps, loss, evalCell.empty() ? "" : "  eval loss ", evalCell.c_str(), lr, gn, T / secs, elapsed);
+              (long long)f.steps, loss, evalCell.empty() ? "" : "  eval loss ", evalCell.c_str(), lr, gn, B * T / secs, elapsed);
     if (f.save_every > 0 && step % f.save_every == 0 && step != f.steps) {
       save(step);
       lastSaved = step;

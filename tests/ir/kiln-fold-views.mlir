@@ -28,7 +28,7 @@
 // One buffer for %qkv and its views (4), one for the attention's output and the merged heads
 // (5), live from the attention kernel (index 1) to c_proj (2); only three kernels remain.
 // PLAN-LABEL: func.func @block
-// PLAN-SAME: kiln.arena = [#kiln.arena_slot<bytes = 192, powers = [1, 0, 0, 0], first = 0, last = 1>, #kiln.arena_slot<bytes = 64, powers = [1, 0, 0, 0], first = 1, last = 2>]
+// PLAN-SAME: kiln.arena = [#kiln.arena_slot<bytes = 192, powers = [1, 0, 0, 0, 0, 0, 0, 0], first = 0, last = 1>, #kiln.arena_slot<bytes = 64, powers = [1, 0, 0, 0, 0, 0, 0, 0], first = 1, last = 2>]
 // PLAN: kiln.linear {{.*}}kiln.buffer = 4 : i64, kiln.kernel = "kiln_linear_
 // PLAN-COUNT-9: kiln.buffer = 4 : i64
 // PLAN-NOT: kiln.kernel =

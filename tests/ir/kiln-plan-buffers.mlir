@@ -5,7 +5,7 @@
 // 0..1, sized 4*8 bytes per L. The reshape is a view of its input's buffer.
 // CHECK-LABEL: module attributes {kiln.io = ["x", "y"], kiln.params = ["w"], kiln.states = []}
 // CHECK: func.func @forward(%arg0: tensor<?x8xf32> {kiln.buffer = 1 : i64
-// CHECK-SAME: kiln.arena = [#kiln.arena_slot<bytes = 32, powers = [1, 0, 0, 0], first = 0, last = 1>]
+// CHECK-SAME: kiln.arena = [#kiln.arena_slot<bytes = 32, powers = [1, 0, 0, 0, 0, 0, 0, 0], first = 0, last = 1>]
 // CHECK: kiln.param "w" {kiln.buffer = 0 : i64
 // CHECK: kiln.relu {{.*}}kiln.buffer = 3 : i64{{.*}}kiln.syms = array<i64: 0, -1>
 // CHECK: kiln.linear {{.*}}kiln.buffer = 2 : i64

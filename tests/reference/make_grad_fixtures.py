@@ -114,6 +114,83 @@ def transformer_grad(g, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_voca
     save_grad_fixture("transformer_grad", params, {"src_tokens": src, "tgt_tokens": tgt, "targets": targets}, loss)
 
 
+def gpt2_grad_batch(g, B=3, layers=2, d=64, heads=4, vocab=256, ctx=64, n=23):
+    """gpt2_grad over a batch of B sequences ([B, n] tokens and targets, a few -1): the loss is
+    the mean over every valid position of the batch: tests/fixtures/gpt2_grad_b3/."""
+    w = gpt2_weights(g, layers, d, vocab, ctx)
+    for t in w.values():
+        t.requires_grad_(True)
+    seq = torch.randint(0, vocab, (B, n + 1), generator=g)
+    tokens, targets = seq[:, :n], seq[:, 1:].clone()
+    targets[0, 4], targets[1, 17], targets[2, 0] = -1, -1, -1
+    logits = torch.stack([gpt2_logits(w, tokens[b], layers, d, heads) for b in range(B)])
+    loss = F.cross_entropy(logits.reshape(B * n, vocab), targets.reshape(B * n), ignore_index=-1)
+    loss.backward()
+    save_grad_fixture("gpt2_grad_b3", w, {"tokens": tokens, "targets": targets}, loss,
+                      file_name=lambda k: k[len("transformer."):])
+
+
+def bert_mlm_grad_batch(g, B=3, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103):
+    """bert_mlm_grad over a batch of B windows, each masked at its own positions (the mean over
+    every masked position of the batch): tests/fixtures/bert_mlm_grad_b3/."""
+    r = lambda *s: torch.randn(*s, generator=g) * 0.1
+    w = bert_weights(g, layers, d, vocab, ctx)
+    h = "cls.predictions."
+    w[h + "transform.dense.weight"], w[h + "transform.dense.bias"] = r(d, d), r(d)
+    w[h + "transform.LayerNorm.weight"], w[h + "transform.LayerNorm.bias"] = 1 + r(d), r(d)
+    w[h + "bias"] = r(vocab)
+    for t in w.values():
+        t.requires_grad_(True)
+    ids = torch.randint(0, vocab, (B, n), generator=g)
+    tokens, targets = ids.clone(), torch.full((B, n), -1, dtype=torch.int64)
+    masked = [((2, mask), (7, mask), (11, int(ids[0, 3])), (20, mask)),
+              ((0, mask), (5, int(ids[1, 5])), (13, mask)),
+              ((1, mask), (9, mask), (14, int(ids[2, 8])), (16, mask), (19, mask))]
+    for b, positions in enumerate(masked):
+        for pos, becomes in positions:
+            tokens[b, pos], targets[b, pos] = becomes, ids[b, pos]
+    logits = []
+    for b in range(B):
+        x = bert_hidden(w, tokens[b], torch.zeros(n, dtype=torch.int64), layers, d, heads)
+        t = F.gelu(x @ w[h + "transform.dense.weight"].T + w[h + "transform.dense.bias"])
+        t = F.layer_norm(t, (d,), w[h + "transform.LayerNorm.weight"], w[h + "transform.LayerNorm.bias"], 1e-12)
+        logits.append(t @ w["bert.embeddings.word_embeddings.weight"].T + w[h + "bias"])
+    loss = F.cross_entropy(torch.cat(logits), targets.reshape(B * n), ignore_index=-1)
+    loss.backward()
+    save_grad_fixture("bert_mlm_grad_b3", w, {"tokens": tokens, "targets": targets}, loss)
+
+
+def transformer_grad_batch(g, B=3, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_vocab=60, S=13, T=9):
+    """transformer_grad over a batch of B source and target sequences (batch_first), the mean
+    over every valid target of the batch: tests/fixtures/transformer_grad_b3/."""
+    torch.manual_seed(int(torch.randint(0, 1 << 30, (1,), generator=g)))
+    model = torch.nn.Transformer(d_model=d, nhead=heads, num_encoder_layers=layers, num_decoder_layers=layers,
+                                 dim_feedforward=d_ff, dropout=0.0, batch_first=True)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if n.endswith("bias") or "norm" in n:
+                p.add_(torch.randn(p.shape, generator=g) * 0.1)
+    extra = {"src_embed.weight": torch.randn(src_vocab, d, generator=g) * 0.2,
+             "tgt_embed.weight": torch.randn(tgt_vocab, d, generator=g) * 0.2,
+             "generator.weight": torch.randn(tgt_vocab, d, generator=g) * 0.2,
+             "generator.bias": torch.randn(tgt_vocab, generator=g) * 0.1}
+    for t in extra.values():
+        t.requires_grad_(True)
+    src = torch.randint(0, src_vocab, (B, S), generator=g)
+    tgt = torch.randint(0, tgt_vocab, (B, T), generator=g)
+    targets = torch.randint(0, tgt_vocab, (B, T), generator=g)
+    targets[0, 2], targets[1, 6], targets[2, 8] = -1, -1, -1
+    emb = lambda table, ids: table[ids] * math.sqrt(d) + sinusoid(ids.shape[-1], d)
+    mask = model.generate_square_subsequent_mask(T)
+    y = model(emb(extra["src_embed.weight"], src), emb(extra["tgt_embed.weight"], tgt), tgt_mask=mask, tgt_is_causal=True)
+    logits = y @ extra["generator.weight"].T + extra["generator.bias"]
+    loss = F.cross_entropy(logits.reshape(B * T, tgt_vocab), targets.reshape(B * T), ignore_index=-1)
+    loss.backward()
+    params = dict(model.named_parameters())
+    params.update(extra)
+    save_grad_fixture("transformer_grad_b3", params, {"src_tokens": src, "tgt_tokens": tgt, "targets": targets}, loss)
+
+
 M64 = (1 << 64) - 1
 
 
@@ -179,5 +256,8 @@ if __name__ == "__main__":
     gpt2_adamw(torch.Generator().manual_seed(2028))
     bert_mlm_grad(torch.Generator().manual_seed(2029))
     transformer_grad(torch.Generator().manual_seed(2030))
+    gpt2_grad_batch(torch.Generator().manual_seed(2031))
+    bert_mlm_grad_batch(torch.Generator().manual_seed(2032))
+    transformer_grad_batch(torch.Generator().manual_seed(2033))
     print(f"gradient fixtures written to {os.path.normpath(ROOT)}: gpt2_grad, gpt2_adamw, bert_mlm_grad, "
-          "transformer_grad")
+          "transformer_grad and the batches of three gpt2_grad_b3, bert_mlm_grad_b3, transformer_grad_b3")

@@ -171,7 +171,7 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
   EXPECT_EQ(sched, stmt);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/13-kiln-fold-views.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/16-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/17-kiln-lower-to-llvm.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
   // The executable depends on system libraries only.
   r = kt::run("ldd " + dir + "/m");

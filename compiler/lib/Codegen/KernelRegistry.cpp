@@ -54,7 +54,8 @@ Func generate(Builder &B) {
     case KernelOp::ReduceRows:
     case KernelOp::WeightGrad:
     case KernelOp::EmbeddingGrad: return buildBackward(B);
-    case KernelOp::Pad: return buildDataMovement(B);
+    case KernelOp::Pad:
+    case KernelOp::PositionIds: return buildDataMovement(B);
     case KernelOp::AttentionGrad: return buildAttentionGrad(B);
     case KernelOp::SumSquares:
     case KernelOp::StepCount:

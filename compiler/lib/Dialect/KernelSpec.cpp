@@ -12,6 +12,7 @@ std::string TensorDesc::text() const {
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
   s += is_int ? ":i32" : ":f32";
   for (size_t i = 0; i < strides.size(); ++i) s += (i ? "," : "/") + std::to_string(strides[i]);
+  if (per_sequence && strides.empty()) s += "/seq";
   return s;
 }
 
@@ -41,6 +42,10 @@ KernelSpec KernelSpec::of(Operation *op) {
   k.schedule = scheduleOf(op);
   for (Value v : op->getOperands()) k.inputs.push_back(desc(v));
   k.output = desc(op->getResult(0));
+  if (op->hasAttr("kiln.per_sequence")) {
+    for (TensorDesc &d : k.inputs) d.per_sequence = true;
+    k.output.per_sequence = true;
+  }
   return k;
 }
 

@@ -80,8 +80,8 @@ SparsePartAttr partAttr(MLIRContext *ctx, const sparse::Part &p) {
 LogicalResult ArenaSlotAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t bytes, DenseI64ArrayAttr powers,
                                     int64_t first, int64_t last) {
   if (bytes < 0) return emitError() << "expected non-negative static bytes, got " << bytes;
-  if (!powers || powers.size() != 4 || llvm::any_of(powers.asArrayRef(), [](int64_t p) { return p < 0 || p > 255; }))
-    return emitError() << "expected four powers in [0, 255] (one per sequence length)";
+  if (!powers || powers.size() != 8 || llvm::any_of(powers.asArrayRef(), [](int64_t p) { return p < 0 || p > 255; }))
+    return emitError() << "expected eight powers in [0, 255] (one per sequence length, batch or batch's rows)";
   if (first < 0 || last < first) return emitError() << "expected a live range 0 <= first <= last, got [" << first << ", " << last << "]";
   return success();
 }

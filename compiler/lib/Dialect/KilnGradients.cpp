@@ -33,10 +33,12 @@ LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallV
   return success();
 }
 
-// Rows [0, L) of the table: the gradient is g in the first L rows, zeros after.
+// Rows [0, L) of the table: table row p gets the gradient of every row at position p (one
+// per sequence; zeros past L), added in row order like an embedding's.
 LogicalResult PositionEmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
-  out.push_back(PadOp::create(b, getLoc(), getTable().getType(), g[0], getTable(), b.getI64IntegerAttr(0),
-                              b.getI64IntegerAttr(0)));
+  auto lt = cast<RankedTensorType>(getLike().getType());
+  Value pos = PositionIdsOp::create(b, getLoc(), RankedTensorType::get(lt.getShape(), b.getI32Type()), getLike());
+  out.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), pos, g[0]));
   out.push_back(Value());
   return success();
 }

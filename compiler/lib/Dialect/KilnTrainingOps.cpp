@@ -152,6 +152,14 @@ OpCost EmbeddingGradOp::getCost(function_ref<double(Value)> numel) {
   return c;
 }
 
+LogicalResult PositionIdsOp::verify() {
+  if (failed(expectRank(*this, "like", getLike(), 1)) || failed(expectRank(*this, "result", getResult(), 1)))
+    return failure();
+  if (!ty(getResult()).getElementType().isInteger(32)) return emitOpError("expected i32 position ids");
+  return expectDim(*this, "result length", ty(getResult()).getDimSize(0), "like length", ty(getLike()).getDimSize(0));
+}
+Syms PositionIdsOp::inferSeqLengths(ArrayRef<Syms> in) { return in[0]; }
+
 LogicalResult PadOp::verify() {
   auto it = ty(getInput()), lt = ty(getLike());
   if (failed(expectShape(*this, "result", getResult(), "like", getLike()))) return failure();

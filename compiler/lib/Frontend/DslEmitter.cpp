@@ -120,13 +120,18 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
   Location mloc = FileLineColLoc::get(&ctx, m.name(), 0, 0);
   OwningOpRef<ModuleOp> module = ModuleOp::create(mloc, StringRef(m.name()));
   SmallVector<Attribute> symNames;
-  SmallVector<int64_t> symBounds;
+  SmallVector<int64_t> symBounds, symFactors;
+  bool batched = false;
   for (auto &s : m.symbols()) {
     symNames.push_back(b.getStringAttr(s.name));
     symBounds.push_back(s.max);
+    symFactors.append({s.rows_of, s.length});
+    batched |= s.rows_of >= 0;
   }
   (*module)->setAttr("kiln.seq_names", b.getArrayAttr(symNames));
   (*module)->setAttr("kiln.seq_bounds", b.getDenseI64ArrayAttr(symBounds));
+  // The rows of a batch (Model::rows): per symbol, its batch and length symbols, or -1, -1.
+  if (batched) (*module)->setAttr("kiln.seq_factors", b.getDenseI64ArrayAttr(symFactors));
   if (!m.weights_prefix().empty()) (*module)->setAttr("kiln.weights_prefix", b.getStringAttr(m.weights_prefix()));
   if (!m.checkpoint_config().empty()) {
     SmallVector<Attribute> fields;

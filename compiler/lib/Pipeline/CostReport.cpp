@@ -41,8 +41,9 @@ int64_t arenaBytes(Operation *entry, ArrayRef<int64_t> lengths) {
   std::vector<kiln_buffer_info> bufs;
   for (auto slot : entry->getAttrOfType<ArrayAttr>("kiln.arena").getAsRange<ArenaSlotAttr>()) {
     ArrayRef<int64_t> p = slot.getPowers().asArrayRef();
-    bufs.push_back({slot.getBytes(), {(uint8_t)p[0], (uint8_t)p[1], (uint8_t)p[2], (uint8_t)p[3]}, (int32_t)slot.getFirst(),
-                    (int32_t)slot.getLast()});
+    kiln_buffer_info bi{slot.getBytes(), {}, (int32_t)slot.getFirst(), (int32_t)slot.getLast()};
+    for (size_t i = 0; i < p.size() && i < KILN_MAX_SYMS; ++i) bi.sym_pow[i] = (uint8_t)p[i];
+    bufs.push_back(bi);
   }
   std::vector<int64_t> offs(bufs.size());
   int64_t arena = 0;
@@ -71,11 +72,15 @@ std::string costReport(ModuleOp module) {
   for (int div : {1, 2, 4}) {
     SmallVector<int64_t> sv;
     std::string at;
+    auto fa = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_factors");
+    auto isRows = [&](size_t s) { return fa && 2 * s < fa.size() && fa[2 * s] >= 0; };
     for (size_t s = 0; s < bnd.size(); ++s) {
       sv.push_back(std::max<int64_t>(1, bnd[s] / div));
-      at += (s ? ", " : "") + cast<StringAttr>(names[s]).str() + " = " + std::to_string(sv.back());
+      if (!isRows(s)) at += (at.empty() ? "" : ", ") + cast<StringAttr>(names[s]).str() + " = " + std::to_string(sv.back());
     }
-    while (sv.size() < 4) sv.push_back(1);
+    while (sv.size() < KILN_MAX_SYMS) sv.push_back(1);
+    for (size_t s = 0; s < bnd.size(); ++s)  // a batch's rows: B·L
+      if (isRows(s)) sv[s] = sv[fa[2 * s]] * sv[fa[2 * s + 1]];
     for (auto f : module.getOps<func::FuncOp>()) {
       FailureOr<SeqLengths> lengths = SeqLengths::infer(f);
       if (failed(lengths)) return os.str();

@@ -18,7 +18,7 @@ LogicalResult checkMemoryLimit(ModuleOp module, int64_t limit) {
   if (limit <= 0) return success();
   auto bounds = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
   SmallVector<int64_t> sv(bounds.asArrayRef());
-  while (sv.size() < 4) sv.push_back(1);
+  while (sv.size() < 8) sv.push_back(1);  // KILN_MAX_SYMS
   double params = paramBytesOf(module);
   for (auto f : module.getOps<func::FuncOp>()) {
     FailureOr<SeqLengths> lengths = SeqLengths::infer(f);

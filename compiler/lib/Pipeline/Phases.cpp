@@ -59,6 +59,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
     case Phase::Scheduled: pm.addPass(createAssignSchedule(AssignScheduleOptions{t.vector_width})); break;
     case Phase::Kernels:
       pm.addPass(createFoldViews(FoldViewsOptions{t.isGpu()}));
+      pm.addPass(createLoopSequences());
       pm.addPass(createOutlineKernels(OutlineKernelsOptions{t.name}));
       pm.addPass(createPlanBuffers());
       break;
@@ -131,7 +132,18 @@ LogicalResult verifyInterface(ModuleOp module) {
     if (b < 1 || b > kMaxSeqBound)
       return module.emitError("expected every kiln.seq_bounds entry in [1, ") << kMaxSeqBound << "], got " << b;
   int64_t nsyms = (int64_t)names.size();
-  if (nsyms > 4) return module.emitError("expected at most 4 sequence lengths");
+  if (nsyms > 8) return module.emitError("expected at most 8 sequence lengths, batches and rows of batches");
+  if (auto fa = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_factors")) {
+    ArrayRef<int64_t> fs = fa.asArrayRef();
+    if ((int64_t)fs.size() != 2 * nsyms) return module.emitError("expected kiln.seq_factors to hold two entries per symbol");
+    for (int64_t s = 0; s < nsyms; ++s) {
+      int64_t b = fs[2 * s], l = fs[2 * s + 1];
+      if ((b < 0) != (l < 0) || b >= nsyms || l >= nsyms || b == s || l == s ||
+          (b >= 0 && (fs[2 * b] >= 0 || fs[2 * l] >= 0 || bounds[s] != bounds[b] * bounds[l])))
+        return module.emitError("expected kiln.seq_factors entry ")
+               << s << " to be -1, -1 or a batch and a length, each of its own, whose bounds multiply to its bound";
+    }
+  }
   if (module.getOps<func::FuncOp>().empty()) return module.emitError("expected at least one func.func entry point");
   for (auto f : module.getOps<func::FuncOp>()) {
     for (unsigned i = 0; i < f.getNumArguments(); ++i) {

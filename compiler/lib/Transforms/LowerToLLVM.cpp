@@ -24,7 +24,11 @@
 //      interface and no dirty flag. Only host decisions copy (the device synchronisation
 //      functions): a host kernel's operands down and its result up (lsh_sort), each step's
 //      number up and the loop's flag down; the loop's carry is copied on the device.
-//   7. Erase the func.func and the kiln ops; drop kiln.* module attributes.
+//   7. A kernel op marked kiln.per_sequence = B (kiln-loop-sequences) is called once per
+//      sequence of the batch B, in a host loop over b < B: each of its views shows sequence b
+//      only (a dim of the batch's rows B·L: extent L, the host pointer b·L rows further; a dim
+//      of B itself: extent 1, b further), with the whole buffer's strides.
+//   8. Erase the func.func and the kiln ops; drop kiln.* module attributes.
 #include <functional>
 
 #include "HalideBufferView.h"
@@ -107,7 +111,8 @@ class EntryLowering {
     unsigned maxArgs = 2;  // the loop latch uses two views
     for (auto &[op, i] : kernelIndex_) maxArgs = std::max(maxArgs, op->getNumOperands() + 1);
     for (unsigned i = 0; i < maxArgs; ++i) views_.push_back(LLVM::AllocaOp::create(b_, loc_, ptr_, view_.viewType(), c32(1), 16));
-    for (int s = 0; s < 4; ++s) {
+    if (auto f = module_->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_factors")) factors_.assign(f.asArrayRef().begin(), f.asArrayRef().end());
+    for (int s = 0; s < kMaxSyms; ++s) {
       Value p = LLVM::GEPOp::create(b_, loc_, ptr_, i64_, symsPtr, ArrayRef<LLVM::GEPArg>{s});
       symVals_.push_back(LLVM::TruncOp::create(b_, loc_, i32_, LLVM::LoadOp::create(b_, loc_, i64_, p)));
     }
@@ -142,8 +147,14 @@ class EntryLowering {
     LLVM::StoreOp::create(b_, loc, c64((int64_t)flags), view_.field(b_, loc, view, Field::Flags));
   }
 
-  // 3. A view of v: host pointer, device pointer and interface (resident), type, dims, strides.
-  void fillView(Value view, Value v, Location loc) {
+  // The length symbol of the batch's rows `sym` of batch `batch`, or -1.
+  int64_t rowsLength(int64_t sym, int64_t batch) const {
+    return sym >= 0 && 2 * sym + 1 < (int64_t)factors_.size() && factors_[2 * sym] == batch ? factors_[2 * sym + 1] : -1;
+  }
+
+  // 3. A view of v: host pointer, device pointer and interface (resident), type, dims, strides;
+  // with `seq` (7.), sequence `seq` of batch `batch` only.
+  void fillView(Value view, Value v, Location loc, Value seq = Value(), int64_t batch = -1) {
     auto rt = cast<RankedTensorType>(v.getType());
     LLVM::StoreOp::create(b_, loc, c64(0), view_.field(b_, loc, view, Field::Device));
     LLVM::StoreOp::create(b_, loc, null(loc), view_.field(b_, loc, view, Field::DeviceInterface));
@@ -154,6 +165,22 @@ class EntryLowering {
     if (strided && strided.getLastSym() >= 0) {  // a sequence's last row: (L - 1) * stride further
       Value rows = LLVM::SubOp::create(b_, loc, symVals_[strided.getLastSym()], c32(1));
       Value off = LLVM::MulOp::create(b_, loc, rows, c32(strided.getLastStride()));
+      host = LLVM::GEPOp::create(b_, loc, ptr_, rt.getElementType(), host, ValueRange{off});
+    }
+    const kiln::Syms &sy = lengths_.of(v);
+    auto symOf = [&](int64_t d) { return d < (int64_t)sy.size() ? sy[d] : (int64_t)-1; };
+    if (seq) {  // 7. sequence `seq`: b·L rows (or b) further along each dim of the batch
+      Value off = c64(0), stride = c64(1), b64 = LLVM::SExtOp::create(b_, loc, i64_, seq);
+      for (int64_t d = rt.getRank() - 1; d >= 0; --d) {
+        Value st = strided ? c64(strided.getStrides()[d]) : stride;
+        Value step;
+        if (int64_t len = rowsLength(symOf(d), batch); len >= 0)
+          step = LLVM::MulOp::create(b_, loc, st, LLVM::SExtOp::create(b_, loc, i64_, symVals_[len]).getResult());
+        else if (symOf(d) == batch)
+          step = st;
+        if (step) off = LLVM::AddOp::create(b_, loc, off, LLVM::MulOp::create(b_, loc, step, b64).getResult());
+        stride = LLVM::MulOp::create(b_, loc, stride, LLVM::SExtOp::create(b_, loc, i64_, extentOf(v, d)).getResult());
+      }
       host = LLVM::GEPOp::create(b_, loc, ptr_, rt.getElementType(), host, ValueRange{off});
     }
     LLVM::StoreOp::create(b_, loc, host, view_.field(b_, loc, view, Field::Host));
@@ -173,9 +200,16 @@ class EntryLowering {
     LLVM::StoreOp::create(b_, loc, null(loc), view_.field(b_, loc, view, Field::Padding));
     Value stride = c32(1);
     for (int64_t k = 0; k < rt.getRank(); ++k) {  // Halide dim k is tensor dim rank-1-k
-      Value extent = extentOf(v, rt.getRank() - 1 - k);
+      int64_t d = rt.getRank() - 1 - k;
+      Value extent = extentOf(v, d), shown = extent;  // the buffer's extent; the view's
+      if (seq) {
+        if (int64_t len = rowsLength(symOf(d), batch); len >= 0)
+          shown = symVals_[len];
+        else if (symOf(d) == batch)
+          shown = c32(1);
+      }
       LLVM::StoreOp::create(b_, loc, c32(0), view_.dimField(b_, loc, view, (int)k, DimField::Min));
-      LLVM::StoreOp::create(b_, loc, extent, view_.dimField(b_, loc, view, (int)k, DimField::Extent));
+      LLVM::StoreOp::create(b_, loc, shown, view_.dimField(b_, loc, view, (int)k, DimField::Extent));
       Value dimStride = strided ? c32(strided.getStrides()[rt.getRank() - 1 - k]) : stride;
       LLVM::StoreOp::create(b_, loc, dimStride, view_.dimField(b_, loc, view, (int)k, DimField::Stride));
       LLVM::StoreOp::create(b_, loc, c32(0), view_.dimField(b_, loc, view, (int)k, DimField::Flags));
@@ -208,12 +242,34 @@ class EntryLowering {
     onFailure(call("halide_copy_to_device", {null(loc), view, iface_}, loc), kernel, loc);
   }
 
-  // 3, 5, 6. One kernel call.
+  // 3, 5, 6, 7. One kernel call, or one per sequence.
   LogicalResult callKernel(Operation *op) {
     Location loc = op->getLoc();
+    auto perSeq = op->getAttrOfType<IntegerAttr>("kiln.per_sequence");
+    if (!perSeq) return callKernelOnce(op, Value(), -1);
+    int64_t batch = perSeq.getInt();
+    if (batch < 0 || batch >= (int64_t)symVals_.size()) return op->emitError("kiln.per_sequence names no symbol");
+    Block *cur = b_.getInsertionBlock();
+    Block *header = newBlock({i32_}, loc);
+    b_.setInsertionPointToEnd(cur);
+    LLVM::BrOp::create(b_, loc, ValueRange{c32(0)}, header);
+    b_.setInsertionPointToStart(header);
+    Value seq = header->getArgument(0);
+    if (failed(callKernelOnce(op, seq, batch))) return failure();
+    Value seq1 = LLVM::AddOp::create(b_, loc, seq, c32(1));
+    Value more = LLVM::ICmpOp::create(b_, loc, LLVM::ICmpPredicate::slt, seq1, symVals_[batch]);
+    Block *latch = b_.getInsertionBlock();
+    Block *exit = newBlock({}, loc);
+    b_.setInsertionPointToEnd(latch);
+    LLVM::CondBrOp::create(b_, loc, more, header, ValueRange{seq1}, exit, ValueRange{});
+    b_.setInsertionPointToStart(exit);
+    return success();
+  }
+  LogicalResult callKernelOnce(Operation *op, Value seq, int64_t batch) {
+    Location loc = op->getLoc();
     unsigned n = op->getNumOperands();
-    for (unsigned i = 0; i < n; ++i) fillView(views_[i], op->getOperand(i), loc);
-    fillView(views_[n], op->getResult(0), loc);
+    for (unsigned i = 0; i < n; ++i) fillView(views_[i], op->getOperand(i), loc, seq, batch);
+    fillView(views_[n], op->getResult(0), loc, seq, batch);
     auto name = op->getAttrOfType<StringAttr>("kiln.kernel");
     if (!name) return op->emitError("expected kiln.kernel: run kiln-outline-kernels first");
     int64_t index = kernelIndex_[op];
@@ -306,6 +362,8 @@ class EntryLowering {
   Value bufs_, iface_;
   int64_t nbufs_ = 0;
   SmallVector<Value> views_, symVals_;
+  SmallVector<int64_t> factors_;             // kiln.seq_factors: per symbol, its batch and length (rows), or -1
+  static constexpr int kMaxSyms = 8;          // KILN_MAX_SYMS: the entry's %syms holds this many
   llvm::MapVector<Operation *, int64_t> kernelIndex_;
 };
 

@@ -201,7 +201,7 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       for (Slot &s : arena) {
         auto rt = cast<RankedTensorType>(s.v.getType());
         int64_t bytes = 4;
-        int64_t pow[4] = {0, 0, 0, 0};
+        int64_t pow[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // KILN_MAX_SYMS
         const Syms &sy = lengths->of(s.v);
         for (int64_t d = 0; d < rt.getRank(); ++d) sy[d] >= 0 ? (void)++pow[sy[d]] : (void)(bytes *= rt.getDimSize(d));
         table.push_back(kiln::ArenaSlotAttr::get(ctx, bytes, b.getDenseI64ArrayAttr(pow), s.first, s.last));

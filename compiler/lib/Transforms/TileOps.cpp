@@ -225,6 +225,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::LayerNormGrad:
         case kiln::KernelOp::SoftmaxGrad:
         case kiln::KernelOp::Pad:
+        case kiln::KernelOp::PositionIds:
         case kiln::KernelOp::AttentionGrad:
         case kiln::KernelOp::StepCount:
         case kiln::KernelOp::LearningRate:

@@ -15,9 +15,9 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 10
+#define KILN_ABI_VERSION 11
 #define KILN_MAX_RANK 4
-#define KILN_MAX_SYMS 4
+#define KILN_MAX_SYMS 8
 
 /* KILN_F16 and KILN_BF16: half-precision tensors of a weights file, converted to f32 when loaded
  * for an f32 parameter. KILN_OTHER: a dtype a weights file may hold (BOOL, I64, ...) that kiln
@@ -25,7 +25,10 @@ extern "C" {
 typedef enum kiln_dtype { KILN_F32 = 0, KILN_I32 = 1, KILN_F16 = 2, KILN_BF16 = 3, KILN_OTHER = 255 } kiln_dtype;
 
 /* One dimension: static (`sym` < 0, `size` is the extent) or a sequence length (`sym` >= 0 is
- * the index of the symbol; `size` is its compile-time upper bound). */
+ * the index of the symbol; `size` is its compile-time upper bound). A batch is a symbol too (B
+ * sequences); the kernels see a batch of B sequences of L positions as B·L rows, a symbol of its
+ * own whose value is the product of its two factors (kiln_model_info.sym_factors). Inputs and
+ * outputs show such rows as two dims, [B, L]. */
 typedef struct kiln_dim {
   int64_t size;
   int32_t sym;
@@ -81,6 +84,9 @@ typedef struct kiln_entry_info {
   const kiln_buffer_info *buffers;
   int32_t n_kernels;
   const char *const *kernel_names;
+  /* Non-NULL when the entry runs one sequence at a time (every batch symbol must be 1): why, for
+   * the error message ("it writes a KV cache"). */
+  const char *single_sequence;
 } kiln_entry_info;
 
 /* A field of the checkpoint config.json the model was compiled for: the runtime compares it with
@@ -127,6 +133,9 @@ typedef struct kiln_model_info {
   /* 1 when an entry updates parameters in place (a training step): the runtime then keeps
    * every parameter in memory of its own, never in a weights file's mapping. */
   int32_t params_written;
+  /* Per symbol, two symbol indices: the batch and the sequence length whose product it is (the
+   * rows of a batch), or -1, -1 for a length or batch of its own (set by the inputs). */
+  const int32_t *sym_factors;
 } kiln_model_info;
 
 #ifdef __cplusplus

@@ -22,6 +22,9 @@ struct TensorDesc {
   std::vector<int64_t> dims;  // -1: dynamic (a sequence length)
   bool is_int = false;        // i32 (token ids) or f32
   std::vector<int64_t> strides;  // a strided view (#kiln.view), tensor order; empty: dense
+  // One sequence of a batch (kiln.per_sequence): a dense tensor's dims outside the innermost
+  // have the whole batch's strides, which the kernel takes at run time.
+  bool per_sequence = false;
   std::string text() const;
 };
 

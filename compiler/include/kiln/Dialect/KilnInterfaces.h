@@ -56,6 +56,7 @@ enum class KernelOp {
   LayerNormGrad,
   SoftmaxGrad,
   EmbeddingGrad,
+  PositionIds,
   Pad,
   AttentionGrad,
   SumSquares,

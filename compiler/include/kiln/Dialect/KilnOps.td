@@ -730,6 +730,23 @@ def Kiln_EmbeddingGradOp : Kiln_Op<"embedding_grad", [Pure], "EmbeddingGrad", ["
   let hasVerifier = 1;
 }
 
+def Kiln_PositionIdsOp : Kiln_Op<"position_ids", [Pure], "PositionIds", ["inferSeqLengths"]> {
+  let summary = "each row's position in its sequence, [0, L), as i32 ids";
+  let description = [{
+    like [N] (token ids) -> i32 [N]: row i holds i, or, over a batch's rows, its position in its
+    own sequence (the kernel runs once per sequence: kiln-loop-sequences). The gradient of a
+    learned position table adds each row's gradient into the table row of its position
+    (kiln.embedding_grad over these ids), summing a batch's sequences.
+
+    ```mlir
+    %pos = kiln.position_ids %tokens : (tensor<?xi32>) -> tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$like);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_PadOp : Kiln_Op<"pad", [Pure], "Pad", ["getKernelAttrs", "inferSeqLengths", "buildGradient"]> {
   let summary = "input placed at `offset` along `axis` in zeros shaped like `like`";
   let description = [{

@@ -255,6 +255,22 @@ def FoldViews : Pass<"kiln-fold-views", "mlir::ModuleOp"> {
   let options = [Option<"gpu", "gpu", "bool", "false", "a GPU target: fold nothing">];
 }
 
+def LoopSequences : Pass<"kiln-loop-sequences", "mlir::ModuleOp"> {
+  let summary = "Mark the kernels of a batched entry that run once per sequence";
+  let description = [{
+    A batch of B sequences of L positions is B·L rows (Model::rows; the module's
+    kiln.seq_factors). Row-wise kernels run once over all rows; a kernel that relates the
+    positions of a sequence (attention and its gradient, positions, causal convolution, masks)
+    gets `kiln.per_sequence = B`, and kiln-lower-to-llvm calls it once per sequence with views
+    of that sequence's rows:
+      %o = kiln.attention %q, %k, %v {mask = "causal", ...} : (tensor<4x?x32xf32>, ...)   // ? = B*L
+    becomes
+      %o = kiln.attention %q, %k, %v {kiln.per_sequence = 1 : i64, mask = "causal", ...}
+    An entry with an op that cannot run a batch (a KV cache, a slice along the rows, all rows
+    against all rows) gets `kiln.single_sequence = "why"`: the runtime refuses it B > 1.
+  }];
+}
+
 def OutlineKernels : Pass<"kiln-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Turn every compute op into a kernel with a content-hashed name";
   let description = [{

@@ -1,5 +1,5 @@
 // DataMovement.cpp - kernels that move or generate data: embedding, position_embedding,
-// sinusoidal_positions, transpose, slice, concat, the additive causal mask, cache_write
+// sinusoidal_positions, position_ids, transpose, slice, concat, the additive causal mask, cache_write
 // (rows written in place into a state), and pad (a slice's gradient).
 #include "Kernels.h"
 
@@ -28,6 +28,7 @@ Func buildDataMovement(Builder &B) {
     break;
   }
   case KernelOp::PositionEmbedding: out(v) = B.in[0](v[0], v[1]); break;
+  case KernelOp::PositionIds: out(v) = v[0]; break;  // run per sequence over a batch's rows
   case KernelOp::Transpose: {
     llvm::ArrayRef<int64_t> perm = B.op<TransposeOp>().getPermutation();
     // result tensor dim t is input tensor dim perm[t]; Halide dims are reversed.

@@ -212,6 +212,19 @@ class Model {
 
   // A sequence length: dynamic at run time, at most `max` (the compiled bound).
   Dim seq(const std::string &name, int64_t max, SourceLoc loc = SourceLoc::current());
+  // A batch: B sequences (at most `max`) that share one length and run together.
+  //   Dim B = m.batch("B", 8), L = m.seq("L", 1024);
+  //   Tensor tokens = m.tokens("tokens", m.rows(B, L), vocab);   // [B, L] at run time
+  // kiln keeps a batch as rows: rows(B, L) is B·L rows, sequence b's positions at rows
+  // [b·L, (b+1)·L). Row-wise ops (linears, norms, activations, losses) run over all B·L rows;
+  // attention, learned and sinusoidal positions restart every L rows (each sequence attends to
+  // itself only). Inputs and outputs over such rows are [B, L, ...] arrays; a run given one
+  // sequence without the batch dim ([L, ...]) is a batch of one and returns its outputs without
+  // it too. An entry that writes a KV cache or takes the last row runs one sequence at a time.
+  Dim batch(const std::string &name, int64_t max, SourceLoc loc = SourceLoc::current());
+  Dim rows(Dim batch, Dim length, SourceLoc loc = SourceLoc::current());
+  // The length of one sequence of `d`: L for rows(B, L), d itself otherwise.
+  Dim per_sequence(const Dim &d) const;
   Tensor input(const std::string &name, Shape shape, InputOptions opt = {}, SourceLoc loc = SourceLoc::current());
   Tensor tokens(const std::string &name, Dim length, int64_t vocab, SourceLoc loc = SourceLoc::current());
   // Token ids that may be left out (then all 0), like BERT's token_type_ids.
@@ -293,6 +306,8 @@ class Model {
   struct Symbol {
     std::string name;
     int64_t max;
+    bool batch = false;              // made by batch()
+    int rows_of = -1, length = -1;  // rows(B, L): the batch's and the length's symbols
   };
   const std::vector<Symbol> &symbols() const { return syms_; }
   const std::vector<Node> &nodes() const { return nodes_; }

@@ -1,0 +1,171 @@
+// batch_test.cpp - the batch dimension (Model::batch, Model::rows): gradients of batches of
+// three against PyTorch autograd (GPT-2, BERT masked-LM, the encoder-decoder; fixtures by
+// tests/reference/make_grad_fixtures.py, the loss the mean over every valid position of the
+// batch), a batched inference run against the same sequences run one at a time, and the errors:
+// DSL misuse, a batch beyond the compiled bound, a batch given to an entry that keeps a KV cache.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "grad_check.h"
+#include "kiln/dsl/Ops.h"
+
+namespace {
+using ::testing::HasSubstr;
+
+// [rows, cols] int32 ids as a .npy file.
+void saveIds2(const std::string &path, const std::vector<int32_t> &ids, int64_t rows) {
+  std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                  std::to_string((int64_t)ids.size() / rows) + "), }";
+  while ((10 + h.size() + 1) % 64) h.push_back(' ');
+  h.push_back('\n');
+  FILE *f = fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+  uint16_t hl = (uint16_t)h.size();
+  fwrite(&hl, 2, 1, f);
+  fwrite(h.data(), 1, h.size(), f);
+  fwrite(ids.data(), 4, ids.size(), f);
+  fclose(f);
+}
+
+std::string compileExample(const std::string &model, const std::string &flags, const std::string &dir) {
+  auto c = kt::run(std::string(KILN_BIN) + "/" + model + "-compile " + flags + " --quiet --cache-dir " KILN_TEST_CACHE +
+                   " -o " + dir + "/" + model);
+  EXPECT_EQ(c.code, 0) << c.output;
+  return c.code == 0 ? dir + "/" + model : "";
+}
+
+TEST(Batch, DslMisuseIsReportedAtTheUsersLine) {
+  kiln::Model m("bad");
+  kiln::Dim L = m.seq("L", 8), S = m.seq("S", 8), B = m.batch("B", 4);
+  EXPECT_KILN_ERROR(m.rows(L, S), "rows: the first dim must be a batch (Model::batch), got L(<=8)");
+  EXPECT_KILN_ERROR(m.rows(B, B), "rows: the second dim must be a sequence length (Model::seq)");
+  kiln::Dim N = m.rows(B, L);
+  EXPECT_EQ(N.size, 32);
+  EXPECT_EQ(m.rows(B, L).sym, N.sym) << "the same rows are one symbol";
+  EXPECT_EQ(m.per_sequence(N).sym, L.sym);
+  auto q = kiln::split_heads(m.input("q", {N, 8}), 2);
+  auto k = kiln::split_heads(m.input("k", {S, 8}), 2);
+  EXPECT_KILN_ERROR(kiln::attention(q, k, k), "the query rows B*L(<=32) and the key rows S(<=8) must both be rows of the same batch");
+  auto pos = m.param("wpe", {8, 8});
+  EXPECT_NO_THROW(kiln::position_embedding(pos, m.tokens("t", N, 5))) << "each sequence's positions fit the table";
+  m.seq("A", 2), m.seq("C", 2), m.seq("D", 2), m.rows(B, S);
+  EXPECT_KILN_ERROR(m.seq("E", 2), "a model has at most 8 lengths, batches and rows of batches");
+}
+
+TEST(Batch, Gpt2GradientsOfThreeSequencesMatchPyTorch) {
+  std::string dir = kt::workDir("train_batch_gpt2");
+  std::string exe = compileExample("gpt2", "--train --batch 3 --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64", dir);
+  ASSERT_FALSE(exe.empty());
+  auto grads = kt::runFixtureGradients(exe, "gpt2_grad_b3", {"tokens", "targets"}, dir + "/out");
+  ASSERT_EQ(grads.size(), 2u + 2u + 12u * 2u);
+  kt::expectFixtureGradients(grads, dir + "/out");
+}
+
+TEST(Batch, BertMaskedLmGradientsOfThreeSequencesMatchPyTorch) {
+  std::string dir = kt::workDir("train_batch_bert");
+  std::string exe = compileExample("bert", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
+  ASSERT_FALSE(exe.empty());
+  auto grads = kt::runFixtureGradients(exe, "bert_mlm_grad_b3", {"tokens", "targets"}, dir + "/out");
+  ASSERT_EQ(grads.size(), 5u + 2u * 16u + 5u);
+  // The key bias's exact gradient is zero (softmax cancels q·b_k): both sides hold rounding
+  // noise (bert_mlm_test), which must be tiny next to the key weight's gradient.
+  auto keyBias = [](const std::string &n) { return n.ends_with("attention.self.key.bias"); };
+  kt::expectFixtureGradients(grads, dir + "/out", keyBias);
+  for (auto &[name, g] : grads) {
+    if (!keyBias(name)) continue;
+    ref::T got = kt::loadNpy(dir + "/out/grad." + name + ".npy"), w = grads.at(name.substr(0, name.size() - 4) + "weight");
+    double gotMax = 0, wMax = 0;
+    for (float v : got.v) gotMax = std::max(gotMax, (double)std::abs(v));
+    for (float v : w.v) wMax = std::max(wMax, (double)std::abs(v));
+    EXPECT_LT(gotMax, 1e-5 * wMax) << name;
+  }
+}
+
+TEST(Batch, EncoderDecoderGradientsOfThreeSequencePairsMatchPyTorch) {
+  std::string dir = kt::workDir("train_batch_transformer");
+  std::string exe = compileExample("transformer",
+                                   "--train --batch 3 --layers 2 --d-model 32 --heads 2 --d-ff 64 --src-vocab 50 "
+                                   "--tgt-vocab 60 --ctx 16",
+                                   dir);
+  ASSERT_FALSE(exe.empty());
+  auto grads = kt::runFixtureGradients(exe, "transformer_grad_b3", {"src_tokens", "tgt_tokens", "targets"}, dir + "/out");
+  ASSERT_EQ(grads.size(), 68u);
+  kt::expectFixtureGradients(grads, dir + "/out");
+}
+
+// BERT's forward over a [3, L] batch: each sequence's rows equal that sequence run alone (a 1-D
+// input, whose output keeps today's [L, d]); a batch beyond the bound and a KV-cache entry
+// given a batch are refused with their reason.
+TEST(Batch, InferenceOverABatchEqualsEachSequenceAlone) {
+  std::string dir = kt::workDir("train_batch_infer");
+  std::string bert = compileExample("bert", "--batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
+  ASSERT_FALSE(bert.empty());
+  const int64_t B = 3, L = 19;
+  std::vector<int32_t> all = kt::randomIds(B * L, 120, 7);
+  saveIds2(dir + "/batch.npy", all, B);
+  auto r = kt::run(bert + " --random-weights --seed 4 --input tokens=" + dir + "/batch.npy --output-dir " + dir + "/outb");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T batch = kt::loadNpy(dir + "/outb/hidden.npy");
+  ASSERT_EQ(batch.shape, (std::vector<int64_t>{B, L, 32}));
+  for (int64_t b = 0; b < B; ++b) {
+    std::string one = dir + "/seq" + std::to_string(b);
+    kt::saveIds(one + ".npy", std::vector<int32_t>(all.begin() + b * L, all.begin() + (b + 1) * L));
+    r = kt::run(bert + " --random-weights --seed 4 --input tokens=" + one + ".npy --output-dir " + one);
+    ASSERT_EQ(r.code, 0) << r.output;
+    ref::T alone = kt::loadNpy(one + "/hidden.npy");
+    ASSERT_EQ(alone.shape, (std::vector<int64_t>{L, 32})) << "one sequence without a batch dim keeps its shape";
+    ref::T rows;
+    rows.shape = alone.shape;
+    rows.v.assign(batch.v.begin() + b * L * 32, batch.v.begin() + (b + 1) * L * 32);
+    double rel = kt::maxRelDiff(alone, rows);
+    EXPECT_LE(rel, 1e-5) << "sequence " << b << " of the batch against itself alone";
+  }
+  saveIds2(dir + "/four.npy", kt::randomIds(4 * 5, 120, 8), 4);
+  r = kt::run(bert + " --random-weights --input tokens=" + dir + "/four.npy --output-dir " + dir + "/out4");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("batch size B = 4 exceeds the compiled bound 3"));
+
+  std::string gpt2 = compileExample("gpt2", "--batch 2 --layers 1 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
+  ASSERT_FALSE(gpt2.empty());
+  saveIds2(dir + "/two.npy", kt::randomIds(2 * 5, 120, 9), 2);
+  r = kt::run(gpt2 + " --random-weights --input tokens=" + dir + "/two.npy --output-dir " + dir + "/outg");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("entry 'forward' runs one sequence at a time (it writes a KV cache): give it one "
+                                  "sequence, not B = 2"));
+}
+
+// ./gpt2 --train --batch: B windows per step; a batch beyond the bound, or a batch for a model
+// without one, is refused before any step.
+TEST(Batch, TrainingStepsTakeBatchesOfWindows) {
+  std::string dir = kt::workDir("train_batch_steps");
+  std::string exe = compileExample("gpt2", "--train --batch 4 --layers 1 --d-model 32 --heads 2 --vocab 256 --ctx 32", dir);
+  ASSERT_FALSE(exe.empty());
+  std::vector<int32_t> data = kt::randomIds(3000, 256, 11);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = (int32_t)((i * 7 + i / 13) % 61);  // learnable
+  kt::saveIds(dir + "/data.npy", data);
+  auto r = kt::run(exe + " --train --random-weights --data " + dir + "/data.npy --seq 16 --batch 4 --steps 30 --lr 1e-2 --quiet --log " +
+                   dir + "/log.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream log(dir + "/log.csv");
+  std::string line;
+  std::vector<double> losses;
+  std::getline(log, line);
+  while (std::getline(log, line)) losses.push_back(std::stod(line.substr(line.find(',') + 1)));
+  ASSERT_EQ(losses.size(), 30u);
+  EXPECT_LT(losses.back(), losses.front() - 2.0) << "30 steps of 4 windows learn the sequence";
+  r = kt::run(exe + " --train --random-weights --data " + dir + "/data.npy --seq 16 --batch 5 --steps 1 --quiet");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--batch 5 exceeds the compiled bound 4 of B"));
+  std::string one = compileExample("gpt2", "--train --layers 1 --d-model 32 --heads 2 --vocab 256 --ctx 32",
+                                   kt::workDir("train_batch_steps_one"));
+  ASSERT_FALSE(one.empty());
+  r = kt::run(one + " --train --random-weights --data " + dir + "/data.npy --seq 16 --batch 2 --steps 1 --quiet");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--batch 2 exceeds the compiled bound 1 of B"));
+}
+
+}  // namespace
