@@ -121,8 +121,8 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
       if (std::string(m.io[decode->inputs[k]].name) == "past") L = m.io[decode->inputs[k]].max_value;
   } else {
     for (int k = 0; k < prefill->n_inputs; ++k)
-      if (m.io[prefill->inputs[k]].dtype == KILN_I32 && m.io[prefill->inputs[k]].dims[0].sym >= 0)
-        L = std::max<int64_t>(L, m.sym_max[m.io[prefill->inputs[k]].dims[0].sym]);
+      if (const kiln_tensor_info &in = m.io[prefill->inputs[k]]; in.dtype == KILN_I32 && in.dims[in.rank - 1].sym >= 0)
+        L = std::max<int64_t>(L, m.sym_max[in.dims[in.rank - 1].sym]);  // [L] or [B, L]
   }
   for (int k = 0; k < prefill->n_inputs; ++k)
     if (m.io[prefill->inputs[k]].dtype == KILN_I32 && !m.io[prefill->inputs[k]].optional) {

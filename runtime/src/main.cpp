@@ -339,7 +339,8 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     int64_t n;
     cli.check(kilnrt_tokenizer_encode(tok.get(), prompt.data(), prompt.size(), 1, &ids, &n));
     if (n == 0) cli.die(1, "the prompt is empty: it gives no tokens");
-    int64_t bound = ti->dims[0].sym >= 0 ? model.sym_max[ti->dims[0].sym] : ti->dims[0].size;
+    const kiln_dim &len = ti->dims[ti->rank - 1];  // [L], or [B, L]
+    int64_t bound = len.sym >= 0 ? model.sym_max[len.sym] : len.size;
     if (n > bound)
       cli.die(1, "the prompt is " + std::to_string(n) + " tokens, longer than this model's context of " +
                      std::to_string(bound) + " tokens");

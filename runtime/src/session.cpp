@@ -566,7 +566,8 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
   }
   // The rows of a batch: B·L.
   for (int i = 0; i < m->n_syms && m->sym_factors; ++i)
-    if (m->sym_factors[2 * i] >= 0) syms[i] = syms[m->sym_factors[2 * i]] * syms[m->sym_factors[2 * i + 1]];
+    if (m->sym_factors[2 * i] >= 0)  // a batch no input shows (its bound is 1) is one sequence
+      syms[i] = std::max<int64_t>(1, syms[m->sym_factors[2 * i]]) * syms[m->sym_factors[2 * i + 1]];
   // Device-resident buffers have no per-sequence views (kiln-lower-to-llvm offsets host pointers).
   if (s->resident)
     for (int i = 0; i < m->n_syms; ++i)

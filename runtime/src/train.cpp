@@ -123,7 +123,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     bool batched = in.rank > 1 && is_batch_sym(&m, in.dims[0].sym);
     if (!batched && f.batch > 1)
       cli.die(1, "--batch " + std::to_string(f.batch) + ": input '" + in.name + "' of entry '" + en->name +
-                     "' takes one sequence (the model declares no batch: Model::batch)");
+                     "' takes one sequence (the model was compiled without a batch of more than one: Model::batch)");
     if (batched && f.batch > m.sym_max[in.dims[0].sym])
       cli.die(1, "--batch " + std::to_string(f.batch) + " exceeds the compiled bound " +
                      std::to_string(m.sym_max[in.dims[0].sym]) + " of " + m.sym_names[in.dims[0].sym]);

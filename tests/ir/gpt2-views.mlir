@@ -11,7 +11,7 @@
 // CHECK-NOT: kiln.kernel = "kiln_{{(slice|transpose|concat)}}_
 // CHECK-LABEL: func.func @prefill
 // CHECK-NOT: kiln.kernel = "kiln_{{(slice|transpose|concat)}}_
-// CHECK: kiln.slice {{.*}}last_sym = 0, last_stride = 64>
+// CHECK: kiln.slice {{.*}}last_sym = 2, last_stride = 64>
 // CHECK-NOT: kiln.kernel = "kiln_{{(slice|transpose|concat)}}_
 // CHECK-LABEL: func.func @decode
 // CHECK-NOT: kiln.kernel = "kiln_{{(slice|transpose|concat)}}_

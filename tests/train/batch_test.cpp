@@ -165,7 +165,7 @@ TEST(Batch, TrainingStepsTakeBatchesOfWindows) {
   ASSERT_FALSE(one.empty());
   r = kt::run(one + " --train --random-weights --data " + dir + "/data.npy --seq 16 --batch 2 --steps 1 --quiet");
   EXPECT_NE(r.code, 0);
-  EXPECT_THAT(r.output, HasSubstr("--batch 2 exceeds the compiled bound 1 of B"));
+  EXPECT_THAT(r.output, HasSubstr("--batch 2: input 'tokens' of entry 'train_step' takes one sequence"));
 }
 
 }  // namespace

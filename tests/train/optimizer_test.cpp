@@ -214,7 +214,7 @@ TEST(Optimizer, BadTrainingInputIsAClearError) {
   EXPECT_THAT(r.output, HasSubstr("--seq 17 exceeds the compiled bound 16"));
   r = kt::run(exe + " --train --data " + dir + "/bad.npy --seq 8 --steps 2 --batch 4");
   EXPECT_EQ(r.code, 1);
-  EXPECT_THAT(r.output, HasSubstr("only --batch 1 for now"));
+  EXPECT_THAT(r.output, HasSubstr("--batch 4: input 'tokens' of entry 'forward' takes one sequence"));
   r = kt::run(exe + " --data " + dir + "/bad.npy");
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("--data applies to --train"));

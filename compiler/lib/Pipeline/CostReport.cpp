@@ -76,7 +76,10 @@ std::string costReport(ModuleOp module) {
     auto isRows = [&](size_t s) { return fa && 2 * s < fa.size() && fa[2 * s] >= 0; };
     for (size_t s = 0; s < bnd.size(); ++s) {
       sv.push_back(std::max<int64_t>(1, bnd[s] / div));
-      if (!isRows(s)) at += (at.empty() ? "" : ", ") + cast<StringAttr>(names[s]).str() + " = " + std::to_string(sv.back());
+      bool batchOfOne = false;  // a batch of at most one sequence: the model's shapes are without it
+      for (size_t r = 0; fa && 2 * r < fa.size(); ++r) batchOfOne |= bnd[s] == 1 && fa[2 * r] == (int64_t)s;
+      if (!isRows(s) && !batchOfOne)
+        at += (at.empty() ? "" : ", ") + cast<StringAttr>(names[s]).str() + " = " + std::to_string(sv.back());
     }
     while (sv.size() < KILN_MAX_SYMS) sv.push_back(1);
     for (size_t s = 0; s < bnd.size(); ++s)  // a batch's rows: B·L

@@ -23,7 +23,8 @@ std::string cstr(StringRef s) {
   return r + "\"";
 }
 
-// The rows of a batch (a symbol with factors) show as two dims, its batch and its length.
+// The rows of a batch (a symbol with factors) show as two dims, its batch and its length; with
+// a batch of at most one sequence, as the length alone (the shapes of a model without a batch).
 std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> syms, ArrayRef<int64_t> bounds, int64_t vocab,
                        StringRef init, float scale, bool optional = false, bool transposed = false,
                        int64_t panelCols = 0, int64_t ignoreId = 0, float maskRate = 0, int64_t maskToken = 0,
@@ -33,7 +34,9 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
   for (int64_t d = 0; d < t.getRank(); ++d) {
     int64_t s = syms.empty() ? -1 : syms[d];
     SmallVector<int64_t, 2> parts{s};
-    if (s >= 0 && 2 * s < (int64_t)factors.size() && factors[2 * s] >= 0) parts = {factors[2 * s], factors[2 * s + 1]};
+    if (s >= 0 && 2 * s < (int64_t)factors.size() && factors[2 * s] >= 0)
+      parts = bounds[factors[2 * s]] > 1 ? SmallVector<int64_t, 2>{factors[2 * s], factors[2 * s + 1]}
+                                         : SmallVector<int64_t, 2>{factors[2 * s + 1]};
     for (int64_t p : parts) dims << (rank++ ? ", " : "") << "{" << (p >= 0 ? bounds[p] : t.getDimSize(d)) << ", " << p << "}";
   }
   os << "{" << cstr(name) << ", " << (t.getElementType().isF32() ? "KILN_F32" : "KILN_I32") << ", " << rank << ", {"

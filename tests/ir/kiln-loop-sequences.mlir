@@ -1,0 +1,44 @@
+// RUN: kiln-opt %s --kiln-loop-sequences | FileCheck %s
+// RUN: kiln-opt %s --kiln-loop-sequences --kiln-outline-kernels --kiln-plan-buffers --kiln-lower-to-llvm | FileCheck %s --check-prefix=LLVM
+
+// Symbols: L (0), B (1, bound 4), B*L (2, the rows of the batch: factors 1 and 0). Row-wise
+// kernels run once over all rows; attention and the position table run once per sequence
+// (kiln.per_sequence = B); an entry that writes a cache runs one sequence (kiln.single_sequence).
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: kiln.single_sequence
+// CHECK: kiln.position_embedding {{.*}}kiln.per_sequence = 1 : i64
+// CHECK: kiln.linear
+// CHECK-NOT: kiln.per_sequence
+// CHECK: kiln.attention {{.*}}kiln.per_sequence = 1 : i64
+// CHECK: kiln.relu
+// CHECK-NOT: kiln.per_sequence
+// CHECK: return
+// CHECK-LABEL: func.func @cached
+// CHECK-SAME: kiln.single_sequence = "it writes a KV cache"
+// The per-sequence call: a loop over b < B whose views start b * L rows further (L is syms[0]).
+// LLVM-LABEL: llvm.func @kiln_entry_forward
+// LLVM: llvm.icmp "slt"
+// LLVM: llvm.cond_br
+module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i64: 8, 4, 32>,
+                   kiln.seq_factors = array<i64: -1, -1, -1, -1, 1, 0>} {
+  func.func @forward(%t: tensor<?xi32> {kiln.name = "tokens", kiln.syms = array<i64: 2>}) -> (tensor<?x8xf32> {kiln.name = "y"}) {
+    %wpe = kiln.param "wpe" : tensor<8x8xf32>
+    %w = kiln.param "w" : tensor<8x8xf32>
+    %p = kiln.position_embedding %wpe, %t : (tensor<8x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %h = kiln.linear %p, %w : (tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32>
+    %q = kiln.reshape %h : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
+    %o = kiln.attention %q, %q, %q {mask = "causal", scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+    %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
+    %y = kiln.relu %r : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %y : tensor<?x8xf32>
+  }
+  func.func @cached(%t: tensor<?xi32> {kiln.name = "tokens2", kiln.syms = array<i64: 2>}) -> (tensor<?x8xf32> {kiln.name = "z"}) {
+    %wpe = kiln.param "wpe" : tensor<8x8xf32>
+    %p = kiln.position_embedding %wpe, %t : (tensor<8x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %v = kiln.reshape %p : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
+    %s = kiln.state "cache" : tensor<1x8x8xf32>
+    %c = kiln.cache_write %s, %v : (tensor<1x8x8xf32>, tensor<1x?x8xf32>) -> tensor<1x8x8xf32>
+    %z = kiln.relu %p : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %z : tensor<?x8xf32>
+  }
+}
