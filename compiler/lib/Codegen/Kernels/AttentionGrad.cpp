@@ -78,6 +78,18 @@ Func buildAttentionGrad(Builder &B) {
 
   Func out("out");
   Var row;
+  // Rows of `r` (query or key rows) in tasks of 16 per head, the tasks of every head run in
+  // parallel: a row is a plain loop variable, so what is computed at it covers exactly that
+  // row (a row of a fused rows-and-heads variable made Halide bound it over several rows and
+  // store the column of scores strided, at a multiple of the work).
+  auto rowTasks = [&](Var r, int Dc) {
+    Var ro("ro"), ri("ri"), t("t");
+    const int wc = std::min(B.vec(), Dc);
+    B.s(out).split(r, ro, ri, 16, TailStrategy::GuardWithIf).reorder(c, ri, ro, h)
+        .vectorize(c, wc, Dc % wc == 0 ? TailStrategy::RoundUp : TailStrategy::GuardWithIf);
+    if (B.parallel()) B.s(out).fuse(ro, h, t).parallel(t);
+    return ri;
+  };
   if (wrt == "query") {
     Func dp = dots("dp", false);
     transposeOnce(kT);
@@ -90,7 +102,7 @@ Func buildAttentionGrad(Builder &B) {
     out(c, i, h) = acc(c, i, h);
     /* THE SCHEDULE: query rows as the row tasks; per row its scores, lse, D and dP over every
      * key (O(Lk) floats), then dq accumulated over the keys a vector of columns at a time. */
-    row = B.rowwise(out, {c, i, h});
+    row = rowTasks(i, D);
     for (Func f : {sRow, dp, ds}) B.s(f).compute_at(out, row).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
     for (Func f : {sRow, dp})  // the dot products a vector of keys at a time
       B.s(f.update()).reorder(j, f.name() == dp.name() ? re : rd).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
@@ -133,8 +145,10 @@ Func buildAttentionGrad(Builder &B) {
     B.s(dRow).parallel(h);
     B.s(dRow.update()).parallel(h);
   }
-  row = B.rowwise(out, {c, j, h});
-  for (Func f : perKey) B.s(f).compute_at(out, row).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
+  row = rowTasks(j, wrt == "value" ? Dv : D);
+  // A key's column over the queries, stored queries innermost: the vectors over i are dense.
+  for (Func f : perKey)
+    B.s(f).compute_at(out, row).reorder_storage(i, j, h).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
   B.s(sCol.update()).reorder(i, rd).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
   if (perKey.size() > 2) B.s(perKey[2].update()).reorder(i, re).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
   const int Dc = wrt == "value" ? Dv : D, wc = std::min(B.vec(), Dc);

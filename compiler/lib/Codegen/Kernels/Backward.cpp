@@ -87,27 +87,54 @@ Func buildBackward(Builder &B) {
       bool outIn = B.op<WeightGradOp>().getWeightLayout() == "out_in";
       ImageParam X = B.in[0], G = B.in[1];
       Var i("i"), j("j");
-      RDom rm(0, X.dim(1).extent(), "rm");
-      Func acc("acc");
-      acc(i, j) = 0.0f;
-      acc(i, j) += outIn ? G(j, rm) * X(i, rm) : X(j, rm) * G(i, rm);
-      out(i, j) = acc(i, j);
+      auto term = [&](Expr r) { return outIn ? G(j, r) * X(i, r) : X(j, r) * G(i, r); };
       int64_t I = k.output.dims[1], J = k.output.dims[0];
-      if (I < 0 || J < 0) {  // a sequence-length dim (matmul's right operand): rows of columns
+      const int v = B.vec();
+      // A sequence-length dim (matmul's right operand), or contiguous columns that are no whole
+      // number of vectors: rows of columns over all M rows at once.
+      if (I < 0 || J < 0 || I % v != 0) {
+        RDom rm(0, X.dim(1).extent(), "rm");
+        Func acc("acc");
+        acc(i, j) = 0.0f;
+        acc(i, j) += term(rm);
+        out(i, j) = acc(i, j);
         B.vectorize(out, i, I);
         if (B.parallel()) B.s(out).parallel(j);
         return out;
       }
-      // Register blocks of ti x tj accumulators (two vectors by 8 rows on AVX-512), the M rows
-      // streamed through them; blocks of rows as tasks.
-      int v = B.vec();
-      int ti = I >= 2 * v ? 2 * v : I >= v ? v : (int)I;
+      // The rows in chunks of 256, summed chunk after chunk into the output: a chunk's rows of
+      // both operands stay in the caches while every output tile takes its share of them.
+      // Within a chunk, register blocks of ti x tj accumulators (two vectors by 8 rows on
+      // AVX-512) stream the chunk's rows. The tiles of the operand that is the larger to
+      // stream (dy's columns for in_out, x's for out_in) are the outer, parallel loop.
+      const int chunk = 256;
+      Expr M = X.dim(1).extent();
+      Var mo("mo");
+      RDom rr(0, chunk, "rr");
+      rr.where(mo * chunk + rr < M);
+      Func part("part");
+      part(i, j, mo) = 0.0f;
+      part(i, j, mo) += term(mo * chunk + rr);
+      RDom rc(0, (M + chunk - 1) / chunk, "rc");
+      out(i, j) = 0.0f;
+      out(i, j) += part(i, j, rc);
+      int ti = I % (2 * v) == 0 ? 2 * v : v;  // whole vectors: no partial tile along i
       int tj = J >= 8 ? 8 : (int)J;
       Var io("io"), jo("jo"), ii("ii"), ji("ji");
-      B.s(out).tile(i, j, io, jo, ii, ji, ti, tj, TailStrategy::ShiftInwards).vectorize(ii, std::min(v, ti));
-      if (B.parallel()) B.s(out).parallel(jo);
-      B.s(acc).compute_at(out, io).vectorize(i, std::min(v, ti)).unroll(j);
-      B.s(acc.update()).reorder(i, j, rm).vectorize(i, std::min(v, ti)).unroll(j);
+      B.vectorize(out, i, I);
+      if (B.parallel()) B.s(out).parallel(j);
+      Var outer = outIn ? jo : io, inner = outIn ? io : jo;
+      B.s(out.update())
+          .tile(i, j, io, jo, ii, ji, ti, tj, TailStrategy::GuardWithIf)
+          .reorder(ii, ji, inner, outer, rc)
+          .vectorize(ii, std::min(v, ti))
+          .unroll(ji);
+      if (B.parallel()) B.s(out.update()).parallel(outer);
+      // Guarded, not rounded up: an edge tile's partial sums read no row or column past the
+      // operands' ends.
+      const TailStrategy g = TailStrategy::GuardWithIf;
+      B.s(part).compute_at(out, inner).vectorize(i, std::min(v, ti), g).unroll(j, tj, g);
+      B.s(part.update()).reorder(i, j, rr).vectorize(i, std::min(v, ti), g).unroll(j, tj, g);
       return out;
     }
     case KernelOp::EmbeddingGrad: {  // out [V, d]: row ids[l] += dy[l], positions in order
