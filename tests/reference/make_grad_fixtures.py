@@ -80,10 +80,9 @@ def bert_mlm_grad(g, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103)
     save_grad_fixture("bert_mlm_grad", w, {"tokens": tokens, "targets": targets}, loss)
 
 
-def transformer_grad(g, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_vocab=60, S=13, T=9):
-    """torch.nn.Transformer (dropout 0) with examples/transformer's embeddings (scaled by sqrt(d),
-    sinusoidal positions) and generator: the teacher-forced cross-entropy (two targets -1) and
-    loss.backward(): tests/fixtures/transformer_grad/."""
+def nn_transformer(g, layers, d, heads, d_ff, src_vocab, tgt_vocab):
+    """torch.nn.Transformer (dropout 0, batch_first) with its biases and norms moved off their
+    initial values, and examples/transformer's embeddings and generator (requires_grad)."""
     torch.manual_seed(int(torch.randint(0, 1 << 30, (1,), generator=g)))
     model = torch.nn.Transformer(d_model=d, nhead=heads, num_encoder_layers=layers, num_decoder_layers=layers,
                                  dim_feedforward=d_ff, dropout=0.0, batch_first=True)
@@ -97,6 +96,14 @@ def transformer_grad(g, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_voca
              "generator.bias": torch.randn(tgt_vocab, generator=g) * 0.1}
     for t in extra.values():
         t.requires_grad_(True)
+    return model, extra
+
+
+def transformer_grad(g, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_vocab=60, S=13, T=9):
+    """torch.nn.Transformer (dropout 0) with examples/transformer's embeddings (scaled by sqrt(d),
+    sinusoidal positions) and generator: the teacher-forced cross-entropy (two targets -1) and
+    loss.backward(): tests/fixtures/transformer_grad/."""
+    model, extra = nn_transformer(g, layers, d, heads, d_ff, src_vocab, tgt_vocab)
     src = torch.randint(0, src_vocab, (S,), generator=g)
     tgt = torch.randint(0, tgt_vocab, (T,), generator=g)
     targets = torch.randint(0, tgt_vocab, (T,), generator=g)
@@ -163,19 +170,7 @@ def bert_mlm_grad_batch(g, B=3, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21
 def transformer_grad_batch(g, B=3, layers=2, d=32, heads=2, d_ff=64, src_vocab=50, tgt_vocab=60, S=13, T=9):
     """transformer_grad over a batch of B source and target sequences (batch_first), the mean
     over every valid target of the batch: tests/fixtures/transformer_grad_b3/."""
-    torch.manual_seed(int(torch.randint(0, 1 << 30, (1,), generator=g)))
-    model = torch.nn.Transformer(d_model=d, nhead=heads, num_encoder_layers=layers, num_decoder_layers=layers,
-                                 dim_feedforward=d_ff, dropout=0.0, batch_first=True)
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            if n.endswith("bias") or "norm" in n:
-                p.add_(torch.randn(p.shape, generator=g) * 0.1)
-    extra = {"src_embed.weight": torch.randn(src_vocab, d, generator=g) * 0.2,
-             "tgt_embed.weight": torch.randn(tgt_vocab, d, generator=g) * 0.2,
-             "generator.weight": torch.randn(tgt_vocab, d, generator=g) * 0.2,
-             "generator.bias": torch.randn(tgt_vocab, generator=g) * 0.1}
-    for t in extra.values():
-        t.requires_grad_(True)
+    model, extra = nn_transformer(g, layers, d, heads, d_ff, src_vocab, tgt_vocab)
     src = torch.randint(0, src_vocab, (B, S), generator=g)
     tgt = torch.randint(0, tgt_vocab, (B, T), generator=g)
     targets = torch.randint(0, tgt_vocab, (B, T), generator=g)

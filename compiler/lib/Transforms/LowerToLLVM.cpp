@@ -242,6 +242,25 @@ class EntryLowering {
     onFailure(call("halide_copy_to_device", {null(loc), view, iface_}, loc), kernel, loc);
   }
 
+  // A host loop's header block, entered with 0: returns its counter (i32); the body follows.
+  Value openLoop(Location loc) {
+    Block *cur = b_.getInsertionBlock();
+    Block *header = newBlock({i32_}, loc);
+    b_.setInsertionPointToEnd(cur);
+    LLVM::BrOp::create(b_, loc, ValueRange{c32(0)}, header);
+    b_.setInsertionPointToStart(header);
+    return header->getArgument(0);
+  }
+  // The latch: back to the header of `counter` with `next` while `more`, else on after the loop.
+  void closeLoop(Value counter, Value next, Value more, Location loc) {
+    Block *header = cast<BlockArgument>(counter).getOwner();
+    Block *latch = b_.getInsertionBlock();
+    Block *exit = newBlock({}, loc);
+    b_.setInsertionPointToEnd(latch);
+    LLVM::CondBrOp::create(b_, loc, more, header, ValueRange{next}, exit, ValueRange{});
+    b_.setInsertionPointToStart(exit);
+  }
+
   // 3, 5, 6, 7. One kernel call, or one per sequence.
   LogicalResult callKernel(Operation *op) {
     Location loc = op->getLoc();
@@ -249,20 +268,10 @@ class EntryLowering {
     if (!perSeq) return callKernelOnce(op, Value(), -1);
     int64_t batch = perSeq.getInt();
     if (batch < 0 || batch >= (int64_t)symVals_.size()) return op->emitError("kiln.per_sequence names no symbol");
-    Block *cur = b_.getInsertionBlock();
-    Block *header = newBlock({i32_}, loc);
-    b_.setInsertionPointToEnd(cur);
-    LLVM::BrOp::create(b_, loc, ValueRange{c32(0)}, header);
-    b_.setInsertionPointToStart(header);
-    Value seq = header->getArgument(0);
+    Value seq = openLoop(loc);
     if (failed(callKernelOnce(op, seq, batch))) return failure();
     Value seq1 = LLVM::AddOp::create(b_, loc, seq, c32(1));
-    Value more = LLVM::ICmpOp::create(b_, loc, LLVM::ICmpPredicate::slt, seq1, symVals_[batch]);
-    Block *latch = b_.getInsertionBlock();
-    Block *exit = newBlock({}, loc);
-    b_.setInsertionPointToEnd(latch);
-    LLVM::CondBrOp::create(b_, loc, more, header, ValueRange{seq1}, exit, ValueRange{});
-    b_.setInsertionPointToStart(exit);
+    closeLoop(seq, seq1, LLVM::ICmpOp::create(b_, loc, LLVM::ICmpPredicate::slt, seq1, symVals_[batch]), loc);
     return success();
   }
   LogicalResult callKernelOnce(Operation *op, Value seq, int64_t batch) {
@@ -291,12 +300,7 @@ class EntryLowering {
   LogicalResult emitLoop(kiln::LoopOp loop) {
     Location loc = loop.getLoc();
     Block &body = loop.getBody().front();
-    Block *cur = b_.getInsertionBlock();
-    Block *header = newBlock({i32_}, loc);
-    b_.setInsertionPointToEnd(cur);
-    LLVM::BrOp::create(b_, loc, ValueRange{c32(0)}, header);
-    b_.setInsertionPointToStart(header);
-    Value step = header->getArgument(0);
+    Value step = openLoop(loc);
     LLVM::StoreOp::create(b_, loc, step, hostOf(body.getArgument(1), loc));
     if (resident_) {  // the step number up to the device, where the body's kernels read it
       fillView(views_[0], body.getArgument(1), loc);
@@ -326,11 +330,7 @@ class EntryLowering {
     Value more = LLVM::AndOp::create(
         b_, loc, LLVM::ICmpOp::create(b_, loc, LLVM::ICmpPredicate::ne, flag, c32(0)),
         LLVM::ICmpOp::create(b_, loc, LLVM::ICmpPredicate::slt, step1, c32((int64_t)loop.getMaxSteps())));
-    Block *latch = b_.getInsertionBlock();
-    Block *exit = newBlock({}, loc);
-    b_.setInsertionPointToEnd(latch);
-    LLVM::CondBrOp::create(b_, loc, more, header, ValueRange{step1}, exit, ValueRange{});
-    b_.setInsertionPointToStart(exit);
+    closeLoop(step, step1, more, loc);
     return success();
   }
 
