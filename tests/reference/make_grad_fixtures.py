@@ -52,12 +52,8 @@ def gpt2_grad(g, layers=2, d=64, heads=4, vocab=256, ctx=64, n=23):
                       file_name=lambda k: k[len("transformer."):])  # as Hugging Face saves GPT-2
 
 
-def bert_mlm_grad(g, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103):
-    """BertForMaskedLM's loss in plain PyTorch (Hugging Face's names: the encoder, and the head
-    cls.predictions: dense, erf GELU, LayerNorm eps 1e-12, the word embeddings as the decoder, a
-    bias) on a window masked as ./bert --train does (a masked position's token is [MASK], a random
-    id or kept; its target is the original id, -1 elsewhere), token types all 0, and
-    loss.backward(): tests/fixtures/bert_mlm_grad/."""
+def bert_mlm_weights(g, layers, d, vocab, ctx):
+    """BERT's weights and BertForMaskedLM's head (cls.predictions), requires_grad."""
     r = lambda *s: torch.randn(*s, generator=g) * 0.1
     w = bert_weights(g, layers, d, vocab, ctx)
     h = "cls.predictions."
@@ -66,15 +62,32 @@ def bert_mlm_grad(g, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103)
     w[h + "bias"] = r(vocab)
     for t in w.values():
         t.requires_grad_(True)
+    return w
+
+
+def bert_mlm_logits(w, tokens, layers, d, heads):
+    """The masked-LM logits of one sequence (token types all 0): dense, erf GELU, LayerNorm eps
+    1e-12, the word embeddings as the decoder, a bias."""
+    h = "cls.predictions."
+    x = bert_hidden(w, tokens, torch.zeros(len(tokens), dtype=torch.int64), layers, d, heads)
+    t = F.gelu(x @ w[h + "transform.dense.weight"].T + w[h + "transform.dense.bias"])
+    t = F.layer_norm(t, (d,), w[h + "transform.LayerNorm.weight"], w[h + "transform.LayerNorm.bias"], 1e-12)
+    return t @ w["bert.embeddings.word_embeddings.weight"].T + w[h + "bias"]
+
+
+def bert_mlm_grad(g, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103):
+    """BertForMaskedLM's loss in plain PyTorch (Hugging Face's names: the encoder, and the head
+    cls.predictions: dense, erf GELU, LayerNorm eps 1e-12, the word embeddings as the decoder, a
+    bias) on a window masked as ./bert --train does (a masked position's token is [MASK], a random
+    id or kept; its target is the original id, -1 elsewhere), token types all 0, and
+    loss.backward(): tests/fixtures/bert_mlm_grad/."""
+    w = bert_mlm_weights(g, layers, d, vocab, ctx)
 
     ids = torch.randint(0, vocab, (n,), generator=g)
     tokens, targets = ids.clone(), torch.full((n,), -1, dtype=torch.int64)
     for pos, becomes in ((2, mask), (7, mask), (11, int(ids[3])), (15, int(ids[15])), (20, mask)):
         tokens[pos], targets[pos] = becomes, ids[pos]
-    x = bert_hidden(w, tokens, torch.zeros(n, dtype=torch.int64), layers, d, heads)
-    t = F.gelu(x @ w[h + "transform.dense.weight"].T + w[h + "transform.dense.bias"])
-    t = F.layer_norm(t, (d,), w[h + "transform.LayerNorm.weight"], w[h + "transform.LayerNorm.bias"], 1e-12)
-    logits = t @ w["bert.embeddings.word_embeddings.weight"].T + w[h + "bias"]
+    logits = bert_mlm_logits(w, tokens, layers, d, heads)
     loss = F.cross_entropy(logits, targets, ignore_index=-1)
     loss.backward()
     save_grad_fixture("bert_mlm_grad", w, {"tokens": tokens, "targets": targets}, loss)
@@ -140,14 +153,7 @@ def gpt2_grad_batch(g, B=3, layers=2, d=64, heads=4, vocab=256, ctx=64, n=23):
 def bert_mlm_grad_batch(g, B=3, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21, mask=103):
     """bert_mlm_grad over a batch of B windows, each masked at its own positions (the mean over
     every masked position of the batch): tests/fixtures/bert_mlm_grad_b3/."""
-    r = lambda *s: torch.randn(*s, generator=g) * 0.1
-    w = bert_weights(g, layers, d, vocab, ctx)
-    h = "cls.predictions."
-    w[h + "transform.dense.weight"], w[h + "transform.dense.bias"] = r(d, d), r(d)
-    w[h + "transform.LayerNorm.weight"], w[h + "transform.LayerNorm.bias"] = 1 + r(d), r(d)
-    w[h + "bias"] = r(vocab)
-    for t in w.values():
-        t.requires_grad_(True)
+    w = bert_mlm_weights(g, layers, d, vocab, ctx)
     ids = torch.randint(0, vocab, (B, n), generator=g)
     tokens, targets = ids.clone(), torch.full((B, n), -1, dtype=torch.int64)
     masked = [((2, mask), (7, mask), (11, int(ids[0, 3])), (20, mask)),
@@ -156,13 +162,8 @@ def bert_mlm_grad_batch(g, B=3, layers=2, d=32, heads=2, vocab=120, ctx=32, n=21
     for b, positions in enumerate(masked):
         for pos, becomes in positions:
             tokens[b, pos], targets[b, pos] = becomes, ids[b, pos]
-    logits = []
-    for b in range(B):
-        x = bert_hidden(w, tokens[b], torch.zeros(n, dtype=torch.int64), layers, d, heads)
-        t = F.gelu(x @ w[h + "transform.dense.weight"].T + w[h + "transform.dense.bias"])
-        t = F.layer_norm(t, (d,), w[h + "transform.LayerNorm.weight"], w[h + "transform.LayerNorm.bias"], 1e-12)
-        logits.append(t @ w["bert.embeddings.word_embeddings.weight"].T + w[h + "bias"])
-    loss = F.cross_entropy(torch.cat(logits), targets.reshape(B * n), ignore_index=-1)
+    logits = torch.cat([bert_mlm_logits(w, tokens[b], layers, d, heads) for b in range(B)])
+    loss = F.cross_entropy(logits, targets.reshape(B * n), ignore_index=-1)
     loss.backward()
     save_grad_fixture("bert_mlm_grad_b3", w, {"tokens": tokens, "targets": targets}, loss)
 
