@@ -151,6 +151,10 @@ class Logged {
     t_.bound_extent(v, extent);
     return line("bound_extent", v.name(), str(extent));
   }
+  Logged &bound(const Var &v, const Expr &min, const Expr &extent) {
+    t_.bound(v, min, extent);
+    return line("bound", v.name(), str(min), str(extent));
+  }
 
  private:
   static std::string tailArg(TailStrategy t) { return t == TailStrategy::Auto ? std::string() : str(t); }

@@ -11,7 +11,10 @@
 //      place (pack = at_load, tile_n = the panel's columns); otherwise a weight read
 //      transposed, through a dynamic or long (>= 1024) K, or with rows of 1024 or more columns
 //      (each K step of an in-place panel on its own page: the TLB misses cost more than the
-//      copy) is packed per task, others are read in place. The FFN reads both weights from their panels (at_load) or packs them per
+//      copy) is packed per task, others are read in place. A static K of at least 4 x 2048
+//      with column tasks packing per task is summed in k_chunk = 2048 chunks (a K x tile_n
+//      panel of the vocabulary-wide product in the LM head's backward is 12.8 MB: it streamed
+//      from memory for every row tile). The FFN reads both weights from their panels (at_load) or packs them per
 //      call; its first GEMM's tile (hidden_tile_n, hidden_vec) is over d_ff.
 //      A linear or matmul (not batched) or an FFN over at most 4 static rows (a decode step) is
 //      a bandwidth problem: gemm = stream, no packing, each weight read once in place by tasks
@@ -32,7 +35,11 @@
 //      a decode step's fewer static query rows as one block.
 //   4. LSH hashing: 64 positions per task (lsh_tile); LSH chunk attention on the GPU: key norms
 //      over 128 positions per block (gpu_tile_n).
-//   5. row-wise ops (norms, softmax, elementwise, data movement, depthwise conv, ACT): CPU
+//   5. weight_grad with static sides, its contiguous side whole vectors: a register block of
+//      tile_n = 3 vectors x tile_m = 8 rows of the result (4 with 16 registers) summed over all
+//      rows of the operands, blocks of tile_rows = 384 result rows (their operand columns
+//      packed tile by tile); otherwise the plain column-strip schedule.
+//   6. row-wise ops (norms, softmax, elementwise, data movement, depthwise conv, ACT): CPU
 //      rows_per_task = enough rows that a task touches about 16 KiB; GPU a block per row with
 //      gpu_threads across its columns (128, halved down to the row, at least 32; 256 per block
 //      for a 1-D result).
@@ -57,6 +64,8 @@ int64_t dim(Value v, int64_t d) {
 // 128 columns for 1 or 2 rows, 64 for 3 or 4 (at most 16 accumulator vectors), whole vectors
 // within N; for a weight in panels of `panel` columns (0: none), whole panels.
 constexpr int64_t kStreamRows = 4;
+// A CPU GEMM's K per chunk where K is long (at least 4 chunks).
+constexpr int64_t kKChunk = 2048;
 int64_t streamTileN(int64_t lanes, int64_t N, int64_t M, int64_t panel = 0) {
   int64_t tn = M <= 2 ? 128 : 64;
   tn = std::max(lanes, std::min(tn, N / lanes * lanes));
@@ -125,6 +134,23 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     s.pack = panel                                                      ? kiln::Packing::at_load
              : transposed || N < 0 || K < 0 || K >= 1024 || N >= 1024 ? kiln::Packing::per_task
                                                                        : kiln::Packing::none;
+    // A long static K (the backward's product with a vocabulary-wide gradient): chunks of
+    // kKChunk, each column task's panel of one chunk cache-resident, summed into the output.
+    if (K >= 4 * kKChunk && *s.column_tasks && s.pack == kiln::Packing::per_task &&
+        (!lin || lin.getActivation() == kiln::ActivationKind::none))
+      s.k_chunk = kKChunk;
+  }
+
+  // weight_grad (out[J, I] = the sum over rows of S(j) ⊗ V(i)) on the CPU: a register block of
+  // tile_n (3 vectors of I) x tile_m (8 with 32 vector registers, else 4) accumulates over all
+  // rows; S's columns in blocks of tile_rows, each block packed tile by tile.
+  void weightGrad(Operation *op, kiln::ScheduleFields &s) {
+    int64_t I = dim(op->getResult(0), 1), J = dim(op->getResult(0), 0);
+    int64_t lanes = kiln::lanesFor(vectorWidth, I);
+    if (gpu || I < 0 || J < 0 || I % lanes) return;  // the plain column-strip schedule
+    s.tile_n = std::min(3 * lanes, I);
+    s.tile_m = std::min<int64_t>(vectorWidth >= 16 ? 8 : 4, J);
+    s.tile_rows = std::max(*s.tile_m, 384 / *s.tile_m * *s.tile_m);
   }
 
   void ffn(kiln::FfnOp op, kiln::ScheduleFields &s) {
@@ -195,8 +221,8 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::CacheWrite:
         case kiln::KernelOp::ActRunning:  // host; new rows only; one serial reduction
         case kiln::KernelOp::CrossEntropy:  // rows in tasks of 16, a serial sum
+        case kiln::KernelOp::WeightGrad: weightGrad(op, s); break;
         case kiln::KernelOp::ReduceRows:  // column strips
-        case kiln::KernelOp::WeightGrad:
         case kiln::KernelOp::EmbeddingGrad:
         case kiln::KernelOp::SumSquares: break;
         case kiln::KernelOp::ActInput:

@@ -100,6 +100,9 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
       tile_rows       rows of a GEMM's task tile (shorter inputs get 1, 2, 4... blocks)
       column_tasks    1: a linear's tasks are its column tiles, each packing its weight panel
                       once (enough columns for every thread); 0: row and column tiles fused
+      k_chunk         a CPU GEMM's K per pass over the rows (0 or unset: all of K in the
+                      register block; a long K is summed chunk by chunk into the output,
+                      each chunk's weight panel cache-resident)
       gemm            register_block | stream (a few static rows: each weight read once,
                       in place, column tiles split among the threads)
       pack            none | per_task | per_call | at_load: the weight panels
@@ -145,6 +148,7 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
     Kiln_Int<"GPU first FFN GEMM tile columns">:$gpu_hidden_tile_n,
     Kiln_Int<"GPU first FFN GEMM K stage">:$gpu_hidden_k_chunk,
     Kiln_Int<"GPU threads per row">:$gpu_threads,
+    Kiln_Int<"CPU GEMM K chunk">:$k_chunk,
     DefaultValuedParameter<"::kiln::GemmEngine", "::kiln::GemmEngine::unset">:$gemm);
   let assemblyFormat = "`<` struct(params) `>`";
 }

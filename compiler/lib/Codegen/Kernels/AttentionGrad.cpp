@@ -1,20 +1,46 @@
 // AttentionGrad.cpp - kiln.attention's backward, one kernel per operand gradient, in the
 // FlashAttention manner: the probabilities are recomputed from each query row's log-sum-exp,
-// a row (or a key's column) at a time, never stored [Lq, Lk].
+// a block of 16 rows (query rows, or key rows' columns) at a time, never stored [Lq, Lk].
 //
 //   s(j, i) = scale · q_i·k_j (masked: -inf),  lse_i = log Σ_j exp s(j, i)
 //   P(j, i) = exp(s(j, i) - lse_i),  dP(j, i) = do_i·v_j,  D_i = do_i·o_i
 //   dS = P · (dP - D);  dq_i = scale Σ_j dS k_j;  dk_j = scale Σ_i dS q_i;  dv_j = Σ_i P do_i
 //
-// dq works per query row (its scores, lse and dP over all keys, kept for the row; keys and
-// values read through transposed copies, so a row's dot products are vectors over keys); dk and dv
-// per key row, from every query's lse and D computed first. CPU schedules. Causal: every
-// reduction over keys stops at the query's last visible key, and every reduction over queries
-// starts at the key's first visible query (RDom::where, which Halide turns into the loop's
-// bounds), so the masked half of the scores is neither computed nor visited.
+// dq works per block of query rows (their scores, lse and dP over all keys, kept for the
+// block); dk and dv per block of key rows, over every query, from every query's lse and D
+// computed first. Every product is a small GEMM in register blocks (2 vectors x 8 rows over
+// the head dim; 4 vectors x 4 rows for the sums into the result), the softmax statistics are
+// reduced a vector of keys at a time. CPU schedules. Causal: a block's sums stop at its last
+// row's last visible key (start at its first key's first visible query); the masked pairs
+// inside that range are exact zeros.
 #include "Kernels.h"
 
 namespace kiln::codegen {
+namespace {
+// s(x, y, h) = Σ_r A(r, y, h) · Bt(x, r, h): vectors along x (Bt's contiguous dim), A's values
+// broadcast along y. `acc` is a register block's sum.
+struct Product {
+  Func s, acc;
+  RDom r;
+};
+Product product(const std::string &name, Func A, Func Bt, int depth, Var x, Var y, Var h) {
+  Product p{Func(name), Func(name + "_acc"), RDom(0, depth, "r_" + name)};
+  p.acc(x, y, h) = 0.0f;
+  p.acc(x, y, h) += A(p.r, y, h) * Bt(x, p.r, h);
+  p.s(x, y, h) = p.acc(x, y, h);
+  return p;
+}
+// A product computed at `f`'s loop `at`: tiles of 2 vectors along x by 8 rows y, each a
+// register block summed over r, computed whole (every operand read is clamped).
+void scheduleProduct(Builder &B, Product &p, Func f, Var at, Var x, Var y, Var h) {
+  const int v = B.vec();
+  Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
+  const TailStrategy g = TailStrategy::GuardWithIf;
+  B.s(p.s).compute_at(f, at).split(x, xo, xi, 2 * v, g).split(y, yo, yi, 8, g).reorder(xi, yi, xo, yo).vectorize(xi, v);
+  B.s(p.acc).compute_at(p.s, xo).bound_extent(x, 2 * v).bound_extent(y, 8).vectorize(x, v).unroll(x).unroll(y);
+  B.s(p.acc.update()).reorder(x, y, p.r, h).vectorize(x, v).unroll(x).unroll(y);
+}
+}  // namespace
 
 Func buildAttentionGrad(Builder &B) {
   const KernelSpec &k = B.k;
@@ -25,135 +51,147 @@ Func buildAttentionGrad(Builder &B) {
   const std::string wrt = op.getWrt().str();
   ImageParam Q = B.in[0], K = B.in[1], V = B.in[2], O = B.in[3], G = B.in[4];
   const int D = (int)k.inputs[0].dims[2], Dv = (int)k.inputs[2].dims[2];
-  Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
-  Var c("c"), i("i"), j("j"), h("h");
-  RDom rd(0, D, "rd"), re(0, Dv, "re");
+  const int v = B.vec();
+  const int R = 16, RB = 4;  // rows per task; rows per register block of the result
+  Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent(), off = Lk - Lq;
+  Var c("c"), i("i"), j("j"), h("h"), l("l");
   const float ninf = -std::numeric_limits<float>::infinity();
-  auto visible = [&](Expr key, Expr query) { return causal ? key <= query + (Lk - Lq) : Expr(true); };
+  auto visible = [&](Expr key, Expr query) { return causal ? key <= query + off : Halide::Internal::const_true(); };
 
   /* THE ALGORITHM */
-  // Transposed copies ([rows, features] -> [features, rows] per head), made once: a row of
-  // scores is a vector over keys (or a column over queries), and its dot products then read
-  // consecutive keys (queries) instead of one feature every D floats.
-  auto transposed = [&](ImageParam X, const char *name) {
+  // Rows read clamped: register blocks compute whole tiles past the last row (never stored).
+  auto rows = [&](ImageParam X, Expr L, const char *name) {
+    Func f(name);
+    f(c, j, h) = X(c, min(j, L - 1), h);
+    return f;
+  };
+  Func q = rows(Q, Lq, "q"), kk = rows(K, Lk, "k"), vv = rows(V, Lk, "v"), o = rows(O, Lq, "o"), g = rows(G, Lq, "g");
+  // Transposed copies ([rows, features] -> [features, rows] per head), made once: the vectors
+  // of a product run along rows (keys or queries).
+  auto transposed = [&](Func X, const char *name) {
     Func t(name);
     t(j, c, h) = X(c, j, h);
+    B.s(t).compute_root().vectorize(j, v, TailStrategy::GuardWithIf);
+    if (B.parallel()) B.s(t).parallel(h);
     return t;
   };
-  Func kT = transposed(K, "k_t"), vT = transposed(V, "v_t"), qT = transposed(Q, "q_t"), gT = transposed(G, "g_t");
-  // Scores s(j, i) = q_i·k_j, recomputed where each kernel needs them: a query's row (vector
-  // over keys j) or a key's column (vector over queries i).
-  auto scores = [&](const char *name, bool column) {
-    Func s(name);
-    s(j, i, h) = 0.0f;
-    s(j, i, h) += column ? qT(i, rd, h) * K(rd, j, h) : Q(rd, i, h) * kT(j, rd, h);
-    return s;
-  };
-  auto dots = [&](const char *name, bool column) {  // dP(j, i) = do_i·v_j
-    Func s(name);
-    s(j, i, h) = 0.0f;
-    s(j, i, h) += column ? gT(i, re, h) * V(re, j, h) : G(re, i, h) * vT(j, re, h);
-    return s;
-  };
-  auto transposeOnce = [&](Func t) {
-    B.s(t).compute_root().vectorize(j, B.vec(), TailStrategy::GuardWithIf);
-    if (B.parallel()) B.s(t).parallel(h);
-  };
-  // The keys query i sees, the queries key j is seen by: with the causal mask, the loops' bounds.
-  auto keysOf = [&](const char *name) {
-    RDom r(0, Lk, name);
-    if (causal) r.where(r <= i + (Lk - Lq));
-    return r;
-  };
-  // Each query row's log-sum-exp and D.
-  Func sRow = scores("s_row", false), mx("mx"), se("se"), lse("lse"), dRow("d_row");
-  RDom rm = keysOf("rm"), rs = keysOf("rs"), rj = keysOf("rj");
+  // Query rows' scores s_row(j, i) (vectors over keys j) and, from them, each row's
+  // log-sum-exp: a vector of keys at a time (lane l holds keys l, l + vec, ...), then across
+  // the lanes.
+  Func kT = transposed(kk, "k_t");
+  Product sRow = product("s_row", q, kT, D, j, i, h);
+  Func mxv("mx_lanes"), mx("mx"), sev("se_lanes"), se("se"), lse("lse");
+  RDom rm(0, (Lk + v - 1) / v, "rm"), rs(0, (Lk + v - 1) / v, "rs"), rl(0, v, "rl"), rl2(0, v, "rl2");
+  if (causal) rm.where(rm * v <= i + off), rs.where(rs * v <= i + off);
+  auto keyOf = [&](Expr blk) { return blk * v + l; };
+  auto rowScore = [&](Expr key) { return sRow.s(min(key, Lk - 1), i, h) * scale; };
+  mxv(l, i, h) = ninf;
+  mxv(l, i, h) = max(mxv(l, i, h), select(keyOf(rm) < Lk && visible(keyOf(rm), i), rowScore(keyOf(rm)), ninf));
   mx(i, h) = ninf;
-  mx(i, h) = max(mx(i, h), select(visible(rm, i), sRow(rm, i, h) * scale, ninf));
+  mx(i, h) = max(mx(i, h), mxv(rl, i, h));
+  sev(l, i, h) = 0.0f;
+  sev(l, i, h) += select(keyOf(rs) < Lk && visible(keyOf(rs), i), exp(rowScore(keyOf(rs)) - mx(i, h)), 0.0f);
   se(i, h) = 0.0f;
-  se(i, h) += select(visible(rs, i), exp(sRow(rs, i, h) * scale - mx(i, h)), 0.0f);
+  se(i, h) += sev(rl2, i, h);
   lse(i, h) = mx(i, h) + log(se(i, h));
+  Func dRow("d_row");
+  RDom re(0, Dv, "re");
   dRow(i, h) = 0.0f;
-  dRow(i, h) += G(re, i, h) * O(re, i, h);
-
-  Func out("out");
-  Var row;
-  // Rows of `r` (query or key rows) in tasks of 16 per head, the tasks of every head run in
-  // parallel: a row is a plain loop variable, so what is computed at it covers exactly that
-  // row (a row of a fused rows-and-heads variable made Halide bound it over several rows and
-  // store the column of scores strided, at a multiple of the work).
-  auto rowTasks = [&](Var r, int Dc) {
-    Var ro("ro"), ri("ri"), t("t");
-    const int wc = std::min(B.vec(), Dc);
-    B.s(out).split(r, ro, ri, 16, TailStrategy::GuardWithIf).reorder(c, ri, ro, h)
-        .vectorize(c, wc, Dc % wc == 0 ? TailStrategy::RoundUp : TailStrategy::GuardWithIf);
-    if (B.parallel()) B.s(out).fuse(ro, h, t).parallel(t);
-    return ri;
+  dRow(i, h) += g(re, i, h) * o(re, i, h);
+  // The statistics of a row, computed at `f`'s loop `at` (the row's vectors of keys first).
+  auto rowStats = [&](Func f, Var at) {
+    B.s(mx).compute_at(f, at);
+    B.s(se).compute_at(f, at);
+    B.s(mxv).compute_at(f, at).vectorize(l, v);
+    B.s(mxv.update()).reorder(l, rm, i, h).vectorize(l, v);
+    B.s(sev).compute_at(f, at).vectorize(l, v);
+    B.s(sev.update()).reorder(l, rs, i, h).vectorize(l, v);
   };
+
+  Func out("out"), acc("acc");
+  Var rb("rb"), jj("jj"), ro("ro"), ri("ri"), rbi("rbi"), t("t");
+  const TailStrategy gw = TailStrategy::GuardWithIf;
+  // The result's rows (query or key rows r, Dc features) in tasks of R per head, the tasks of
+  // every head in parallel; within a task, register blocks of RB rows x the features (acc,
+  // over the block's range of the other rows). Returns the task var.
+  auto resultTasks = [&](Var r, int Dc) {
+    const int wc = std::min(v, Dc);
+    B.s(out).split(r, ro, ri, R, gw).split(ri, rb, rbi, RB, gw).reorder(c, rbi, rb, ro, h)
+        .vectorize(c, wc, Dc % wc == 0 ? TailStrategy::RoundUp : gw);
+    Var task = ro;
+    if (B.parallel()) B.s(out).fuse(ro, h, t).parallel(t), task = t;
+    B.s(acc).compute_at(out, rb).bound_extent(jj, RB).bound_extent(j, 1).vectorize(c, wc).unroll(c).unroll(jj);
+    return task;
+  };
+  auto accUpdate = [&](const RDom &r, int Dc) {
+    const int wc = std::min(v, Dc);
+    B.s(acc.update()).reorder(c, jj, r, j, h).vectorize(c, wc).unroll(c).unroll(jj);
+  };
+
   if (wrt == "query") {
-    Func dp = dots("dp", false);
-    transposeOnce(kT);
-    transposeOnce(vT);
+    // dq, per block of query rows: their scores, statistics, dP and dS over the keys the block
+    // sees, then acc(c, jj, b) = Σ_key dS(key, b·RB + jj) k_key.
+    Func vT = transposed(vv, "v_t");
+    Product dp = product("dp", g, vT, Dv, j, i, h);
     Func ds("ds");
-    ds(j, i, h) = select(visible(j, i), exp(sRow(j, i, h) * scale - lse(i, h)) * (dp(j, i, h) - dRow(i, h)), 0.0f);
-    Func acc("acc");
-    acc(c, i, h) = 0.0f;
-    acc(c, i, h) += ds(rj, i, h) * K(c, rj, h) * scale;
-    out(c, i, h) = acc(c, i, h);
-    /* THE SCHEDULE: query rows as the row tasks; per row its scores, lse, D and dP over every
-     * key (O(Lk) floats), then dq accumulated over the keys a vector of columns at a time. */
-    row = rowTasks(i, D);
-    for (Func f : {sRow, dp, ds}) B.s(f).compute_at(out, row).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
-    for (Func f : {sRow, dp})  // the dot products a vector of keys at a time
-      B.s(f.update()).reorder(j, f.name() == dp.name() ? re : rd).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
-    for (Func f : {mx, se, dRow, acc}) B.s(f).compute_at(out, row);
-    const int wc = std::min(B.vec(), D);
-    B.s(acc.update()).vectorize(c, wc, D % wc == 0 ? TailStrategy::RoundUp : TailStrategy::GuardWithIf);
+    ds(j, i, h) = select(visible(j, i), exp(sRow.s(j, i, h) * scale - lse(i, h)) * (dp.s(j, i, h) - dRow(i, h)), 0.0f);
+    RDom rk(0, Lk, "rk");
+    if (causal) rk.where(rk <= j * RB + (RB - 1) + off);
+    acc(c, jj, j, h) = 0.0f;  // j: the block, jj: its row
+    acc(c, jj, j, h) += ds(rk, j * RB + jj, h) * kk(c, rk, h);
+    out(c, i, h) = acc(c, i % RB, i / RB, h) * scale;
+    /* THE SCHEDULE */
+    Var task = resultTasks(i, D);
+    accUpdate(rk, D);
+    scheduleProduct(B, sRow, out, task, j, i, h);
+    scheduleProduct(B, dp, out, task, j, i, h);
+    B.s(lse).compute_at(out, task);
+    B.s(dRow).compute_at(out, task);
+    rowStats(lse, i);
+    B.s(ds).compute_at(out, task).vectorize(j, v, gw);
     return out;
   }
-  // dk, dv: per key row j, over every query i.
-  Func sCol = scores("s_col", true), p("p");
-  transposeOnce(kT);
-  transposeOnce(qT);
-  RDom ri(0, Lq, "ri");
-  if (causal) ri.where(ri >= j - (Lk - Lq));
-  p(j, i, h) = select(visible(j, i), exp(sCol(j, i, h) * scale - lse(i, h)), 0.0f);
-  std::vector<Func> perKey{sCol, p};
-  Func acc("acc");
-  acc(c, j, h) = 0.0f;
-  if (wrt == "value") {
-    acc(c, j, h) += p(j, ri, h) * G(c, ri, h);
+  // dk, dv, per block of key rows: every query's lse and D first (blocks of R query rows as
+  // tasks), then the block's columns of P over the queries that see it (vectors over
+  // queries), and acc(c, jj, b) = Σ_query P(or dS)(query, b·RB + jj) do(or q)_query.
+  Func qT = transposed(q, "q_t");
+  Product sCol = product("s_col", kk, qT, D, i, j, h);  // sCol(i, j): query i, key j
+  Func p("p");
+  p(i, j, h) = select(visible(j, i), exp(sCol.s(i, j, h) * scale - lse(i, h)), 0.0f);
+  RDom rq(0, Lq, "rq");
+  if (causal) rq.where(rq >= j * RB - off);
+  acc(c, jj, j, h) = 0.0f;
+  Func ds("ds");
+  Product dpc;
+  const bool value = wrt == "value";
+  if (value) {
+    acc(c, jj, j, h) += p(rq, j * RB + jj, h) * g(c, rq, h);
+    out(c, j, h) = acc(c, j % RB, j / RB, h);
   } else {
-    Func dp = dots("dp", true), ds("ds");
-    transposeOnce(gT);
-    ds(j, i, h) = p(j, i, h) * (dp(j, i, h) - dRow(i, h));
-    acc(c, j, h) += ds(j, ri, h) * Q(c, ri, h) * scale;
-    perKey.push_back(dp);
-    perKey.push_back(ds);
+    Func gT = transposed(g, "g_t");
+    dpc = product("dp_col", vv, gT, Dv, i, j, h);
+    ds(i, j, h) = p(i, j, h) * (dpc.s(i, j, h) - dRow(i, h));
+    acc(c, jj, j, h) += ds(rq, j * RB + jj, h) * q(c, rq, h);
+    out(c, j, h) = acc(c, j % RB, j / RB, h) * scale;
   }
-  out(c, j, h) = acc(c, j, h);
-  /* THE SCHEDULE: every query's lse and D first (query rows as tasks, each over all keys),
-   * then key rows as the row tasks, each recomputing its column of scores over every query. */
-  B.s(lse).compute_root();
+  /* THE SCHEDULE */
+  Var lo("lo"), li("li"), lt("lt");
+  B.s(lse).compute_root().split(i, lo, li, R, gw).reorder(li, lo, h);
+  Var lseTask = lo;
+  if (B.parallel()) B.s(lse).fuse(lo, h, lt).parallel(lt), lseTask = lt;
+  scheduleProduct(B, sRow, lse, lseTask, j, i, h);
+  rowStats(lse, li);
   B.s(dRow).compute_root();
-  B.s(mx).compute_at(lse, i);
-  B.s(se).compute_at(lse, i);
-  B.s(sRow).compute_at(lse, i).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
-  B.s(sRow.update()).reorder(j, rd).vectorize(j, B.vec(), TailStrategy::GuardWithIf);
-  if (B.parallel()) {
-    B.s(lse).parallel(h);
-    B.s(dRow).parallel(h);
-    B.s(dRow.update()).parallel(h);
+  if (B.parallel()) B.s(dRow).parallel(h), B.s(dRow.update()).parallel(h);
+  const int Dc = value ? Dv : D;
+  Var task = resultTasks(j, Dc);
+  accUpdate(rq, Dc);
+  scheduleProduct(B, sCol, out, task, i, j, h);
+  B.s(p).compute_at(out, task).vectorize(i, v, gw);
+  if (!value) {
+    scheduleProduct(B, dpc, out, task, i, j, h);
+    B.s(ds).compute_at(out, task).vectorize(i, v, gw);
   }
-  row = rowTasks(j, wrt == "value" ? Dv : D);
-  // A key's column over the queries, stored queries innermost: the vectors over i are dense.
-  for (Func f : perKey)
-    B.s(f).compute_at(out, row).reorder_storage(i, j, h).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
-  B.s(sCol.update()).reorder(i, rd).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
-  if (perKey.size() > 2) B.s(perKey[2].update()).reorder(i, re).vectorize(i, B.vec(), TailStrategy::GuardWithIf);
-  const int Dc = wrt == "value" ? Dv : D, wc = std::min(B.vec(), Dc);
-  B.s(acc).compute_at(out, row);
-  B.s(acc.update()).vectorize(c, wc, Dc % wc == 0 ? TailStrategy::RoundUp : TailStrategy::GuardWithIf);
   return out;
 }
 

@@ -83,58 +83,57 @@ Func buildBackward(Builder &B) {
     }
     case KernelOp::WeightGrad: {
       // x [M, K], dy [M, N]; out_in: out [N, K] = dyᵀ·x; in_out: out [K, N] = xᵀ·dy. Halide's
-      // output (i, j): i the contiguous dim, j the other; the sum runs over the M rows.
+      // output (i, j): i the contiguous dim, j the other; the sum runs over the M rows:
+      // out(i, j) = Σ_m V(i, m) · S(j, m), V the operand along i (vectors), S along j.
       bool outIn = B.op<WeightGradOp>().getWeightLayout() == "out_in";
       ImageParam X = B.in[0], G = B.in[1];
+      ImageParam V = outIn ? X : G, S = outIn ? G : X;
       Var i("i"), j("j");
-      auto term = [&](Expr r) { return outIn ? G(j, r) * X(i, r) : X(j, r) * G(i, r); };
-      int64_t I = k.output.dims[1], J = k.output.dims[0];
-      const int v = B.vec();
-      // A sequence-length dim (matmul's right operand), or contiguous columns that are no whole
-      // number of vectors: rows of columns over all M rows at once.
-      if (I < 0 || J < 0 || I % v != 0) {
-        RDom rm(0, X.dim(1).extent(), "rm");
+      Expr M = X.dim(1).extent();
+      // Without kiln-tile-ops' tiles (a sequence-length side, or a contiguous side that is no
+      // whole number of vectors): rows of columns over all M rows at once.
+      if (!B.sch.tile_n) {
+        RDom rm(0, M, "rm");
         Func acc("acc");
         acc(i, j) = 0.0f;
-        acc(i, j) += term(rm);
+        acc(i, j) += V(i, rm) * S(j, rm);
         out(i, j) = acc(i, j);
-        B.vectorize(out, i, I);
+        B.vectorize(out, i, k.output.dims[1]);
         if (B.parallel()) B.s(out).parallel(j);
         return out;
       }
-      // The rows in chunks of 256, summed chunk after chunk into the output: a chunk's rows of
-      // both operands stay in the caches while every output tile takes its share of them.
-      // Within a chunk, register blocks of ti x tj accumulators (two vectors by 8 rows on
-      // AVX-512) stream the chunk's rows. The tiles of the operand that is the larger to
-      // stream (dy's columns for in_out, x's for out_in) are the outer, parallel loop.
-      const int chunk = 256;
-      Expr M = X.dim(1).extent();
-      Var mo("mo");
-      RDom rr(0, chunk, "rr");
-      rr.where(mo * chunk + rr < M);
-      Func part("part");
-      part(i, j, mo) = 0.0f;
-      part(i, j, mo) += term(mo * chunk + rr);
-      RDom rc(0, (M + chunk - 1) / chunk, "rc");
-      out(i, j) = 0.0f;
-      out(i, j) += part(i, j, rc);
-      int ti = I % (2 * v) == 0 ? 2 * v : v;  // whole vectors: no partial tile along i
-      int tj = J >= 8 ? 8 : (int)J;
-      Var io("io"), jo("jo"), ii("ii"), ji("ji");
-      B.vectorize(out, i, I);
-      if (B.parallel()) B.s(out).parallel(j);
-      Var outer = outIn ? jo : io, inner = outIn ? io : jo;
-      B.s(out.update())
-          .tile(i, j, io, jo, ii, ji, ti, tj, TailStrategy::GuardWithIf)
-          .reorder(ii, ji, inner, outer, rc)
-          .vectorize(ii, std::min(v, ti))
-          .unroll(ji);
-      if (B.parallel()) B.s(out.update()).parallel(outer);
-      // Guarded, not rounded up: an edge tile's partial sums read no row or column past the
-      // operands' ends.
+      /* A GEMM over the M rows, tiled as kiln-tile-ops decided:
+       *   * register blocks of tile_n (vectors along i) x tile_m (rows j) accumulate over all M
+       *     rows: per row, tile_n / vec vector loads of V and tile_m broadcasts of S;
+       *   * the result's rows in blocks of tile_rows: per block, S's columns are packed tile by
+       *     tile (sP(jj, m, jt): a tile's tile_m values of row m are adjacent, its rows one after
+       *     the other), by every thread;
+       *   * the tasks are tile_n-wide column strips of the block, each packing its V panel
+       *     (tile_n x M, contiguous) and then running the block's register tiles over it;
+       *   * edge tiles are computed whole from clamped reads and stored guarded. Each output
+       *     is one sum over the rows in order: results do not depend on the thread count. */
+      const int v = B.vec(), tn = B.need(B.sch.tile_n, "tile_n"), tm = B.need(B.sch.tile_m, "tile_m"),
+                tb = B.need(B.sch.tile_rows, "tile_rows");
+      if (tn % v || tb % tm) throw std::runtime_error("kernel " + k.kind + ": tile_n must be whole vectors and tile_rows whole tile_m");
+      const int I = (int)k.output.dims[1], J = (int)k.output.dims[0];
+      Var jj("jj"), r("r"), jt("jt");
+      Func sP("s_packed"), vP("v_panel"), acc("acc");
+      sP(jj, r, jt) = S(min(jt * tm + jj, J - 1), r);
+      vP(i, r) = V(min(i, I - 1), r);
+      RDom rm(0, M, "rm");
+      acc(i, j) = 0.0f;
+      acc(i, j) += vP(i, rm) * sP(j % tm, rm, j / tm);
+      out(i, j) = acc(i, j);
       const TailStrategy g = TailStrategy::GuardWithIf;
-      B.s(part).compute_at(out, inner).vectorize(i, std::min(v, ti), g).unroll(j, tj, g);
-      B.s(part.update()).reorder(i, j, rr).vectorize(i, std::min(v, ti), g).unroll(j, tj, g);
+      Var jb("jb"), jr("jr"), jo("jo"), ji("ji"), io("io"), ii("ii");
+      B.s(out).split(j, jb, jr, tb, g).split(jr, jo, ji, tm, g).split(i, io, ii, tn, g).reorder(ii, ji, jo, io, jb)
+          .vectorize(ii, v).unroll(ji);
+      if (B.parallel()) B.s(out).parallel(io);
+      B.s(acc).compute_at(out, jo).bound_extent(i, tn).bound_extent(j, tm).vectorize(i, v).unroll(i).unroll(j);
+      B.s(acc.update()).reorder(i, j, rm).vectorize(i, v).unroll(i).unroll(j);
+      B.s(vP).compute_at(out, io).bound_extent(i, tn).vectorize(i, v);
+      B.s(sP).compute_at(out, jb).bound(jj, 0, tm).vectorize(jj, std::min(tm, v), g);
+      if (B.parallel()) B.s(sP).parallel(jt);
       return out;
     }
     case KernelOp::EmbeddingGrad: {  // out [V, d]: row ids[l] += dy[l], positions in order

@@ -123,12 +123,30 @@ Func buildMatmul(Builder &B) {
   Bt(withB({j, kk})) = panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk}));
   Ar(withB({kk, i})) = A(withB({kk, row}));  // inlined on the CPU
   std::vector<Expr> accArgs = withB({j, i});
-  acc(accArgs) = 0.0f;
-  acc(accArgs) += Ar(withB({r, i})) * Bt(withB({j, r}));
-  Expr v = acc(accArgs);
-  if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
-  if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
-  out(accArgs) = v;
+  // K in chunks of k_chunk (a long K; CPU, register blocks): acc is one chunk's sum, out the
+  // bias plus the chunks' sums in order.
+  const int kc = !B.gpu && !stream && B.sch.k_chunk ? (int)*B.sch.k_chunk : 0;
+  RDom rk, rc;
+  if (kc) {
+    if (batch || panels || K < 0 || (lin && B.op<LinearOp>().getActivation() != ActivationKind::none))
+      throw std::runtime_error("kernel " + k.kind + ": k_chunk needs a static K, no batch, no panels and no activation");
+    Var ro("ro");
+    rk = RDom(0, kc, "rk");
+    rk.where(ro * kc + rk < Kx);
+    Expr kx = min(ro * kc + rk, Kx - 1);  // = ro·kc + rk where summed: the clamp only bounds the reads
+    acc(j, i, ro) = 0.0f;
+    acc(j, i, ro) += Ar(kx, i) * Bt(j, kx);
+    rc = RDom(0, (Kx + kc - 1) / kc, "rc");
+    out(j, i) = lin && k.inputs.size() > 2 ? B.in[2](j) : Expr(0.0f);
+    out(j, i) += acc(j, i, rc);
+  } else {
+    acc(accArgs) = 0.0f;
+    acc(accArgs) += Ar(withB({r, i})) * Bt(withB({j, r}));
+    Expr v = acc(accArgs);
+    if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
+    if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
+    out(accArgs) = v;
+  }
 
   /* THE SCHEDULE: GPU
    * Block tiles of gpu_tile_n x gpu_tile_m, K staged in chunks of gpu_k_chunk (0: unstaged). A
@@ -180,6 +198,25 @@ Func buildMatmul(Builder &B) {
             tr = B.need(B.sch.tile_rows, "tile_rows");
   const bool columnTasks = B.need(B.sch.column_tasks, "column_tasks") != 0;
   if (tn % vec || tr % tm) throw std::runtime_error("kernel " + k.kind + ": tile_n must be a multiple of vec and tile_rows of tile_m");
+  if (kc) {
+    /* K in chunks: each column task (tile_n columns) packs one chunk's panel (k_chunk x tile_n)
+     * at a time and runs every row tile's register blocks over it, adding the chunk's sums
+     * into its columns of out (a tile_n-wide strip of out, L2-resident). */
+    if (!columnTasks || B.sch.pack != Packing::per_task)
+      throw std::runtime_error("kernel " + k.kind + ": k_chunk needs column tasks packing per task");
+    Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii");
+    const TailStrategy g = TailStrategy::GuardWithIf;
+    B.vectorize(out, j, N);
+    if (B.parallel()) B.s(out).parallel(i);
+    B.s(out.update()).split(j, jo, ji, tn, g).split(i, io, ii, tr, g).split(ii, yi, yii, tm, g)
+        .reorder(ji, yii, yi, io, rc, jo).vectorize(ji, vec).unroll(yii);
+    if (B.parallel()) B.s(out.update()).parallel(jo);
+    B.s(Bt).compute_at(out, rc).vectorize(j, vec, g);
+    Var ro = acc.args()[2];
+    B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn).bound_extent(ro, 1).vectorize(j, vec).unroll(i);
+    B.s(acc.update()).reorder(j, i, rk).vectorize(j, vec).unroll(j).unroll(i);
+    return out;
+  }
   Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii"), t("t");
   TailStrategy tj = N >= tn && !panels ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
   Var par = columnTasks ? jo : t;
