@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 
@@ -218,6 +219,47 @@ TEST(Gradients, EveryRuleMatchesFiniteDifferences) {
   kt::saveIds(dir + "/targets.npy", targets);
   checkGradients(dir, exe, prm, shapes, "--input tokens=" + dir + "/tokens.npy --input targets=" + dir + "/targets.npy",
                  loss(prm), finiteDifferences(prm, loss));
+}
+
+// A tied head over a vocabulary of 8200: the backward's product with the [L, V] gradient of
+// the logits sums over K = V, long enough for kiln-tile-ops' K chunks (k_chunk = 2048, five
+// chunks, the last partial), and the head's weight gradient is a weight_grad over 8200 rows of
+// the result. The table's gradient is checked against the reference rules of tests/reference/vjp.h
+// (cross-entropy, linear and embedding VJPs in double precision): at d = 512, finite
+// differences over 4 million elements would take hours.
+TEST(Gradients, AVocabularyWideHeadMatchesTheReferenceVjps) {
+  const int64_t V = 8200, d = 512, P = 16, L = 13;
+  std::map<std::string, std::vector<int64_t>> shapes = {{"emb", {V, d}}};
+  std::string dir = kt::workDir("train_long_head");
+  std::string exe = kt::compile(dir, "long_head", [&](kiln::Model &m) {
+    kiln::Dim Ls = m.seq("L", P);
+    auto tok = m.tokens("tokens", Ls, V);
+    auto tgt = m.targets("targets", Ls, V);
+    auto emb = param(m, shapes, "emb");
+    m.loss(kiln::cross_entropy(kiln::linear(kiln::embedding(emb, tok), emb), tgt));
+    m.gradients();
+  }, {"--dump-dir", dir + "/dump"});
+  ASSERT_FALSE(exe.empty());
+  std::string chunked;
+  for (auto &e : std::filesystem::directory_iterator(dir + "/dump"))
+    if (e.path().filename().string().starts_with("kiln_matmul_") && e.path().extension() == ".txt") {
+      std::ifstream f(e.path());
+      std::string text(std::istreambuf_iterator<char>(f), {});
+      if (text.find("s.k_chunk=2048") != std::string::npos) chunked = text;
+    }
+  EXPECT_FALSE(chunked.empty()) << "no matmul of the backward was given K chunks";
+  std::vector<int32_t> tokens = kt::randomIds((int)L, (int)V, 31), targets = withIgnored(kt::randomIds((int)L, (int)V, 32));
+  Params prm = randomParams(shapes, 33);
+  const Mat &emb = prm.at("emb");
+  Mat x = vjp::embedding(emb, tokens, d);
+  Mat logits = linear(x, emb, {}, L, d, V);
+  vjp::LinearGrads head = vjp::linearVjp(vjp::crossEntropyVjp(1.0, logits, targets, V), x, emb, L, d, V);
+  Mat grad = head.dw, viaRows = vjp::embeddingVjp(head.dx, tokens, V, d);
+  for (size_t e = 0; e < grad.size(); ++e) grad[e] += viaRows[e];
+  kt::saveIds(dir + "/tokens.npy", tokens);
+  kt::saveIds(dir + "/targets.npy", targets);
+  checkGradients(dir, exe, prm, shapes, "--input tokens=" + dir + "/tokens.npy --input targets=" + dir + "/targets.npy",
+                 vjp::crossEntropy(logits, targets, V), {{"emb", grad}});
 }
 
 }  // namespace
