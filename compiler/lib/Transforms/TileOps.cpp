@@ -145,6 +145,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   // tile_n (3 vectors of I) x tile_m (8 with 32 vector registers, else 4) accumulates over all
   // rows; S's columns in blocks of tile_rows, each block packed tile by tile.
   void weightGrad(Operation *op, kiln::ScheduleFields &s) {
+    if (cast<RankedTensorType>(op->getResult(0).getType()).getRank() != 2) return;  // the verifier's to report
     int64_t I = dim(op->getResult(0), 1), J = dim(op->getResult(0), 0);
     int64_t lanes = kiln::lanesFor(vectorWidth, I);
     if (gpu || I < 0 || J < 0 || I % lanes) return;  // the plain column-strip schedule
