@@ -306,6 +306,23 @@ func.func @attention_grad_mask(%q: tensor<2x?x4xf32>) -> tensor<2x?x4xf32> {
 
 // -----
 
+func.func @attention_grad_lse_heads(%q: tensor<2x?x4xf32>, %lse: tensor<3x?xf32>) -> tensor<2x?x4xf32> {
+  // expected-error @+1 {{expected lse heads (3) to equal query heads (2)}}
+  %d = kiln.attention_grad %q, %q, %q, %q, %q, %lse {scale = 0.5 : f32, wrt = "key"}
+      : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<3x?xf32>) -> tensor<2x?x4xf32>
+  return %d : tensor<2x?x4xf32>
+}
+
+// -----
+
+func.func @attention_lse_rows(%q: tensor<2x5x4xf32>) -> tensor<2x6xf32> {
+  // expected-error @+1 {{expected result rows (6) to equal query rows (5)}}
+  %l = kiln.attention_lse %q, %q {scale = 0.5 : f32} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x6xf32>
+  return %l : tensor<2x6xf32>
+}
+
+// -----
+
 func.func @fill_dynamic() -> tensor<?xf32> {
   // expected-error @+1 {{expected a static result shape, got 'tensor<?xf32>'}}
   %f = kiln.fill {value = 0.0 : f32} : tensor<?xf32>
@@ -314,16 +331,19 @@ func.func @fill_dynamic() -> tensor<?xf32> {
 
 // -----
 
-func.func @adam_moment_power(%m: tensor<4xf32>, %s: tensor<1xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{expected power 1 or 2, got 3}}
-  %r = kiln.adam_moment %m, %m, %s {beta = 0.9 : f32, power = 3 : i64, clip_norm = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<1xf32>) -> tensor<4xf32>
+func.func @adamw_step_moment_not_a_state(%p: tensor<4xf32>, %s: tensor<1xf32>) -> tensor<4xf32> {
+  %v = kiln.state "optimizer.v.p" : tensor<4xf32>
+  // expected-error @+1 {{expected the moments m and v to be kiln.state values (they are updated in place)}}
+  %r = kiln.adamw_step %p, %p, %v, %p, %s, %s, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, clip_norm = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
 
 // -----
 
-func.func @adamw_step_scalar(%p: tensor<4xf32>, %t: tensor<2xf32>) -> tensor<4xf32> {
+func.func @adamw_step_scalar(%p: tensor<4xf32>, %t: tensor<2xf32>, %s: tensor<1xf32>) -> tensor<4xf32> {
+  %m = kiln.state "optimizer.m.p" : tensor<4xf32>
+  %v = kiln.state "optimizer.v.p" : tensor<4xf32>
   // expected-error @+1 {{expected the step to be a [1] f32 scalar, got 'tensor<2xf32>'}}
-  %r = kiln.adamw_update %p, %p, %p, %t, %t {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4xf32>
+  %r = kiln.adamw_step %p, %m, %v, %p, %s, %t, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, clip_norm = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<2xf32>, tensor<1xf32>) -> tensor<4xf32>
   return %r : tensor<4xf32>
 }

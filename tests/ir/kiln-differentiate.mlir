@@ -44,6 +44,29 @@ func.func @residual_and_tied(%ids: tensor<?xi32>, %t: tensor<?xi32>) -> (tensor<
 
 // -----
 
+// Attention's rule: each query row's log-sum-exp once (kiln.attention_lse), then dq, dk and dv,
+// each from that lse.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[O:.*]] = kiln.attention %[[Q:[^,]*]], %[[Q]], %[[Q]] {mask = "causal"
+// CHECK: %[[LSE:.*]] = kiln.attention_lse %[[Q]], %[[Q]] {mask = "causal", scale = 5.000000e-01 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?xf32>
+// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = "causal", {{.*}}wrt = "query"}
+// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = "causal", {{.*}}wrt = "key"}
+// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = "causal", {{.*}}wrt = "value"}
+// CHECK-NOT: kiln.attention_lse
+func.func @attention(%x: tensor<?x8xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %w = kiln.param "w" : tensor<8x8xf32>
+  %l = kiln.linear %x, %w : (tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32>
+  %s = kiln.reshape %l : (tensor<?x8xf32>) -> tensor<?x2x4xf32>
+  %q = kiln.transpose %s {permutation = array<i64: 1, 0, 2>} : (tensor<?x2x4xf32>) -> tensor<2x?x4xf32>
+  %o = kiln.attention %q, %q, %q {mask = "causal", scale = 0.5 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
+  %p = kiln.transpose %o {permutation = array<i64: 1, 0, 2>} : (tensor<2x?x4xf32>) -> tensor<?x2x4xf32>
+  %r = kiln.reshape %p : (tensor<?x2x4xf32>) -> tensor<?x8xf32>
+  %loss = kiln.cross_entropy %r, %t : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
 // An entry without the attribute is left alone.
 // CHECK-LABEL: func.func @inference
 // CHECK-NOT: kiln.fill

@@ -103,8 +103,7 @@ func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x1
 // CHECK: kiln.sum_squares
 // CHECK: kiln.step_count
 // CHECK: kiln.learning_rate %{{.*}}, %{{.*}} {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
-// CHECK: kiln.adam_moment %{{.*}}, %{{.*}}, %{{.*}} {beta = 0.899999976 : f32, clip_norm = 1.000000e+00 : f32, power = 1 : i64}
-// CHECK: kiln.adamw_update
+// CHECK: kiln.adamw_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, clip_norm = 1.000000e+00 : f32, eps = 9.99999993E-9 : f32, weight_decay = 0.00999999977 : f32}
 func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
   %p = kiln.param "p" : tensor<64xf32>
   %s = kiln.state "optimizer.step" : tensor<1xf32>
@@ -114,8 +113,6 @@ func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
   %t = kiln.step_count %s : (tensor<1xf32>) -> tensor<1xf32>
   %peak = kiln.state "optimizer.lr" : tensor<1xf32>
   %lr = kiln.learning_rate %t, %peak {lr = 1.0e-3 : f32, warmup = 10 : i64, decay_steps = 100 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
-  %m1 = kiln.adam_moment %m, %g, %sq {beta = 0.9 : f32, power = 1 : i64, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<1xf32>) -> tensor<64xf32>
-  %v1 = kiln.adam_moment %v, %g, %sq {beta = 0.999 : f32, power = 2 : i64, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<1xf32>) -> tensor<64xf32>
-  %p1 = kiln.adamw_update %p, %m1, %v1, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>
+  %p1 = kiln.adamw_step %p, %m, %v, %g, %sq, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>
   return %sq, %lr : tensor<1xf32>, tensor<1xf32>
 }

@@ -49,17 +49,17 @@ const char *str(MemoryType m) {
   return "?";
 }
 
-void constrain(OutputImageParam p, const TensorDesc &d) {
+void constrain(OutputImageParam p, const TensorDesc &d, bool stridesOnly) {
   int r = (int)d.dims.size();
   Expr stride = 1;
   for (int k = 0; k < r; ++k) {
     int64_t ext = d.dims[r - 1 - k];
-    p.dim(k).set_min(0);
+    if (!stridesOnly) p.dim(k).set_min(0);
     if (!d.strides.empty())
       p.dim(k).set_stride((int)d.strides[r - 1 - k]);
     else if (k == 0 || !d.per_sequence)  // one sequence of a batch: the outer strides are the batch's
       p.dim(k).set_stride(stride);
-    if (ext >= 0) p.dim(k).set_extent((int)ext);
+    if (ext >= 0 && !stridesOnly) p.dim(k).set_extent((int)ext);
     stride = stride * (ext >= 0 ? Expr((int)ext) : p.dim(k).extent());
   }
 }

@@ -35,8 +35,9 @@ const char *str(TailStrategy t);
 const char *str(MemoryType m);
 
 // Halide's buffer constraints for a tensor: min 0, dense row-major strides (a view's own static
-// strides, kiln-fold-views), static extents.
-void constrain(OutputImageParam p, const TensorDesc &d);
+// strides, kiln-fold-views), static extents. `stridesOnly`: a Tuple's further output buffers,
+// whose mins and extents Halide ties to the first one's.
+void constrain(OutputImageParam p, const TensorDesc &d, bool stridesOnly = false);
 
 // A Func or a Stage whose scheduling calls are logged as they are made.
 template <class T>

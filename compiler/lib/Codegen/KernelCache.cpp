@@ -101,7 +101,8 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
   try {
     codegen::Builder B(spec, target.isGpu());
     Func f = codegen::generate(B);
-    codegen::constrain(f.output_buffer(), spec.output);
+    std::vector<OutputImageParam> outs = f.output_buffers();  // a Tuple's: the same shape
+    for (size_t i = 0; i < outs.size(); ++i) codegen::constrain(outs[i], spec.output, /*stridesOnly=*/i > 0);
     std::vector<Argument> args(B.in.begin(), B.in.end());
     Target t(halideTarget);
     t = t.with_feature(Target::NoRuntime);

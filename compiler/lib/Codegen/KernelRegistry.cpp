@@ -56,12 +56,12 @@ Func generate(Builder &B) {
     case KernelOp::EmbeddingGrad: return buildBackward(B);
     case KernelOp::Pad:
     case KernelOp::PositionIds: return buildDataMovement(B);
-    case KernelOp::AttentionGrad: return buildAttentionGrad(B);
+    case KernelOp::AttentionGrad:
+    case KernelOp::AttentionLse: return buildAttentionGrad(B);
     case KernelOp::SumSquares:
     case KernelOp::StepCount:
     case KernelOp::LearningRate:
-    case KernelOp::AdamMoment:
-    case KernelOp::AdamWUpdate: return buildOptimizer(B);
+    case KernelOp::AdamWStep: return buildOptimizer(B);
     case KernelOp::LshSort:  // the runtime's (kilnrt_kernel_lsh_sort)
     case KernelOp::None: break;
   }

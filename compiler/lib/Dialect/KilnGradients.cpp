@@ -140,10 +140,14 @@ LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallV
   if (getPast()) return emitOpError("gradient: attention over a cache (past or key_count) is not differentiable");
   if (getMask() != "none" && getMask() != "causal")
     return emitOpError() << "gradient: the \"" << getMask() << "\" pattern's backward is not implemented yet (none and causal are)";
+  // Every query row's log-sum-exp once, for the three gradients.
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto lseType = RankedTensorType::get({q.getDimSize(0), q.getDimSize(1)}, q.getElementType());
+  Value lse = AttentionLseOp::create(b, getLoc(), lseType, getQuery(), getKey(), getMaskAttr(), getScaleAttr());
   for (StringRef w : {"query", "key", "value"}) {
     Value of = w == "query" ? getQuery() : w == "key" ? getKey() : getValue();
     out.push_back(AttentionGradOp::create(b, getLoc(), of.getType(), getQuery(), getKey(), getValue(), getResult(), g[0],
-                                          getMaskAttr(), getScaleAttr(), b.getStringAttr(w)));
+                                          lse, getMaskAttr(), getScaleAttr(), b.getStringAttr(w)));
   }
   return success();
 }

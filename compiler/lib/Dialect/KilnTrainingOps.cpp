@@ -201,6 +201,12 @@ LogicalResult AttentionGradOp::verify() {
       failed(expectDim(*this, "out rows", ty(getOut()).getDimSize(1), "query rows", q.getDimSize(1))) ||
       failed(expectDim(*this, "out width", ty(getOut()).getDimSize(2), "value width", v.getDimSize(2))))
     return failure();
+  if (Value lse = getLse()) {
+    if (failed(expectRank(*this, "lse", lse, 2)) ||
+        failed(expectDim(*this, "lse heads", ty(lse).getDimSize(0), "query heads", q.getDimSize(0))) ||
+        failed(expectDim(*this, "lse rows", ty(lse).getDimSize(1), "query rows", q.getDimSize(1))))
+      return failure();
+  }
   Value of = w == "query" ? getQuery() : w == "key" ? getKey() : getValue();
   return expectShape(*this, "result", getResult(), w.str() == "query" ? "query" : w == "key" ? "key" : "value", of);
 }
@@ -212,14 +218,46 @@ void AttentionGradOp::getKernelAttrs(KernelAttrs &a) {
 Syms AttentionGradOp::inferSeqLengths(ArrayRef<Syms> in) {
   return getWrt() == "query" ? in[0] : getWrt() == "key" ? in[1] : in[2];
 }
-// The forward's pairs once more for the log-sum-exp, then dP and the product wanted.
+// The scores once more (and, without lse, their log-sum-exp), then dP and the product wanted.
 OpCost AttentionGradOp::getCost(function_ref<double(Value)> numel) {
   OpCost c = defaultCost(*this, numel);
   double lk = numel(getKey()) / dimOf(getKey(), 2) / dimOf(getKey(), 0);
   double lqh = numel(getQuery()) / dimOf(getQuery(), 2);
   double d = dimOf(getQuery(), 2), dv = dimOf(getValue(), 2);
   double pairs = lqh * lk * (getMask() == "causal" ? 0.5 : 1.0);
-  c.flops = pairs * (4 * d + 4 * dv + 8);
+  c.flops = pairs * ((getLse() ? 2 : 4) * d + 4 * dv + 8);
+  return c;
+}
+
+LogicalResult AttentionLseOp::verify() {
+  if (getMask() != "none" && getMask() != "causal")
+    return emitOpError("expected mask \"none\" or \"causal\", got \"") << getMask() << "\"";
+  if (failed(expectRank(*this, "query", getQuery(), 3)) || failed(expectRank(*this, "key", getKey(), 3)) ||
+      failed(expectRank(*this, "result", getResult(), 2)))
+    return failure();
+  auto q = ty(getQuery()), k = ty(getKey()), r = ty(getResult());
+  if (failed(expectDim(*this, "key heads", k.getDimSize(0), "query heads", q.getDimSize(0))) ||
+      failed(expectDim(*this, "key width", k.getDimSize(2), "query width", q.getDimSize(2))) ||
+      failed(expectDim(*this, "result heads", r.getDimSize(0), "query heads", q.getDimSize(0))) ||
+      failed(expectDim(*this, "result rows", r.getDimSize(1), "query rows", q.getDimSize(1))))
+    return failure();
+  return success();
+}
+void AttentionLseOp::getKernelAttrs(KernelAttrs &a) {
+  a.set("mask", getMask());
+  a.setFloat("scale", getScale().convertToFloat());
+}
+Syms AttentionLseOp::inferSeqLengths(ArrayRef<Syms> in) {
+  Syms s = in[0];
+  s.resize(2);
+  return s;
+}
+// The scores (a product over the width) and an exp per visible pair.
+OpCost AttentionLseOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  double lk = numel(getKey()) / dimOf(getKey(), 2) / dimOf(getKey(), 0);
+  double pairs = numel(getResult()) * lk * (getMask() == "causal" ? 0.5 : 1.0);
+  c.flops = pairs * (2 * dimOf(getQuery(), 2) + 4);
   return c;
 }
 
@@ -252,39 +290,28 @@ void LearningRateOp::getKernelAttrs(KernelAttrs &a) {
   a.setFloat("min_ratio", getMinRatio().convertToFloat());
 }
 
-LogicalResult AdamMomentOp::verify() {
-  if (getPower() != 1 && getPower() != 2) return emitOpError("expected power 1 or 2, got ") << getPower();
-  if (failed(expectShape(*this, "grad", getGrad(), "moment", getMoment())) ||
-      failed(expectShape(*this, "result", getResult(), "moment", getMoment())))
-    return failure();
-  return expectScalar(*this, "sumsq", getSumsq());
-}
-void AdamMomentOp::getKernelAttrs(KernelAttrs &a) {
-  a.setFloat("beta", getBeta().convertToFloat());
-  a.set("power", (int64_t)getPower());
-  a.setFloat("clip_norm", getClipNorm().convertToFloat());
-}
-OpCost AdamMomentOp::getCost(function_ref<double(Value)> numel) {
-  OpCost c = defaultCost(*this, numel);
-  c.flops = 4 * numel(getResult());
-  return c;
-}
-
-LogicalResult AdamWUpdateOp::verify() {
+LogicalResult AdamWStepOp::verify() {
   if (failed(expectShape(*this, "m", getM(), "param", getParam())) ||
       failed(expectShape(*this, "v", getV(), "param", getParam())) ||
+      failed(expectShape(*this, "grad", getGrad(), "param", getParam())) ||
       failed(expectShape(*this, "result", getResult(), "param", getParam())))
     return failure();
-  return success(succeeded(expectScalar(*this, "step", getStep())) && succeeded(expectScalar(*this, "lr", getLr())));
+  // The moments are written in place beside the result: only a state may be.
+  if (!getM().getDefiningOp<StateOp>() || !getV().getDefiningOp<StateOp>())
+    return emitOpError("expected the moments m and v to be kiln.state values (they are updated in place)");
+  return success(succeeded(expectScalar(*this, "sumsq", getSumsq())) &&
+                 succeeded(expectScalar(*this, "step", getStep())) && succeeded(expectScalar(*this, "lr", getLr())));
 }
-void AdamWUpdateOp::getKernelAttrs(KernelAttrs &a) {
+void AdamWStepOp::getKernelAttrs(KernelAttrs &a) {
   a.setFloat("beta1", getBeta1().convertToFloat());
   a.setFloat("beta2", getBeta2().convertToFloat());
   a.setFloat("eps", getEps().convertToFloat());
   a.setFloat("weight_decay", getWeightDecay().convertToFloat());
+  a.setFloat("clip_norm", getClipNorm().convertToFloat());
 }
-OpCost AdamWUpdateOp::getCost(function_ref<double(Value)> numel) {
+OpCost AdamWStepOp::getCost(function_ref<double(Value)> numel) {
   OpCost c = defaultCost(*this, numel);
-  c.flops = 8 * numel(getResult());
+  c.written += 8 * numel(getResult());  // the two moments, in place beside the result
+  c.flops = 16 * numel(getResult());
   return c;
 }

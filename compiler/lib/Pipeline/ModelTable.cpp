@@ -189,7 +189,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
     }
   os << "  {0}};\n";
   bool paramsWritten = false;
-  module.walk([&](AdamWUpdateOp) { paramsWritten = true; });
+  module.walk([&](AdamWStepOp) { paramsWritten = true; });
   os << "\nconst kiln_model_info " << symbol << " = {KILN_ABI_VERSION, " << cstr(modelName) << ", " << cstr(version)
      << ", " << cstr(hash) << ", " << cstr(target.name) << ", "
      << cstr(target.cpu_features) << ", " << bnd.size() << ", sym_names, sym_max, " << paramNames.size() << ", params, "

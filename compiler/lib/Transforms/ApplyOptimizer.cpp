@@ -3,9 +3,9 @@
 // Algorithm, per func.func with the `kiln.train` dictionary (after kiln-differentiate):
 //   1. Its "grad.<name>" results and the kiln.param ops they belong to.
 //   2. Before the return: the step counter (a state, incremented in place), the step's learning
-//      rate, the sum of every gradient's squares; then per parameter its two moments (states,
-//      updated in place) and its AdamW update (in place on the parameter). Parameters named in
-//      `no_decay` get weight_decay 0.
+//      rate, the sum of every gradient's squares; then per parameter one kiln.adamw_step: its
+//      two moments (states) and the parameter updated in place by one kernel. Parameters named
+//      in `no_decay` get weight_decay 0.
 //   3. The gradients leave the results; "lr" and "grad_sumsq" join them.
 // Kernels run in the function's order: every gradient (and every read of a parameter by the
 // backward) comes before the first update.
@@ -84,13 +84,9 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
     std::string name = p.getName().str();
     Value m = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.m." + name));
     Value v = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.v." + name));
-    m = kiln::AdamMomentOp::create(b, pl, p.getType(), m, g, sumsq, b.getF32FloatAttr(*b1), b.getI64IntegerAttr(1),
-                                   b.getF32FloatAttr(*clip));
-    v = kiln::AdamMomentOp::create(b, pl, p.getType(), v, g, sumsq, b.getF32FloatAttr(*b2), b.getI64IntegerAttr(2),
-                                   b.getF32FloatAttr(*clip));
-    kiln::AdamWUpdateOp::create(b, pl, p.getType(), p.getResult(), m, v, t, rate, b.getF32FloatAttr(*b1),
-                                b.getF32FloatAttr(*b2), b.getF32FloatAttr(*eps),
-                                b.getF32FloatAttr(noDecay.contains(name) ? 0.0f : *wd));
+    kiln::AdamWStepOp::create(b, pl, p.getType(), p.getResult(), m, v, g, sumsq, t, rate, b.getF32FloatAttr(*b1),
+                              b.getF32FloatAttr(*b2), b.getF32FloatAttr(*eps),
+                              b.getF32FloatAttr(noDecay.contains(name) ? 0.0f : *wd), b.getF32FloatAttr(*clip));
   }
 
   // 3. The results: the entry's own (its loss), the learning rate and the squared norm.

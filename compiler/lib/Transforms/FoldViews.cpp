@@ -115,7 +115,7 @@ kiln::ViewAttr viewAttr(MLIRContext *ctx, kiln::ViewKind kind, const Layout &l) 
 // A Halide kernel that reads operand `idx` through its buffer descriptor.
 bool readsInPlace(Operation *user, unsigned idx) {
   if (!kiln::isKernelOp(user) || isa<kiln::LshSortOp>(user)) return false;
-  if (kiln::writesInPlace(user) && idx == 0) return false;
+  if (kiln::writesInPlace(user) && (idx == 0 || llvm::is_contained(kiln::alsoWritten(user), idx))) return false;
   return true;
 }
 
@@ -140,6 +140,7 @@ class Folder {
   void findWrittenInPlace() {
     body_.walk([&](Operation *op) {
       if (kiln::writesInPlace(op)) written_.insert(root(op->getOperand(0)));
+      for (unsigned i : kiln::alsoWritten(op)) written_.insert(root(op->getOperand(i)));
       if (auto l = dyn_cast<kiln::LoopOp>(op)) written_.insert(root(l.getInit()));
       if (auto st = dyn_cast<kiln::StateOp>(op)) written_.insert(st.getResult());
     });

@@ -9,8 +9,9 @@
 //   3. For each kernel op, in order (callKernel): for each operand and the result, fill a view
 //      (host pointer = %buffers[kiln.buffer], extents static or from the lengths, dense
 //      row-major strides in Halide's innermost-first order, or a #kiln.view's offset and
-//      strides); call the kernel (declared once per
-//      name); on a non-zero status store the kernel's index to %failed and return the status.
+//      strides); call the kernel (declared once per name; an op that also writes operands in
+//      place, kiln::alsoWritten, passes their views again as further outputs after the result);
+//      on a non-zero status store the kernel's index to %failed and return the status.
 //   4. A kiln.loop becomes a host loop (emitLoop): a header block takes the step number (i32),
 //      stores it in the step's buffer and runs the body's kernels; at the yield the next carried
 //      value is copied into the carried buffer (memcpy), and the loop repeats while the yielded
@@ -109,7 +110,8 @@ class EntryLowering {
       if (kiln::isKernelOp(op)) kernelIndex_[op] = (int64_t)kernelIndex_.size();
     });
     unsigned maxArgs = 2;  // the loop latch uses two views
-    for (auto &[op, i] : kernelIndex_) maxArgs = std::max(maxArgs, op->getNumOperands() + 1);
+    for (auto &[op, i] : kernelIndex_)
+      maxArgs = std::max(maxArgs, op->getNumOperands() + 1 + (unsigned)kiln::alsoWritten(op).size());
     for (unsigned i = 0; i < maxArgs; ++i) views_.push_back(LLVM::AllocaOp::create(b_, loc_, ptr_, view_.viewType(), c32(1), 16));
     if (auto f = module_->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_factors")) factors_.assign(f.asArrayRef().begin(), f.asArrayRef().end());
     for (int s = 0; s < kMaxSyms; ++s) {
@@ -286,6 +288,7 @@ class EntryLowering {
     if (onHost)
       for (unsigned i = 0; i < n; ++i) toHost(views_[i], index, loc);
     SmallVector<Value> args(views_.begin(), views_.begin() + n + 1);
+    for (unsigned i : kiln::alsoWritten(op)) args.push_back(views_[i]);  // further outputs: operands' own views
     onFailure(call(name.getValue(), args, loc), index, loc);
     if (onHost) toDevice(views_[n], index, loc);
     if (!gpu_.empty() && !resident_) {  // the result back to the host, the call's device copies freed

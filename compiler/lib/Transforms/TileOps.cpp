@@ -254,10 +254,10 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::Pad:
         case kiln::KernelOp::PositionIds:
         case kiln::KernelOp::AttentionGrad:
+        case kiln::KernelOp::AttentionLse:
         case kiln::KernelOp::StepCount:
         case kiln::KernelOp::LearningRate:
-        case kiln::KernelOp::AdamMoment:
-        case kiln::KernelOp::AdamWUpdate:
+        case kiln::KernelOp::AdamWStep:
           if (gpu) {
             s.gpu_threads = gpuRowThreads(rt.getRank(), inner);
           } else {

@@ -67,7 +67,15 @@ inline bool isFoldedView(mlir::Operation *op) {
 // An op whose kernel writes its first operand's buffer (a state or a parameter) and returns
 // it: kiln.cache_write and the optimizer's updates. Its result shares that buffer.
 inline bool writesInPlace(mlir::Operation *op) {
-  return mlir::isa<CacheWriteOp, StepCountOp, AdamMomentOp, AdamWUpdateOp>(op);
+  return mlir::isa<CacheWriteOp, StepCountOp, AdamWStepOp>(op);
+}
+
+// The further operands an in-place op's kernel writes (states, updated in place beside its
+// result): kiln.adamw_step's two moments. The kernel takes their buffers as further outputs,
+// after its result, in this order.
+inline llvm::SmallVector<unsigned, 2> alsoWritten(mlir::Operation *op) {
+  if (mlir::isa<AdamWStepOp>(op)) return {1, 2};
+  return {};
 }
 
 }  // namespace kiln

@@ -59,11 +59,11 @@ enum class KernelOp {
   PositionIds,
   Pad,
   AttentionGrad,
+  AttentionLse,
   SumSquares,
   StepCount,
   LearningRate,
-  AdamMoment,
-  AdamWUpdate,
+  AdamWStep,
 };
 
 // The semantic attributes in a kernel's key, as canonical text (sorted keys).

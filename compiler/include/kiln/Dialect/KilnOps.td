@@ -769,14 +769,34 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
     (`wrt`). The probabilities are recomputed a row at a time from each query row's
     log-sum-exp, never stored whole: with P = softmax(q·kᵀ·scale + mask), dP = grad·vᵀ and
     D = rowsum(grad · out), dS = P · (dP - D); dq = dS·k·scale, dk = dSᵀ·q·scale, dv = Pᵀ·grad.
-    Masks "none" and "causal".
+    Masks "none" and "causal". `lse` [H, Lq], optional: every query row's log-sum-exp
+    (kiln.attention_lse, computed once for the three gradients); without it the kernel
+    computes it itself.
 
     ```mlir
     %dq = kiln.attention_grad %q, %k, %v, %o, %do {mask = "causal", scale = 0.125 : f32, wrt = "query"} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?x64xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value, AnyRankedTensor:$out,
-                   AnyRankedTensor:$grad, DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, StrAttr:$wrt);
+                   AnyRankedTensor:$grad, Optional<AnyRankedTensor>:$lse,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, StrAttr:$wrt);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_AttentionLseOp : Kiln_Op<"attention_lse", [Pure], "AttentionLse", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+  let summary = "each query row's log-sum-exp of its attention scores (the softmax statistics the backward reuses)";
+  let description = [{
+    q [H, Lq, d], k [H, Lk, d] -> [H, Lq]: lse_i = log Σ_j exp(scale · q_i·k_j + mask), over
+    the keys row i sees (masks "none" and "causal"). kiln.attention's gradient rule computes
+    it once and hands it to its three kiln.attention_grad ops.
+
+    ```mlir
+    %lse = kiln.attention_lse %q, %k {mask = "causal", scale = 0.125 : f32} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, DefaultValuedAttr<StrAttr, "\"none\"">:$mask,
+                   F32Attr:$scale);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
@@ -826,34 +846,27 @@ def Kiln_LearningRateOp : Kiln_Op<"learning_rate", [Pure], "LearningRate", ["get
   let hasVerifier = 1;
 }
 
-def Kiln_AdamMomentOp : Kiln_Op<"adam_moment", [], "AdamMoment", ["getKernelAttrs", "getCost"]> {
-  let summary = "in place: an Adam moment updated with the clipped gradient";
+def Kiln_AdamWStepOp : Kiln_Op<"adamw_step", [], "AdamWStep", ["getKernelAttrs", "getCost"]> {
+  let summary = "in place: a parameter's AdamW step with its two moments, as torch.optim.AdamW, in one pass";
   let description = [{
-    moment = beta · moment + (1 - beta) · (c · grad)^power (power 1: the first moment, 2: the
-    second), c = min(1, clip_norm / (sqrt(sumsq) + 1e-6)) with clip_norm > 0, else 1 (sumsq:
-    the sum of every gradient's squares, as torch.nn.utils.clip_grad_norm_).
+    One kernel reads each element of the parameter, its moments and its gradient once and
+    writes the parameter and both moments in place (m and v must be kiln.state values):
+
+      g' = c · g, c = min(1, clip_norm / (sqrt(sumsq) + 1e-6)) with clip_norm > 0, else 1
+      (sumsq: the sum of every gradient's squares, as torch.nn.utils.clip_grad_norm_)
+      m = beta1 · m + (1 - beta1) · g'
+      v = beta2 · v + (1 - beta2) · g'²
+      p = p · (1 - lr · weight_decay) - lr / (1 - beta1^t) · m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+    The result is the updated parameter (its buffer).
 
     ```mlir
-    %m1 = kiln.adam_moment %m, %g, %sumsq {beta = 0.9 : f32, power = 1 : i64, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<1xf32>) -> tensor<64xf32>
+    %p1 = kiln.adamw_step %p, %m, %v, %g, %sumsq, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$moment, AnyRankedTensor:$grad, AnyRankedTensor:$sumsq, F32Attr:$beta,
-                   I64Attr:$power, F32Attr:$clip_norm);
-  let results = (outs AnyRankedTensor:$result);
-  let hasVerifier = 1;
-}
-
-def Kiln_AdamWUpdateOp : Kiln_Op<"adamw_update", [], "AdamWUpdate", ["getKernelAttrs", "getCost"]> {
-  let summary = "in place: a parameter's AdamW step (decoupled weight decay), as torch.optim.AdamW";
-  let description = [{
-    p = p · (1 - lr · weight_decay) - lr / (1 - beta1^t) · m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
-
-    ```mlir
-    %p1 = kiln.adamw_update %p, %m1, %v1, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>
-    ```
-  }];
-  let arguments = (ins AnyRankedTensor:$param, AnyRankedTensor:$m, AnyRankedTensor:$v, AnyRankedTensor:$step,
-                   AnyRankedTensor:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps, F32Attr:$weight_decay);
+  let arguments = (ins AnyRankedTensor:$param, AnyRankedTensor:$m, AnyRankedTensor:$v, AnyRankedTensor:$grad,
+                   AnyRankedTensor:$sumsq, AnyRankedTensor:$step, AnyRankedTensor:$lr, F32Attr:$beta1,
+                   F32Attr:$beta2, F32Attr:$eps, F32Attr:$weight_decay, F32Attr:$clip_norm);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

@@ -56,9 +56,9 @@ def ApplyOptimizer : Pass<"kiln-apply-optimizer", "mlir::ModuleOp"> {
       %lr = kiln.learning_rate %t {lr, warmup, decay_steps, min_ratio}
       %sumsq = the kiln.add of every gradient's kiln.sum_squares   // for global-norm clipping
       per parameter p with gradient g:
-        %m = kiln.adam_moment (kiln.state "optimizer.m.<p>"), %g, %sumsq {beta = beta1, power = 1}
-        %v = kiln.adam_moment (kiln.state "optimizer.v.<p>"), %g, %sumsq {beta = beta2, power = 2}
-        kiln.adamw_update %p, %m, %v, %t, %lr                      // in place on the parameter
+        kiln.adamw_step %p, (kiln.state "optimizer.m.<p>"), (kiln.state "optimizer.v.<p>"), %g,
+                        %sumsq, %t, %lr {beta1, beta2, eps, weight_decay, clip_norm}
+        // one kernel: the parameter and both moments in place, each element read once
     The entry returns its loss, "lr" and "grad_sumsq" (the gradients' sum of squares before
     clipping). Moments and step are states (zero when a session starts), saved with the
     parameters in a checkpoint under their "optimizer." names.

@@ -8,7 +8,9 @@
 //
 // dq works per block of query rows (their scores, lse and dP over all keys, kept for the
 // block); dk and dv per block of key rows, over every query, from every query's lse and D
-// computed first. Every product is a small GEMM in register blocks (2 vectors x 8 rows over
+// computed first. The lse is kiln.attention_lse's when the op is given it (kiln.attention's
+// gradient rule computes it once for the three), which this file's kernel computes too, alone:
+// tasks of 16 query rows, the same statistics. Every product is a small GEMM in register blocks (2 vectors x 8 rows over
 // the head dim; 4 vectors x 4 rows for the sums into the result), the softmax statistics are
 // reduced a vector of keys at a time. CPU schedules. Causal: a block's sums stop at its last
 // row's last visible key (start at its first key's first visible query); the masked pairs
@@ -44,13 +46,22 @@ void scheduleProduct(Builder &B, Product &p, Func f, Var at, Var x, Var y, Var h
 
 Func buildAttentionGrad(Builder &B) {
   const KernelSpec &k = B.k;
-  if (B.gpu) throw std::runtime_error("kernel attention_grad has CPU schedules only (for now)");
-  AttentionGradOp op = B.op<AttentionGradOp>();
-  const float scale = op.getScale().convertToFloat();
-  const bool causal = op.getMask() == "causal";
-  const std::string wrt = op.getWrt().str();
-  ImageParam Q = B.in[0], K = B.in[1], V = B.in[2], O = B.in[3], G = B.in[4];
-  const int D = (int)k.inputs[0].dims[2], Dv = (int)k.inputs[2].dims[2];
+  if (B.gpu) throw std::runtime_error("kernel " + k.kind + " has CPU schedules only (for now)");
+  // kiln.attention_lse: the statistics alone (wrt "lse" below); kiln.attention_grad: a
+  // gradient, from a given lse (its sixth input) or computing it.
+  const bool lseOnly = k.op == KernelOp::AttentionLse;
+  float scale;
+  std::string mask, wrt = "lse";
+  if (lseOnly) {
+    AttentionLseOp op = B.op<AttentionLseOp>();
+    scale = op.getScale().convertToFloat(), mask = op.getMask().str();
+  } else {
+    AttentionGradOp op = B.op<AttentionGradOp>();
+    scale = op.getScale().convertToFloat(), mask = op.getMask().str(), wrt = op.getWrt().str();
+  }
+  const bool causal = mask == "causal", givenLse = !lseOnly && k.inputs.size() > 5;
+  ImageParam Q = B.in[0], K = B.in[1];
+  const int D = (int)k.inputs[0].dims[2], Dv = lseOnly ? 0 : (int)k.inputs[2].dims[2];
   const int v = B.vec();
   const int R = 16, RB = 4;  // rows per task; rows per register block of the result
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent(), off = Lk - Lq;
@@ -65,7 +76,8 @@ Func buildAttentionGrad(Builder &B) {
     f(c, j, h) = X(c, min(j, L - 1), h);
     return f;
   };
-  Func q = rows(Q, Lq, "q"), kk = rows(K, Lk, "k"), vv = rows(V, Lk, "v"), o = rows(O, Lq, "o"), g = rows(G, Lq, "g");
+  Func q = rows(Q, Lq, "q"), kk = rows(K, Lk, "k"), vv, o, g;
+  if (!lseOnly) vv = rows(B.in[2], Lk, "v"), o = rows(B.in[3], Lq, "o"), g = rows(B.in[4], Lq, "g");
   // Transposed copies ([rows, features] -> [features, rows] per head), made once: the vectors
   // of a product run along rows (keys or queries).
   auto transposed = [&](Func X, const char *name) {
@@ -93,7 +105,25 @@ Func buildAttentionGrad(Builder &B) {
   sev(l, i, h) += select(keyOf(rs) < Lk && visible(keyOf(rs), i), exp(rowScore(keyOf(rs)) - mx(i, h)), 0.0f);
   se(i, h) = 0.0f;
   se(i, h) += sev(rl2, i, h);
-  lse(i, h) = mx(i, h) + log(se(i, h));
+  if (givenLse) lse(i, h) = B.in[5](min(i, Lq - 1), h);  // kiln.attention_lse's (read clamped, as the rows)
+  else lse(i, h) = mx(i, h) + log(se(i, h));
+  if (lseOnly) {
+    // Tasks of R rows per head, every head's in parallel; each row's scores in register blocks.
+    Func out("out");
+    out(i, h) = lse(i, h);
+    Var lo("lo"), li("li"), lt("lt");
+    B.s(out).split(i, lo, li, R, TailStrategy::GuardWithIf).reorder(li, lo, h);
+    Var task = lo;
+    if (B.parallel()) B.s(out).fuse(lo, h, lt).parallel(lt), task = lt;
+    scheduleProduct(B, sRow, out, task, j, i, h);
+    B.s(mx).compute_at(out, li);
+    B.s(se).compute_at(out, li);
+    B.s(mxv).compute_at(out, li).vectorize(l, v);
+    B.s(mxv.update()).reorder(l, rm, i, h).vectorize(l, v);
+    B.s(sev).compute_at(out, li).vectorize(l, v);
+    B.s(sev.update()).reorder(l, rs, i, h).vectorize(l, v);
+    return out;
+  }
   Func dRow("d_row");
   RDom re(0, Dv, "re");
   dRow(i, h) = 0.0f;
@@ -145,9 +175,11 @@ Func buildAttentionGrad(Builder &B) {
     accUpdate(rk, D);
     scheduleProduct(B, sRow, out, task, j, i, h);
     scheduleProduct(B, dp, out, task, j, i, h);
-    B.s(lse).compute_at(out, task);
+    if (!givenLse) {
+      B.s(lse).compute_at(out, task);
+      rowStats(lse, i);
+    }
     B.s(dRow).compute_at(out, task);
-    rowStats(lse, i);
     B.s(ds).compute_at(out, task).vectorize(j, v, gw);
     return out;
   }
@@ -175,12 +207,14 @@ Func buildAttentionGrad(Builder &B) {
     out(c, j, h) = acc(c, j % RB, j / RB, h) * scale;
   }
   /* THE SCHEDULE */
-  Var lo("lo"), li("li"), lt("lt");
-  B.s(lse).compute_root().split(i, lo, li, R, gw).reorder(li, lo, h);
-  Var lseTask = lo;
-  if (B.parallel()) B.s(lse).fuse(lo, h, lt).parallel(lt), lseTask = lt;
-  scheduleProduct(B, sRow, lse, lseTask, j, i, h);
-  rowStats(lse, li);
+  if (!givenLse) {
+    Var lo("lo"), li("li"), lt("lt");
+    B.s(lse).compute_root().split(i, lo, li, R, gw).reorder(li, lo, h);
+    Var lseTask = lo;
+    if (B.parallel()) B.s(lse).fuse(lo, h, lt).parallel(lt), lseTask = lt;
+    scheduleProduct(B, sRow, lse, lseTask, j, i, h);
+    rowStats(lse, li);
+  }
   B.s(dRow).compute_root();
   if (B.parallel()) B.s(dRow).parallel(h), B.s(dRow.update()).parallel(h);
   const int Dc = value ? Dv : D;

@@ -1,8 +1,8 @@
 // Optimizer.cpp - the training step's optimizer: the gradients' sum of squares (for global-norm
 // clipping), the step counter, the learning-rate schedule, and AdamW's moments and parameter
-// update, as torch.optim.AdamW computes them. The moments and the update run in place on their
-// state or parameter (kiln's in-place ops: the kernel's output is its first input's buffer,
-// each element read before it is written).
+// update, as torch.optim.AdamW computes them. The step counter and AdamW run in place (kiln's
+// in-place ops: the kernel's output is its first input's buffer, each element read before it is
+// written); AdamW's kernel also writes the two moments' buffers, its further outputs.
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -67,26 +67,21 @@ Func buildOptimizer(Builder &B) {
       out(v) = rate;
       return out;
     }
-    case KernelOp::AdamMoment: {
-      AdamMomentOp op = B.op<AdamMomentOp>();
-      const float beta = op.getBeta().convertToFloat(), clipNorm = op.getClipNorm().convertToFloat();
-      Func c("clip");
-      c(x) = clipNorm > 0 ? min(1.0f, clipNorm / (sqrt(B.in[2](0)) + 1e-6f)) : Expr(1.0f);
-      Expr g = B.in[1](ex(v)) * c(0);
-      out(v) = beta * B.in[0](ex(v)) + (1.0f - beta) * (op.getPower() == 2 ? g * g : g);
-      B.s(c).compute_root();
-      break;
-    }
-    case KernelOp::AdamWUpdate: {
-      AdamWUpdateOp op = B.op<AdamWUpdateOp>();
+    case KernelOp::AdamWStep: {
+      // One pass: each element of p, m, v and g read once, p, m and v written (a Tuple: the
+      // result, then the moments' buffers, the kernel's further outputs).
+      AdamWStepOp op = B.op<AdamWStepOp>();
       const float b1 = op.getBeta1().convertToFloat(), b2 = op.getBeta2().convertToFloat();
       const float eps = op.getEps().convertToFloat(), wd = op.getWeightDecay().convertToFloat();
-      // Per step: decay = 1 - lr·wd, stepSize = lr / (1 - b1^t), root = sqrt(1 - b2^t).
+      const float clipNorm = op.getClipNorm().convertToFloat();
+      // Per step: the clip factor, decay = 1 - lr·wd, stepSize = lr / (1 - b1^t), root = sqrt(1 - b2^t).
       Func sc("scalars");
-      Expr t = B.in[3](0), lr = B.in[4](0);
-      sc(x) = Tuple(1.0f - lr * wd, lr / (1.0f - pow(b1, t)), sqrt(1.0f - pow(b2, t)));
-      Expr P = B.in[0](ex(v)), M = B.in[1](ex(v)), V = B.in[2](ex(v));
-      out(v) = P * sc(0)[0] - sc(0)[1] * M / (sqrt(V) / sc(0)[2] + eps);
+      Expr sumsq = B.in[4](0), t = B.in[5](0), lr = B.in[6](0);
+      Expr clip = clipNorm > 0 ? min(1.0f, clipNorm / (sqrt(sumsq) + 1e-6f)) : Expr(1.0f);
+      sc(x) = Tuple(clip, 1.0f - lr * wd, lr / (1.0f - pow(b1, t)), sqrt(1.0f - pow(b2, t)));
+      Expr P = B.in[0](ex(v)), M = B.in[1](ex(v)), V = B.in[2](ex(v)), g = B.in[3](ex(v)) * sc(0)[0];
+      Expr m1 = b1 * M + (1.0f - b1) * g, v1 = b2 * V + (1.0f - b2) * (g * g);
+      out(v) = Tuple(P * sc(0)[1] - sc(0)[2] * m1 / (sqrt(v1) / sc(0)[3] + eps), m1, v1);
       B.s(sc).compute_root();
       break;
     }
