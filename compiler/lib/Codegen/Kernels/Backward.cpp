@@ -107,7 +107,7 @@ Func buildBackward(Builder &B) {
        *     rows: per row, tile_n / vec vector loads of V and tile_m broadcasts of S;
        *   * the result's rows in blocks of tile_rows: per block, S's columns are packed tile by
        *     tile (sP(jj, m, jt): a tile's tile_m values of row m are adjacent, its rows one after
-       *     the other), by every thread;
+       *     the other), a row of S at a time, by every thread;
        *   * the tasks are tile_n-wide column strips of the block, each packing its V panel
        *     (tile_n x M, contiguous) and then running the block's register tiles over it;
        *   * edge tiles are computed whole from clamped reads and stored guarded. Each output
@@ -132,8 +132,11 @@ Func buildBackward(Builder &B) {
       B.s(acc).compute_at(out, jo).bound_extent(i, tn).bound_extent(j, tm).vectorize(i, v).unroll(i).unroll(j);
       B.s(acc.update()).reorder(i, j, rm).vectorize(i, v).unroll(i).unroll(j);
       B.s(vP).compute_at(out, io).bound_extent(i, tn).vectorize(i, v);
-      B.s(sP).compute_at(out, jb).bound(jj, 0, tm).vectorize(jj, std::min(tm, v), g);
-      if (B.parallel()) B.s(sP).parallel(jt);
+      // Packed a row of S at a time (its block's columns, contiguous), tiles inner: every
+      // cache line of S is read once, in order. Tasks of 64 rows.
+      Var ro("ro"), ri("ri");
+      B.s(sP).compute_at(out, jb).bound(jj, 0, tm).reorder(jj, jt, r).vectorize(jj, std::min(tm, v), g);
+      if (B.parallel()) B.s(sP).split(r, ro, ri, 64, g).parallel(ro);
       return out;
     }
     case KernelOp::EmbeddingGrad: {  // out [V, d]: row ids[l] += dy[l], positions in order
