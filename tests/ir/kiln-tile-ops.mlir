@@ -54,6 +54,22 @@ func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>, %z: tensor<?x76
 
 // -----
 
+// A vocabulary-wide product against a table stored [V, d] (the training step's LM head: no
+// panels) packs per task and does not unroll its K loop (k_unroll = 1); a 3072-wide one keeps
+// the default (2, unset).
+// CHECK-LABEL: func.func @wide_head
+// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, k_unroll = 1, gemm = register_block>
+// CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, gemm = register_block>
+func.func @wide_head(%h: tensor<?x64xf32>) -> (tensor<?x50257xf32>, tensor<?x3072xf32>) {
+  %e = kiln.param "wte" : tensor<50257x64xf32>
+  %l = kiln.linear %h, %e : (tensor<?x64xf32>, tensor<50257x64xf32>) -> tensor<?x50257xf32>
+  %w = kiln.param "w" : tensor<3072x64xf32>
+  %m = kiln.linear %h, %w : (tensor<?x64xf32>, tensor<3072x64xf32>) -> tensor<?x3072xf32>
+  return %l, %m : tensor<?x50257xf32>, tensor<?x3072xf32>
+}
+
+// -----
+
 // The FFN's two GEMMs: the output's block over d_out (64 columns: one 64-wide block), the
 // intermediate's over d_ff (256: 64); both weights packed once per call.
 // CHECK-LABEL: func.func @ffn

@@ -103,6 +103,7 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
       k_chunk         a CPU GEMM's K per pass over the rows (0 or unset: all of K in the
                       register block; a long K is summed chunk by chunk into the output,
                       each chunk's weight panel cache-resident)
+      k_unroll        a CPU register-block GEMM's unrolling of its K loop (unset: 2)
       gemm            register_block | stream (a few static rows: each weight read once,
                       in place, column tiles split among the threads)
       pack            none | per_task | per_call | at_load: the weight panels
@@ -149,6 +150,7 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
     Kiln_Int<"GPU first FFN GEMM K stage">:$gpu_hidden_k_chunk,
     Kiln_Int<"GPU threads per row">:$gpu_threads,
     Kiln_Int<"CPU GEMM K chunk">:$k_chunk,
+    Kiln_Int<"CPU GEMM K unrolling">:$k_unroll,
     DefaultValuedParameter<"::kiln::GemmEngine", "::kiln::GemmEngine::unset">:$gemm);
   let assemblyFormat = "`<` struct(params) `>`";
 }

@@ -184,7 +184,8 @@ Func buildMatmul(Builder &B) {
    *     stream; with column_tasks the column tiles are the parallel tasks (each packing its
    *     panel once), otherwise tiles (and batches) are fused into the tasks;
    *   * inside a tile, a register block of tile_m rows x tile_n columns accumulates over all of
-   *     K with the loops fully unrolled (tile_n/vec x tile_m vector accumulators), k unrolled by 2;
+   *     K with the loops fully unrolled (tile_n/vec x tile_m vector accumulators), k unrolled by
+   *     k_unroll (unset: 2);
    *   * the register block always has tile_m rows (bound_extent), so a row tail recomputes
    *     clamped rows instead of losing the unrolling; columns shift inwards when N >= tile_n;
    *   * short inputs get task tiles of 1, 2, 4... register blocks (specializations on M):
@@ -248,7 +249,8 @@ Func buildMatmul(Builder &B) {
   B.s(acc).unroll(i);
   B.s(acc.update()).reorder(j, i, r);
   if (vec > 1) B.s(acc.update()).vectorize(j, vec);
-  B.s(acc.update()).unroll(j).unroll(i).unroll(r, 2, TailStrategy::GuardWithIf);
+  B.s(acc.update()).unroll(j).unroll(i);
+  if (int ku = B.sch.k_unroll ? (int)*B.sch.k_unroll : 2; ku > 1) B.s(acc.update()).unroll(r, ku, TailStrategy::GuardWithIf);
   return out;
 }
 
