@@ -55,8 +55,8 @@ func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>, %z: tensor<?x76
 // -----
 
 // A vocabulary-wide product against a table stored [V, d] (the training step's LM head: no
-// panels) packs per task and does not unroll its K loop (k_unroll = 1); a 3072-wide one keeps
-// the default (2, unset).
+// panels) packs per task and does not unroll its K loop (k_unroll = 1, as the inference head
+// in panels above); a 3072-wide one keeps the default (2, unset).
 // CHECK-LABEL: func.func @wide_head
 // CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, k_unroll = 1, gemm = register_block>
 // CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, gemm = register_block>
@@ -138,7 +138,7 @@ func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x
 // tiles of 48); the FFN reads both weights' panels, its blocks one panel wide each. On a GPU,
 // panels are read in place too.
 // CHECK-LABEL: func.func @panels
-// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, column_tasks = 1, pack = at_load, gemm = register_block>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, column_tasks = 1, pack = at_load, k_unroll = 1, gemm = register_block>
 // CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 128, pack = at_load, gemm = stream>
 // CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 48, pack = at_load, gemm = stream>
 // CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>

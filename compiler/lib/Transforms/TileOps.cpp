@@ -15,8 +15,7 @@
 //      with column tasks packing per task is summed in k_chunk = 2048 chunks (a K x tile_n
 //      panel of the vocabulary-wide product in the LM head's backward is 12.8 MB: it streamed
 //      from memory for every row tile). The K loop is unrolled by 2 (k_unroll unset), by 1 for
-//      an output of at least 16384 columns packed per task (measured: the training step's LM
-//      head). The FFN reads both weights from their panels (at_load) or packs them per
+//      an output of at least 16384 columns (measured: the LM heads). The FFN reads both weights from their panels (at_load) or packs them per
 //      call; its first GEMM's tile (hidden_tile_n, hidden_vec) is over d_ff.
 //      A linear or matmul (not batched) or an FFN over at most 4 static rows (a decode step) is
 //      a bandwidth problem: gemm = stream, no packing, each weight read once in place by tasks
@@ -142,12 +141,12 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     if (K >= 4 * kKChunk && *s.column_tasks && s.pack == kiln::Packing::per_task &&
         (!lin || lin.getActivation() == kiln::ActivationKind::none))
       s.k_chunk = kKChunk;
-    // The K loop unrolled by 2, except for a vocabulary-wide output packed per task (the
-    // training step's LM head, against the [V, d] table as stored): measured on GPT-2's kernels
-    // (2 threads, AVX-512), unrolling by 2 made the [1024, 768] x [768, 3072] and [.., 2304]
-    // products 3-8% faster and the 50257-wide one 20% slower (unrolled by 1: 320 -> 254 ms
-    // at 1024 rows). Not measured on the inference head (panels): it keeps 2.
-    if (N >= kWideColumns && s.pack == kiln::Packing::per_task && !s.k_chunk) s.k_unroll = 1;
+    // The K loop unrolled by 2, except for a vocabulary-wide output (the LM head): measured on
+    // GPT-2's kernel objects timed alone (2 threads, AVX-512), unrolling by 2 made the
+    // [1024, 768] x [768, 3072] and [.., 2304] products 3-8% faster and the 50257-wide ones
+    // 20-25% slower (unrolled by 1: the training step's head, packed per task, 320 -> 254 ms at
+    // 1024 rows; the inference head in panels 161 -> 130 ms at 512 rows).
+    if (N >= kWideColumns && !s.k_chunk) s.k_unroll = 1;
   }
 
   // weight_grad (out[J, I] = the sum over rows of S(j) ⊗ V(i)) on the CPU: a register block of
