@@ -107,27 +107,6 @@ Func buildAttentionGrad(Builder &B) {
   se(i, h) += sev(rl2, i, h);
   if (givenLse) lse(i, h) = B.in[5](min(i, Lq - 1), h);  // kiln.attention_lse's (read clamped, as the rows)
   else lse(i, h) = mx(i, h) + log(se(i, h));
-  if (lseOnly) {
-    // Tasks of R rows per head, every head's in parallel; each row's scores in register blocks.
-    Func out("out");
-    out(i, h) = lse(i, h);
-    Var lo("lo"), li("li"), lt("lt");
-    B.s(out).split(i, lo, li, R, TailStrategy::GuardWithIf).reorder(li, lo, h);
-    Var task = lo;
-    if (B.parallel()) B.s(out).fuse(lo, h, lt).parallel(lt), task = lt;
-    scheduleProduct(B, sRow, out, task, j, i, h);
-    B.s(mx).compute_at(out, li);
-    B.s(se).compute_at(out, li);
-    B.s(mxv).compute_at(out, li).vectorize(l, v);
-    B.s(mxv.update()).reorder(l, rm, i, h).vectorize(l, v);
-    B.s(sev).compute_at(out, li).vectorize(l, v);
-    B.s(sev.update()).reorder(l, rs, i, h).vectorize(l, v);
-    return out;
-  }
-  Func dRow("d_row");
-  RDom re(0, Dv, "re");
-  dRow(i, h) = 0.0f;
-  dRow(i, h) += g(re, i, h) * o(re, i, h);
   // The statistics of a row, computed at `f`'s loop `at` (the row's vectors of keys first).
   auto rowStats = [&](Func f, Var at) {
     B.s(mx).compute_at(f, at);
@@ -137,6 +116,26 @@ Func buildAttentionGrad(Builder &B) {
     B.s(sev).compute_at(f, at).vectorize(l, v);
     B.s(sev.update()).reorder(l, rs, i, h).vectorize(l, v);
   };
+  // Every row's lse (kiln.attention_lse's result, or what dk and dv compute first): tasks of R
+  // rows per head, every head's in parallel, each task's scores in register blocks.
+  auto lseTasks = [&](Func f) {
+    Var lo("lo"), li("li"), lt("lt");
+    B.s(f).split(i, lo, li, R, TailStrategy::GuardWithIf).reorder(li, lo, h);
+    Var task = lo;
+    if (B.parallel()) B.s(f).fuse(lo, h, lt).parallel(lt), task = lt;
+    scheduleProduct(B, sRow, f, task, j, i, h);
+    rowStats(f, li);
+  };
+  if (lseOnly) {
+    Func out("out");
+    out(i, h) = lse(i, h);
+    lseTasks(out);
+    return out;
+  }
+  Func dRow("d_row");
+  RDom re(0, Dv, "re");
+  dRow(i, h) = 0.0f;
+  dRow(i, h) += g(re, i, h) * o(re, i, h);
 
   Func out("out"), acc("acc");
   Var rb("rb"), jj("jj"), ro("ro"), ri("ri"), rbi("rbi"), t("t");
@@ -208,12 +207,8 @@ Func buildAttentionGrad(Builder &B) {
   }
   /* THE SCHEDULE */
   if (!givenLse) {
-    Var lo("lo"), li("li"), lt("lt");
-    B.s(lse).compute_root().split(i, lo, li, R, gw).reorder(li, lo, h);
-    Var lseTask = lo;
-    if (B.parallel()) B.s(lse).fuse(lo, h, lt).parallel(lt), lseTask = lt;
-    scheduleProduct(B, sRow, lse, lseTask, j, i, h);
-    rowStats(lse, li);
+    B.s(lse).compute_root();
+    lseTasks(lse);
   }
   B.s(dRow).compute_root();
   if (B.parallel()) B.s(dRow).parallel(h), B.s(dRow.update()).parallel(h);
