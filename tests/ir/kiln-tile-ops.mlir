@@ -161,3 +161,24 @@ func.func @panels(%x: tensor<?x64xf32>, %x1: tensor<1x64xf32>) -> (tensor<?x5025
       : (tensor<1x64xf32>, tensor<4x64x64xf32>, tensor<256xf32>, tensor<1x256x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
   return %a, %b, %c, %y, %y1 : tensor<?x50257xf32>, tensor<1x50257xf32>, tensor<1x48xf32>, tensor<?x64xf32>, tensor<1x64xf32>
 }
+
+// -----
+
+// weight_grad: a register block of 4 vectors x 6 result rows (3 x 4 with 16 registers), blocks of 384
+// result rows, in both layouts; a contiguous side that is no whole number of vectors (50257
+// columns) keeps the plain column-strip schedule, as does the GPU for now.
+// CHECK-LABEL: func.func @weight_grad
+// CHECK: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 384>
+// CHECK: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 384>
+// CHECK: kiln.weight_grad {{.*}}#kiln.schedule<>
+// AVX2-LABEL: func.func @weight_grad
+// AVX2: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 4, tile_n = 24, tile_rows = 384>
+// GPU-LABEL: func.func @weight_grad
+// GPU-NOT: tile_n
+func.func @weight_grad(%x: tensor<?x768xf32>, %dy: tensor<?x50257xf32>, %g: tensor<?x3072xf32>)
+    -> (tensor<50257x768xf32>, tensor<768x3072xf32>, tensor<768x50257xf32>) {
+  %a = kiln.weight_grad %x, %dy : (tensor<?x768xf32>, tensor<?x50257xf32>) -> tensor<50257x768xf32>
+  %b = kiln.weight_grad %x, %g {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<?x3072xf32>) -> tensor<768x3072xf32>
+  %c = kiln.weight_grad %x, %dy {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<?x50257xf32>) -> tensor<768x50257xf32>
+  return %a, %b, %c : tensor<50257x768xf32>, tensor<768x3072xf32>, tensor<768x50257xf32>
+}
