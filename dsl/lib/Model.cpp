@@ -223,13 +223,28 @@ void Model::entry(const std::string &name, SourceLoc loc) {
   entries_.push_back(name);
 }
 
-Tensor Model::state(const std::string &name, Shape shape, SourceLoc loc) {
+Tensor Model::state(const std::string &name, Shape shape, SourceLoc loc) { return state(name, shape, Dim(), loc); }
+
+Tensor Model::state(const std::string &name, Shape shape, Dim batch, SourceLoc loc) {
   if (region_ >= 0) throw Error("state '" + name + "': states cannot be used inside a recurrent step", loc);
   check_shape(*this, "state '" + name + "'", shape, loc);
   for (auto &d : shape)
     if (d.dynamic()) throw Error("state '" + name + "': states have static shapes (size them by the bound)", loc);
-  if (int prev = shared(OpKind::State, name, shape, loc); prev < 0) check_new_name("state", name, loc);
+  int sym = -1;
+  if (batch.size != 0 || batch.dynamic()) {
+    if (!batch.dynamic() || !syms_.at(batch.sym).batch)
+      throw Error("state '" + name + "': the per-sequence dim must be a batch (Model::batch), got " + dim_str(batch), loc);
+    sym = batch.sym;
+  }
+  if (int prev = shared(OpKind::State, name, shape, loc); prev < 0)
+    check_new_name("state", name, loc);
+  else if (nodes_[prev].state_batch != sym)
+    throw Error("state '" + name + "' is shared between entries but is " + (sym >= 0 ? "per sequence" : "one buffer") +
+                    " here and " + (nodes_[prev].state_batch >= 0 ? "per sequence" : "one buffer") + " in entry '" +
+                    entries_[nodes_[prev].entry] + "'",
+                loc);
   Node n{.kind = OpKind::State, .shape = shape, .name = name};
+  n.state_batch = sym;
   n.loc = loc;
   return add(n);
 }

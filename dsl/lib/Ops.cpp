@@ -458,8 +458,18 @@ Tensor cache_write(Tensor cache, Tensor value, Tensor past, SourceLoc loc) {
   need_rank(m, "cache_write", "value", value, 3, 3, loc);
   same_dim(m, "cache_write", "the cache's heads", cache.dim(0), "the value's heads", value.dim(0), loc);
   same_dim(m, "cache_write", "the cache's row width", cache.dim(2), "the value's row width", value.dim(2), loc);
-  need(m.per_sequence(value.dim(1)).size <= cache.dim(1).size, "cache_write",  // a batch's entry: one sequence
-       "the value has up to " + m.dim_str(value.dim(1)) + " rows but the cache holds " + std::to_string(cache.dim(1).size), loc);
+  // The state the cache is (a chain of cache_writes from it): one buffer, or one per sequence.
+  const Node *root = &cache.node();
+  while (root->kind == OpKind::CacheWrite) root = &m.nodes()[root->inputs[0]];
+  const Dim rows = value.dim(1);
+  const bool rowPerSequence = rows.dynamic() && m.symbols().at(rows.sym).batch;  // [H, B, d]: a batched decode step
+  const int valueBatch = !rows.dynamic() ? -1 : rowPerSequence ? rows.sym : m.symbols().at(rows.sym).rows_of;
+  need(!rowPerSequence || root->state_batch == valueBatch, "cache_write",
+       "a value of one row per sequence of " + m.dim_str(rows) + " needs a state per sequence of it (Model::state with a batch)", loc);
+  need(root->state_batch < 0 || valueBatch < 0 || root->state_batch == valueBatch, "cache_write",
+       "the value's rows " + m.dim_str(rows) + " are not of the batch the state '" + root->name + "' holds a cache per sequence of", loc);
+  need((rowPerSequence ? 1 : m.per_sequence(rows).size) <= cache.dim(1).size, "cache_write",  // a batch's entry: one sequence
+       "the value has up to " + m.dim_str(rows) + " rows but the cache holds " + std::to_string(cache.dim(1).size), loc);
   std::vector<int> ins{cache.id(), value.id()};
   if (past) {
     model_of({cache, past}, "cache_write", loc);

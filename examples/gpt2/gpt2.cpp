@@ -59,6 +59,14 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
                   {.layout = WeightLayout::InOut});
   };
   const int64_t hd = d / c.heads;
+  // forward (the prefill): the prompt, which also fills the caches. --batch: B sequences at once
+  // ([B, L] inputs, B·L rows) in the entries without a cache (the training entries) and in
+  // forward, which then fills one cache per sequence; decode_batch steps all B at one `past`.
+  // prefill and decode take one sequence (B = 1; with --batch, sequence 0's cache).
+  Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
+  auto cacheState = [&](const std::string &name) {
+    return c.batch > 1 ? m.state(name, {c.heads, c.ctx, hd}, B) : m.state(name, {c.heads, c.ctx, hd});
+  };
   // One block: x [n, d] -> [n, d]. It writes its keys and values into the KV cache at `past`
   // (none: row 0; cache false: no cache, as the training entries) and, when decoding, attends
   // to the cache; the prompt attends to its own keys and values.
@@ -69,8 +77,8 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
     Tensor a;
     if (!cache) {
       a = attention(q, k, v, {.mask = Mask::causal()});
-    } else if (Tensor kc = cache_write(m.state("cache.k." + std::to_string(i), {c.heads, c.ctx, hd}), k, past),
-               vc = cache_write(m.state("cache.v." + std::to_string(i), {c.heads, c.ctx, hd}), v, past);
+    } else if (Tensor kc = cache_write(cacheState("cache.k." + std::to_string(i)), k, past),
+               vc = cache_write(cacheState("cache.v." + std::to_string(i)), v, past);
                past) {
       a = attention(q, kc, vc, {.mask = Mask::causal(), .past = past});
     } else {
@@ -90,10 +98,6 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
     if (lastRow) x = last(x, 0);
     return linear(norm("transformer.ln_f", x), wte);  // tied head: x · wteᵀ
   };
-  // forward (the prefill): the prompt, which also fills the caches. --batch: the entries without
-  // a cache (the training entries) run B sequences at once ([B, L] inputs, B·L rows); those
-  // with one take one sequence (B = 1).
-  Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
   Tensor tokens = m.tokens("tokens", N, c.vocab);
   Tensor wte = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor wpe = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
@@ -111,6 +115,16 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   Tensor wte1 = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor x1 = add(embedding(wte1, token), embedding(m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f}), past));
   m.output("next_logits", decoder(x1, past, wte1));
+  // decode_batch (--batch > 1): one token per sequence ([B]), all at position `past`, each
+  // attending to its own cache (filled by forward over [B, L] prompts).
+  if (c.batch > 1) {
+    m.entry("decode_batch");
+    Tensor tokenB = m.tokens("token_batch", B, c.vocab);
+    Tensor pastB = m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx});
+    Tensor wteB = m.param("transformer.wte.weight", {c.vocab, d});
+    Tensor pos = reshape(embedding(m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f}), pastB), {d});
+    m.output("next_logits_batch", decoder(add(embedding(wteB, tokenB), pos), pastB, wteB));
+  }
   // --train: `gradients`, the mean cross-entropy of the next tokens (`targets`, -1 where a
   // position has none) and its gradient with respect to every parameter (grad.<name>). Its
   // weights are then read as stored (the backward reads them in both orientations), not in the
@@ -151,7 +165,7 @@ int main(int argc, char **argv) {
   driver.app().add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   driver.app().add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
   driver.app()
-      .add_option("--batch", c.batch, "maximum sequences per run of the entries without a KV cache (compiled bound)")
+      .add_option("--batch", c.batch, "maximum sequences per run (compiled bound) of forward, decode_batch (added when > 1; one KV cache per sequence) and the training entries")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 12))
       ->capture_default_str();
   driver.app().add_flag("--train", c.train,

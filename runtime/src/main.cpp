@@ -179,7 +179,10 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_option("--input", inputs, "NAME=FILE.npy: an input (int32/int64 token ids or float32)");
   app.add_option("--tokens", tokens, "1,2,3 or NAME=1,2,3: token ids for a token input");
   app.add_option("--output-dir", output_dir, "write every output as DIR/NAME.npy");
-  app.add_option("--entry", entry, "entry point to run")->capture_default_str();
+  app.add_option("--entry", entry,
+                 "entry point to run; A,B,... runs several in order in one session, each once per --repeat "
+                 "(states carry over: a KV cache that forward fills, decode_batch reads)")
+      ->capture_default_str();
   app.add_option("--threads", threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
   app.add_option("--repeat", repeat, "run N times and print the median time")->check(CLI::Range(1, 1000000));
   app.add_flag("--version", version, "print the kiln version, model hash and target");
@@ -282,8 +285,18 @@ int run(const kiln_model_info &model, int argc, char **argv) {
       cli.die(1, "--generate runs the prompt through entry '" + prefill + "'; --entry " + entry + " does not apply");
     if (!prefill.empty()) entry = prefill;
   }
+  std::vector<std::string> chain;  // --entry A,B: in order, in this session
+  for (size_t at = 0;;) {
+    size_t comma = entry.find(',', at);
+    chain.push_back(entry.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  for (const std::string &c : chain)
+    if (!cli.find_entry(c.c_str())) cli.die(1, "no entry point '" + c + "'");
+  if (chain.size() > 1 && generate) cli.die(1, "--generate runs its own entries; --entry " + entry + " does not apply");
+  entry = chain[0];  // --tokens and --prompt go to the first
   const kiln_entry_info *en = cli.find_entry(entry.c_str());
-  if (!en) cli.die(1, "no entry point '" + entry + "'");
   if (app.count("--start-token") && !(generate && entry == "encode"))
     cli.die(1, "--start-token applies to --generate on a model with an 'encode' entry");
   std::unique_ptr<kilnrt_tokenizer, void (*)(kilnrt_tokenizer *)> tok(open_tokenizer(cli, tokenizer, weights),
@@ -372,7 +385,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   std::vector<int64_t> times;
   for (int r = 0; r < repeat; ++r) {
     int64_t t0 = kilnrt_time_now_ns();
-    cli.check(kilnrt_session_run(s, entry.c_str()));
+    for (const std::string &c : chain) cli.check(kilnrt_session_run(s, c.c_str()));
     times.push_back(kilnrt_time_now_ns() - t0);
   }
   if (repeat > 1) {
@@ -390,12 +403,18 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     std::filesystem::create_directories(output_dir, ec);
     if (ec) cli.die(1, "cannot create --output-dir '" + output_dir + "': " + ec.message());
   }
-  for (int k = 0; k < en->n_outputs; ++k) {
-    const char *name = model.io[en->outputs[k]].name;
-    const kilnrt_tensor *t;
-    cli.check(kilnrt_session_output(s, name, &t));
-    summarize(name, *t);
-    if (!output_dir.empty()) cli.check(kilnrt_npy_write((output_dir + "/" + name + ".npy").c_str(), t));
+  std::vector<int> shown;  // each output once (entries may share one, such as "loss": the last run's)
+  for (const std::string &c : chain) {
+    const kiln_entry_info *ce = cli.find_entry(c.c_str());
+    for (int k = 0; k < ce->n_outputs; ++k) {
+      if (std::find(shown.begin(), shown.end(), ce->outputs[k]) != shown.end()) continue;
+      shown.push_back(ce->outputs[k]);
+      const char *name = model.io[ce->outputs[k]].name;
+      const kilnrt_tensor *t;
+      cli.check(kilnrt_session_output(s, name, &t));
+      summarize(name, *t);
+      if (!output_dir.empty()) cli.check(kilnrt_npy_write((output_dir + "/" + name + ".npy").c_str(), t));
+    }
   }
   printf("arena: %.1f KiB\n", kilnrt_session_arena_bytes(s) / 1024.0);
   return 0;

@@ -15,10 +15,33 @@
 // CHECK: return
 // CHECK-LABEL: func.func @cached
 // CHECK-SAME: kiln.single_sequence = "it writes a KV cache"
+// A cache kept per sequence of B (kiln.state with batch = 1) is written per sequence, by a
+// prompt's rows (B*L) as by a batched decode step's one row per sequence (rows B itself), and
+// attended to per sequence; row-wise kernels still run once.
+// CHECK-LABEL: func.func @batched_cache
+// CHECK-NOT: kiln.single_sequence
+// CHECK: kiln.cache_write {{.*}}kiln.per_sequence = 1 : i64
+// CHECK-LABEL: func.func @decode_batch
+// CHECK-NOT: kiln.single_sequence
+// CHECK: kiln.embedding
+// CHECK-NOT: kiln.per_sequence
+// CHECK: kiln.cache_write {{.*}}kiln.per_sequence = 1 : i64
+// CHECK: kiln.attention {{.*}}kiln.per_sequence = 1 : i64
+// CHECK: kiln.relu
+// CHECK-NOT: kiln.per_sequence
+// CHECK: return
 // The per-sequence call: a loop over b < B whose views start b * L rows further (L is syms[0]).
 // LLVM-LABEL: llvm.func @kiln_entry_forward
 // LLVM: llvm.icmp "slt"
 // LLVM: llvm.cond_br
+// The batched decode step: cache_write and attention each in a loop over b < B, the cache's
+// view b values (1 x 8 x 8 = 64 floats) further.
+// LLVM-LABEL: llvm.func @kiln_entry_decode_batch
+// LLVM: llvm.mlir.constant(64 : i64)
+// LLVM: llvm.call @kiln_cache_write
+// LLVM: llvm.icmp "slt"
+// LLVM: llvm.call @kiln_attention
+// LLVM: llvm.icmp "slt"
 module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i64: 8, 4, 32>,
                    kiln.seq_factors = array<i64: -1, -1, -1, -1, 1, 0>} {
   func.func @forward(%t: tensor<?xi32> {kiln.name = "tokens", kiln.syms = array<i64: 2>}) -> (tensor<?x8xf32> {kiln.name = "y"}) {
@@ -39,6 +62,27 @@ module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i
     %s = kiln.state "cache" : tensor<1x8x8xf32>
     %c = kiln.cache_write %s, %v : (tensor<1x8x8xf32>, tensor<1x?x8xf32>) -> tensor<1x8x8xf32>
     %z = kiln.relu %p : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %z : tensor<?x8xf32>
+  }
+  func.func @batched_cache(%t: tensor<?xi32> {kiln.name = "tokens3", kiln.syms = array<i64: 2>}) -> (tensor<?x8xf32> {kiln.name = "z3"}) {
+    %wpe = kiln.param "wpe" : tensor<8x8xf32>
+    %p = kiln.position_embedding %wpe, %t : (tensor<8x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %v = kiln.reshape %p : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
+    %s = kiln.state "bcache" {batch = 1 : i64} : tensor<1x8x8xf32>
+    %c = kiln.cache_write %s, %v : (tensor<1x8x8xf32>, tensor<1x?x8xf32>) -> tensor<1x8x8xf32>
+    %z = kiln.relu %p : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %z : tensor<?x8xf32>
+  }
+  func.func @decode_batch(%n: tensor<?xi32> {kiln.name = "next", kiln.syms = array<i64: 1>},
+                          %past: tensor<1xi32> {kiln.name = "past", kiln.syms = array<i64: -1>}) -> (tensor<?x8xf32> {kiln.name = "z4"}) {
+    %wte = kiln.param "wte" : tensor<16x8xf32>
+    %e = kiln.embedding %wte, %n : (tensor<16x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %v = kiln.reshape %e : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
+    %s = kiln.state "bcache" {batch = 1 : i64} : tensor<1x8x8xf32>
+    %c = kiln.cache_write %s, %v, %past : (tensor<1x8x8xf32>, tensor<1x?x8xf32>, tensor<1xi32>) -> tensor<1x8x8xf32>
+    %o = kiln.attention %v, %c, %c, %past {mask = "causal", scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x8x8xf32>, tensor<1x8x8xf32>, tensor<1xi32>) -> tensor<1x?x8xf32>
+    %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
+    %z = kiln.relu %r : (tensor<?x8xf32>) -> tensor<?x8xf32>
     return %z : tensor<?x8xf32>
   }
 }

@@ -132,10 +132,10 @@ TEST(Batch, InferenceOverABatchEqualsEachSequenceAlone) {
   std::string gpt2 = compileExample("gpt2", "--batch 2 --layers 1 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
   ASSERT_FALSE(gpt2.empty());
   saveIds2(dir + "/two.npy", kt::randomIds(2 * 5, 120, 9), 2);
-  r = kt::run(gpt2 + " --random-weights --input tokens=" + dir + "/two.npy --output-dir " + dir + "/outg");
+  r = kt::run(gpt2 + " --random-weights --entry prefill --input tokens=" + dir + "/two.npy --output-dir " + dir + "/outg");
   EXPECT_NE(r.code, 0);
-  EXPECT_THAT(r.output, HasSubstr("entry 'forward' runs one sequence at a time (it writes a KV cache): give it one "
-                                  "sequence, not B = 2"));
+  EXPECT_THAT(r.output, HasSubstr("entry 'prefill' runs one sequence at a time (it slices the rows of a sequence): give "
+                                  "it one sequence, not B = 2"));
 }
 
 // ./gpt2 --train --batch: B windows per step; a batch beyond the bound, or a batch for a model
@@ -169,3 +169,59 @@ TEST(Batch, TrainingStepsTakeBatchesOfWindows) {
 }
 
 }  // namespace
+
+// Batched decode: GPT-2 compiled with --batch keeps one KV cache per sequence. forward over
+// [B, L] prompts fills each sequence's, and decode_batch steps all B at one `past`, each
+// attending to its own cache (--entry forward,decode_batch: one session). Every sequence's next
+// logits, and its prompt logits, equal that sequence run alone (forward then decode, which use
+// sequence 0's cache); sequences with different prompts get different logits, so a cache shared
+// or mixed between sequences would show.
+TEST(Batch, BatchedDecodeEqualsEachSequenceDecodedAlone) {
+  std::string dir = kt::workDir("train_batch_decode");
+  std::string exe = compileExample("gpt2", "--batch 3 --layers 2 --d-model 64 --heads 4 --vocab 120 --ctx 32", dir);
+  ASSERT_FALSE(exe.empty());
+  const int64_t B = 3, L = 7, V = 120;
+  std::vector<int32_t> prompts = kt::randomIds(B * L, (int)V, 11), next = {7, 55, 101};
+  saveIds2(dir + "/prompts.npy", prompts, B);
+  kt::saveIds(dir + "/next.npy", next);
+  kt::saveIds(dir + "/past.npy", {(int32_t)L});
+  auto r = kt::run(exe + " --random-weights --seed 5 --entry forward,decode_batch --input tokens=" + dir +
+                   "/prompts.npy --input token_batch=" + dir + "/next.npy --input past=" + dir + "/past.npy --output-dir " +
+                   dir + "/batch");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T batch = kt::loadNpy(dir + "/batch/next_logits_batch.npy"), prompt = kt::loadNpy(dir + "/batch/logits.npy");
+  ASSERT_EQ(batch.shape, (std::vector<int64_t>{B, V}));
+  ASSERT_EQ(prompt.shape, (std::vector<int64_t>{B, L, V}));
+  for (int64_t b = 0; b < B; ++b) {
+    std::string one = dir + "/seq" + std::to_string(b);
+    kt::saveIds(one + ".npy", std::vector<int32_t>(prompts.begin() + b * L, prompts.begin() + (b + 1) * L));
+    kt::saveIds(one + "_next.npy", {next[b]});
+    r = kt::run(exe + " --random-weights --seed 5 --entry forward,decode --input tokens=" + one + ".npy --input token=" +
+                one + "_next.npy --input past=" + dir + "/past.npy --output-dir " + one);
+    ASSERT_EQ(r.code, 0) << r.output;
+    ref::T alone = kt::loadNpy(one + "/next_logits.npy"), alonePrompt = kt::loadNpy(one + "/logits.npy");
+    ASSERT_EQ(alone.shape, (std::vector<int64_t>{1, V}));
+    ref::T row, rows;
+    row.shape = alone.shape;
+    row.v.assign(batch.v.begin() + b * V, batch.v.begin() + (b + 1) * V);
+    rows.shape = alonePrompt.shape;
+    rows.v.assign(prompt.v.begin() + b * L * V, prompt.v.begin() + (b + 1) * L * V);
+    EXPECT_LE(kt::maxRelDiff(alone, row), 1e-5) << "sequence " << b << "'s decode step in the batch against it alone";
+    EXPECT_LE(kt::maxRelDiff(alonePrompt, rows), 1e-5) << "sequence " << b << "'s prompt logits";
+    if (b > 0) {
+      ref::T prev;
+      prev.shape = row.shape;
+      prev.v.assign(batch.v.begin() + (b - 1) * V, batch.v.begin() + b * V);
+      EXPECT_GT(kt::maxRelDiff(prev, row), 1e-3) << "sequences " << b - 1 << " and " << b << " gave the same logits";
+    }
+  }
+  // A batch beyond the bound; an entry name that does not exist in a chain.
+  kt::saveIds(dir + "/four.npy", {1, 2, 3, 4});
+  r = kt::run(exe + " --random-weights --entry decode_batch --input token_batch=" + dir + "/four.npy --input past=" + dir +
+              "/past.npy");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("B = 4 exceeds the compiled bound 3"));
+  r = kt::run(exe + " --random-weights --entry forward,decod --input tokens=" + dir + "/prompts.npy");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("no entry point 'decod'"));
+}

@@ -222,3 +222,24 @@ TEST_F(DslTest, RecurrentErrors) {
   EXPECT_KILN_ERROR(depthwise_conv(x, m.param("dw", {4, 32}), m.param("db", {32})), "the kernel size (weight dim 0) must be odd, got 4");
   EXPECT_KILN_ERROR(depthwise_conv(x, m.param("dw3", {3, 16}), m.param("db3", {32})), "the weight's width (dim 1) is 16");
 }
+
+// A state per sequence of a batch: cache_write checks that the value's rows are of that batch,
+// and that one row per sequence (a batched decode step) goes to such a state.
+TEST(DslState, PerSequenceCaches) {
+  Model m("s");
+  Dim B = m.batch("B", 3), L = m.seq("L", 8), N = m.rows(B, L);
+  Tensor one = m.state("one", {2, 8, 4}), per = m.state("per", {2, 8, 4}, B);
+  EXPECT_EQ(per.node().state_batch, B.sym);
+  EXPECT_EQ(one.node().state_batch, -1);
+  Tensor rows = m.input("x", {2, N, 4}), step = m.input("y", {2, B, 4});
+  EXPECT_NO_THROW(cache_write(per, rows));
+  EXPECT_NO_THROW(cache_write(per, step));
+  EXPECT_NO_THROW(cache_write(cache_write(per, rows), step));
+  EXPECT_KILN_ERROR(cache_write(one, step), "needs a state per sequence of it (Model::state with a batch)");
+  EXPECT_KILN_ERROR(m.state("bad", {2, 8, 4}, L), "the per-sequence dim must be a batch (Model::batch)");
+  m.entry("other");
+  EXPECT_KILN_ERROR(m.state("per", {2, 8, 4}), "is shared between entries but is one buffer here and per sequence");
+  Dim C = m.batch("C", 2), M = m.rows(C, L);
+  Tensor rowsC = m.input("z", {2, M, 4});
+  EXPECT_KILN_ERROR(cache_write(m.state("per", {2, 8, 4}, B), rowsC), "are not of the batch the state 'per' holds");
+}

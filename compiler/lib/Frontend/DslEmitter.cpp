@@ -97,7 +97,9 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     }
     case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
     case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value()); break;
-    case OpKind::State: r = StateOp::create(b, loc, t, b.getStringAttr(n.name)); break;
+    case OpKind::State:
+      r = StateOp::create(b, loc, t, b.getStringAttr(n.name), n.state_batch >= 0 ? b.getI64IntegerAttr(n.state_batch) : nullptr);
+      break;
     case OpKind::LshAttention:
       r = LshAttentionOp::create(b, loc, t, in(0), in(1), in(2), b.getI64IntegerAttr(n.buckets),
                                  b.getI64IntegerAttr(n.hashes), b.getI64IntegerAttr(n.chunk),

@@ -185,7 +185,13 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
   if (stateNames)
     for (Attribute a : stateNames) {
       StateOp st = stateOps[cast<StringAttr>(a).getValue()];
-      os << "  " << tensorInfo(st.getName(), cast<RankedTensorType>(st.getType()), {}, bnd, 0, "zeros", 0) << ",\n";
+      auto type = cast<RankedTensorType>(st.getType());
+      if (st.getBatch()) {  // one value per sequence: [bound, ...]
+        SmallVector<int64_t> shape{bnd[*st.getBatch()]};
+        shape.append(type.getShape().begin(), type.getShape().end());
+        type = RankedTensorType::get(shape, type.getElementType());
+      }
+      os << "  " << tensorInfo(st.getName(), type, {}, bnd, 0, "zeros", 0) << ",\n";
     }
   os << "  {0}};\n";
   bool paramsWritten = false;

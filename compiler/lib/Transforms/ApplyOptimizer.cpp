@@ -67,9 +67,9 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   OpBuilder b(ret);
   Location loc = f.getLoc();
   auto scalar = RankedTensorType::get({1}, b.getF32Type());
-  Value step = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.step"));
+  Value step = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.step"), IntegerAttr());
   Value t = kiln::StepCountOp::create(b, loc, scalar, step);
-  Value peak = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.lr"));  // --lr; zero: the DSL's
+  Value peak = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.lr"), IntegerAttr());  // --lr; zero: the DSL's
   Value rate = kiln::LearningRateOp::create(b, loc, scalar, t, peak, b.getF32FloatAttr(*lr), b.getI64IntegerAttr(*warmup),
                                             b.getI64IntegerAttr(*decay), b.getF32FloatAttr(*minRatio));
   Value sumsq;
@@ -82,8 +82,8 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   for (auto &[p, g] : grads) {
     Location pl = p.getLoc();
     std::string name = p.getName().str();
-    Value m = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.m." + name));
-    Value v = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.v." + name));
+    Value m = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.m." + name), IntegerAttr());
+    Value v = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.v." + name), IntegerAttr());
     kiln::AdamWStepOp::create(b, pl, p.getType(), p.getResult(), m, v, g, sumsq, t, rate, b.getF32FloatAttr(*b1),
                               b.getF32FloatAttr(*b2), b.getF32FloatAttr(*eps),
                               b.getF32FloatAttr(noDecay.contains(name) ? 0.0f : *wd), b.getF32FloatAttr(*clip));

@@ -10,8 +10,11 @@
 //      position ids, depthwise (causal) convolution and masks get `kiln.per_sequence = B` (the
 //      batch symbol): kiln-lower-to-llvm calls them once per sequence, each call seeing one
 //      sequence's rows of every operand.
+//      A batch's rows may be B itself (one row per sequence: a batched decode step). A KV
+//      cache kept per sequence of the batch (kiln.state with `batch`) is written (cache_write)
+//      and attended to per sequence too: kiln-lower-to-llvm gives each call its sequence's.
 //   2. An op that mixes the sequences of a batch or keeps one sequence's state cannot run a
-//      batch: a KV cache written or read (cache_write, attention over a static cache), a slice,
+//      batch: a KV cache of one buffer written or read (cache_write, attention over a static cache), a slice,
 //      pad or concat along the rows (the last row), a result with two dims of rows (scores of
 //      all rows against all rows). The entry gets `kiln.single_sequence` (why, as a string, the
 //      runtime's error when such an entry is given B > 1) and still runs correctly at B = 1.
@@ -32,12 +35,30 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
   void runOnOperation() override {
     ModuleOp m = getOperation();
     auto fa = m->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_factors");
+    ArrayRef<int64_t> factors = fa ? fa.asArrayRef() : ArrayRef<int64_t>{};
+    bool badState = false;
+    m.walk([&](kiln::StateOp st) {
+      if (!st.getBatch()) return;
+      bool found = false;
+      for (size_t i = 0; 2 * i < factors.size(); ++i) found |= factors[2 * i] == (int64_t)*st.getBatch();
+      if (!found) {
+        st.emitError("batch = ") << *st.getBatch() << " names no batch of the module's kiln.seq_factors";
+        badState = true;
+      }
+    });
+    if (badState) return signalPassFailure();
     if (!fa) return;
-    ArrayRef<int64_t> factors = fa.asArrayRef();
     auto bounds = m->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
     // A batch of at most one sequence is its sequence: nothing to loop over or refuse.
+    // A dim of rows(B, L), or B itself (one row per sequence: a batched decode step).
+    auto isBatch = [&](int64_t sym) {
+      for (size_t i = 0; 2 * i < factors.size(); ++i)
+        if (factors[2 * i] == sym) return true;
+      return false;
+    };
     auto batchOf = [&](int64_t sym) {
       int64_t b = sym >= 0 && 2 * sym < (int64_t)factors.size() ? factors[2 * sym] : -1;
+      if (b < 0 && sym >= 0 && isBatch(sym)) b = sym;
       return b >= 0 && bounds && b < (int64_t)bounds.size() && bounds[b] > 1 ? b : -1;
     };
     for (auto f : m.getOps<func::FuncOp>()) {
@@ -73,8 +94,19 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
         auto why = [&](const char *reason) {
           if (single.empty()) single = reason;
         };
-        if (auto a = dyn_cast<kiln::AttentionOp>(op)) staticKeys = !rowsAxis(a.getKey(), 1);
-        if (isa<kiln::CacheWriteOp>(op)) {
+        // A KV cache per sequence of this batch: written and read sequence by sequence.
+        auto ownCache = [&](Value v) {
+          kiln::StateOp st = kiln::perSequenceState(v);
+          return st && (int64_t)*st.getBatch() == batch;
+        };
+        bool perSequenceCache = false;
+        if (auto a = dyn_cast<kiln::AttentionOp>(op)) {
+          staticKeys = !rowsAxis(a.getKey(), 1);
+          perSequenceCache = staticKeys && ownCache(a.getKey()) && ownCache(a.getValue());
+        }
+        if (auto w = dyn_cast<kiln::CacheWriteOp>(op)) perSequenceCache = ownCache(w.getCache());
+        if (perSequenceCache) {
+        } else if (isa<kiln::CacheWriteOp>(op)) {
           why("it writes a KV cache");
         } else if (staticKeys) {
           why("it attends to a KV cache");
@@ -87,9 +119,9 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
         } else if (rowDimsOfResult > 1) {
           why("it relates every row to every other row outside a fused attention");
         }
-        if (kiln::isKernelOp(op) && isa<kiln::AttentionOp, kiln::AttentionGradOp, kiln::AttentionLseOp, kiln::PositionEmbeddingOp, kiln::SinusoidalPositionsOp,
+        if (kiln::isKernelOp(op) && (perSequenceCache || isa<kiln::AttentionOp, kiln::AttentionGradOp, kiln::AttentionLseOp, kiln::PositionEmbeddingOp, kiln::SinusoidalPositionsOp,
                 kiln::PositionIdsOp, kiln::LshHashOp, kiln::LshSortOp, kiln::LshChunkAttentionOp, kiln::DepthwiseConvOp,
-                kiln::MaskOp>(op))
+                kiln::MaskOp>(op)))
           op->setAttr("kiln.per_sequence", IntegerAttr::get(IntegerType::get(op->getContext(), 64), batch));
       });
       if (bad) return signalPassFailure();

@@ -28,7 +28,8 @@
 //   7. A kernel op marked kiln.per_sequence = B (kiln-loop-sequences) is called once per
 //      sequence of the batch B, in a host loop over b < B: each of its views shows sequence b
 //      only (a dim of the batch's rows B·L: extent L, the host pointer b·L rows further; a dim
-//      of B itself: extent 1, b further), with the whole buffer's strides.
+//      of B itself: extent 1, b further), with the whole buffer's strides; a state kept per
+//      sequence of B (a KV cache): sequence b's value, b values further.
 //   8. Erase the func.func and the kiln ops; drop kiln.* module attributes.
 #include <functional>
 
@@ -183,6 +184,8 @@ class EntryLowering {
         if (step) off = LLVM::AddOp::create(b_, loc, off, LLVM::MulOp::create(b_, loc, step, b64).getResult());
         stride = LLVM::MulOp::create(b_, loc, stride, LLVM::SExtOp::create(b_, loc, i64_, extentOf(v, d)).getResult());
       }
+      if (kiln::StateOp st = kiln::perSequenceState(v); st && (int64_t)*st.getBatch() == batch)  // its sequence's cache
+        off = LLVM::AddOp::create(b_, loc, off, LLVM::MulOp::create(b_, loc, c64(rt.getNumElements()), b64).getResult());
       host = LLVM::GEPOp::create(b_, loc, ptr_, rt.getElementType(), host, ValueRange{off});
     }
     LLVM::StoreOp::create(b_, loc, host, view_.field(b_, loc, view, Field::Host));

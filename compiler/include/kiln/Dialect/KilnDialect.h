@@ -78,4 +78,13 @@ inline llvm::SmallVector<unsigned, 2> alsoWritten(mlir::Operation *op) {
   return {};
 }
 
+// The state holding one value per sequence of a batch (kiln.state with `batch`) that v is,
+// directly or as a kiln.cache_write's updated value; null for anything else.
+inline StateOp perSequenceState(mlir::Value v) {
+  mlir::Operation *op = v.getDefiningOp();
+  while (auto w = mlir::dyn_cast_or_null<CacheWriteOp>(op)) op = w.getCache().getDefiningOp();
+  auto st = mlir::dyn_cast_or_null<StateOp>(op);
+  return st && st.getBatch() ? st : StateOp();
+}
+
 }  // namespace kiln

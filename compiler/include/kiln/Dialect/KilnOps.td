@@ -347,13 +347,17 @@ def Kiln_StateOp : Kiln_Op<"state", []> {
   let summary = "a named state buffer, persistent across runs and entries (a KV cache)";
   let description = [{
     Zero when the executable starts; written by kiln.cache_write, which returns the updated
-    value (the same buffer).
+    value (the same buffer). With `batch` (a batch symbol of the module's kiln.seq_names), the
+    buffer holds one value of the type per sequence, as many as the batch's bound: a kernel
+    called per sequence of that batch (kiln-loop-sequences) sees its sequence's; any other use
+    sees sequence 0's.
 
     ```mlir
     %k = kiln.state "cache.k.0" : tensor<4x128x32xf32>
+    %kb = kiln.state "cache.k.1" {batch = 1 : i64} : tensor<4x128x32xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<I64Attr>:$batch);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }

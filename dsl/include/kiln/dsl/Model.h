@@ -137,6 +137,7 @@ struct Node {
   int checkpoint = -1;       // the checkpointed block (Model::checkpoint) this node was made in
   float mask_rate = 0;       // masked-LM target inputs: the fraction --train masks, and the mask id
   int64_t mask_token = 0;
+  int state_batch = -1;  // a state: the batch symbol it holds one copy per sequence of (-1: one copy)
   SourceLoc loc;
 };
 
@@ -271,6 +272,10 @@ class Model {
   // A state buffer: persistent across runs and entries, zero when the executable starts (a KV
   // cache). Written with cache_write, read by attention.
   Tensor state(const std::string &name, Shape shape, SourceLoc loc = SourceLoc::current());
+  // One state of `shape` per sequence of `batch` (Model::batch; its bound many): a KV cache that
+  // entries over rows(batch, L), or over one row per sequence ([batch] tokens: a batched decode
+  // step), write and read sequence by sequence; an entry without the batch uses sequence 0's.
+  Tensor state(const std::string &name, Shape shape, Dim batch, SourceLoc loc = SourceLoc::current());
   // Runs `t` (a cache_write) even though no output depends on it.
   void keep(Tensor t, SourceLoc loc = SourceLoc::current());
   const std::vector<int> &kept() const { return kept_; }
