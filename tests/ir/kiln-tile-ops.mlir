@@ -34,7 +34,7 @@ func.func @linear_tiles(%x: tensor<?x8xf32>) -> tensor<?x10xf32> {
 // step of a panel would be on its own page); [768, 768] is read in place.
 // A decode step (one static row) on a GPU stages nothing: whole 32-row tiles would be padding.
 // CHECK-LABEL: func.func @packing
-// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 128, pack = none, gemm = stream>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 1, tile_n = 128, pack = none, gemm = stream>
 // CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, gemm = register_block>
 // CHECK: kiln.linear {{.*}}column_tasks = 1, pack = per_task, gemm = register_block>
 // CHECK: kiln.linear {{.*}}column_tasks = 1, pack = none, gemm = register_block>
@@ -116,8 +116,8 @@ func.func @others(%q: tensor<4x?x32xf32>, %q1: tensor<4x1x32xf32>, %c: tensor<4x
 // (a tied LM head) in tasks of 64 columns read along K (vec = the lanes over K: 16 for K = 64),
 // the FFN's two [in, out] weights in tasks of 128 columns.
 // CHECK-LABEL: func.func @decode_stream
-// CHECK: kiln.linear {{.*}}#kiln.schedule<vec = 16, tile_n = 64, pack = none, gemm = stream>
-// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_n = 64, pack = none, hidden_vec = 16, hidden_tile_n = 128, chunk = 32, gemm = stream>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<vec = 16, tile_m = 1, tile_n = 64, pack = none, gemm = stream>
+// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 1, tile_n = 64, pack = none, hidden_vec = 16, hidden_tile_n = 128, chunk = 32, gemm = stream>
 func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x64xf32>) {
   %e = kiln.param "e" : tensor<1000x64xf32>
   %l = kiln.linear %x, %e : (tensor<1x64xf32>, tensor<1000x64xf32>) -> tensor<1x1000xf32>
@@ -139,10 +139,10 @@ func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x
 // panels are read in place too.
 // CHECK-LABEL: func.func @panels
 // CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, column_tasks = 1, pack = at_load, k_unroll = 1, gemm = register_block>
-// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 128, pack = at_load, gemm = stream>
-// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_n = 48, pack = at_load, gemm = stream>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 1, tile_n = 128, pack = at_load, gemm = stream>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 1, tile_n = 48, pack = at_load, gemm = stream>
 // CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>
-// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 128, chunk = 32, gemm = stream>
+// CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 1, tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 128, chunk = 32, gemm = stream>
 // GPU-LABEL: func.func @panels
 // GPU: kiln.linear {{.*}}#kiln.schedule<pack = at_load, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 32>
 func.func @panels(%x: tensor<?x64xf32>, %x1: tensor<1x64xf32>) -> (tensor<?x50257xf32>, tensor<1x50257xf32>, tensor<1x48xf32>, tensor<?x64xf32>, tensor<1x64xf32>) {
@@ -174,11 +174,37 @@ func.func @panels(%x: tensor<?x64xf32>, %x1: tensor<1x64xf32>) -> (tensor<?x5025
 // AVX2-LABEL: func.func @weight_grad
 // AVX2: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 4, tile_n = 24, tile_rows = 384>
 // GPU-LABEL: func.func @weight_grad
-// GPU-NOT: tile_n
+// GPU-COUNT-3: kiln.weight_grad {{.*}}#kiln.schedule<>
 func.func @weight_grad(%x: tensor<?x768xf32>, %dy: tensor<?x50257xf32>, %g: tensor<?x3072xf32>)
     -> (tensor<50257x768xf32>, tensor<768x3072xf32>, tensor<768x50257xf32>) {
   %a = kiln.weight_grad %x, %dy : (tensor<?x768xf32>, tensor<?x50257xf32>) -> tensor<50257x768xf32>
   %b = kiln.weight_grad %x, %g {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<?x3072xf32>) -> tensor<768x3072xf32>
   %c = kiln.weight_grad %x, %dy {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<?x50257xf32>) -> tensor<768x50257xf32>
   return %a, %b, %c : tensor<50257x768xf32>, tensor<768x3072xf32>, tensor<768x50257xf32>
+}
+
+// -----
+
+// A batched decode step's rows are B itself (one row per sequence): with B's bound at most 4 its
+// GEMMs stream too, each column tile computing tile_m = 4 rows (a run's rows past B are clamped
+// copies, not stored); the rows of a prompt batch (B*L, bound 64) get register blocks.
+// CHECK-LABEL: func.func @batched_decode
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 4, tile_n = 64, pack = none, gemm = stream>
+// CHECK: kiln.linear {{.*}}gemm = register_block>
+// Its attention over a cache sees one query row per call (per sequence): a block of 1.
+// CHECK: kiln.attention {{.*}}#kiln.schedule<engine = row_strip, q_block = 1>
+module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i64: 16, 4, 64>,
+                   kiln.seq_factors = array<i64: -1, -1, -1, -1, 1, 0>} {
+  func.func @batched_decode(%x: tensor<?x64xf32> {kiln.name = "x", kiln.syms = array<i64: 1, -1>},
+                            %p: tensor<?x64xf32> {kiln.name = "p", kiln.syms = array<i64: 2, -1>},
+                            %past: tensor<1xi32> {kiln.name = "past", kiln.syms = array<i64: -1>})
+      -> (tensor<?x256xf32>, tensor<?x256xf32>, tensor<1x?x64xf32>) {
+    %w = kiln.param "w" : tensor<64x256xf32>
+    %y = kiln.linear %x, %w {weight_layout = "in_out"} : (tensor<?x64xf32>, tensor<64x256xf32>) -> tensor<?x256xf32>
+    %z = kiln.linear %p, %w {weight_layout = "in_out"} : (tensor<?x64xf32>, tensor<64x256xf32>) -> tensor<?x256xf32>
+    %q = kiln.reshape %x : (tensor<?x64xf32>) -> tensor<1x?x64xf32>
+    %c = kiln.state "cache" {batch = 1 : i64} : tensor<1x16x64xf32>
+    %o = kiln.attention %q, %c, %c, %past {mask = "causal", scale = 0.125 : f32} : (tensor<1x?x64xf32>, tensor<1x16x64xf32>, tensor<1x16x64xf32>, tensor<1xi32>) -> tensor<1x?x64xf32>
+    return %y, %z, %o : tensor<?x256xf32>, tensor<?x256xf32>, tensor<1x?x64xf32>
+  }
 }

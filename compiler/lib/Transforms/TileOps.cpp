@@ -17,9 +17,11 @@
 //      from memory for every row tile). The K loop is unrolled by 2 (k_unroll unset), by 1 for
 //      an output of at least 16384 columns (measured: the LM heads). The FFN reads both weights from their panels (at_load) or packs them per
 //      call; its first GEMM's tile (hidden_tile_n, hidden_vec) is over d_ff.
-//      A linear or matmul (not batched) or an FFN over at most 4 static rows (a decode step) is
-//      a bandwidth problem: gemm = stream, no packing, each weight read once in place by tasks
-//      of tile_n columns (128 for 1 or 2 rows, 64 for 3 or 4, within N): an [in, out] weight as
+//      A linear or matmul (not batched) or an FFN over at most 4 rows (a decode step's static
+//      rows, or a batched decode step's dynamic rows whose bound is at most 4) is a bandwidth
+//      problem: gemm = stream, tile_m = those rows (or that bound: rows past a run's are
+//      computed from clamped copies and not stored), no packing, each weight read once in place
+//      by tasks of tile_n columns (128 for 1 or 2 rows, 64 for 3 or 4, within N): an [in, out] weight as
 //      row segments (whole panels for a weight in panels), an [out, in] one (a tied LM head)
 //      along K, vec = the lanes over K. An FFN streams only [in, out] weights or panels.
 //   2. The same ops on a GPU: block tiles of gpu_tile_n columns (64, halved down to the
@@ -33,7 +35,8 @@
 //      against 587-607 with blocks of 64; the GPU's threads keep a key block of scores each,
 //      so there key blocks stay q_block); over a cache or for decode steps row strips of
 //      q_block = 8 queries (the score strip is 8 x Lk per task; GPU: 32 x 4 tiles per pass),
-//      a decode step's fewer static query rows as one block.
+//      a decode step's fewer static query rows as one block (a batched decode step's one row
+//      per sequence: q_block = 1).
 //   4. LSH hashing: 64 positions per task (lsh_tile); LSH chunk attention on the GPU: key norms
 //      over 128 positions per block (gpu_tile_n).
 //   5. weight_grad with static sides, its contiguous side whole vectors: a register block of
@@ -45,6 +48,7 @@
 //      rows_per_task = enough rows that a task touches about 16 KiB; GPU a block per row with
 //      gpu_threads across its columns (128, halved down to the row, at least 32; 256 per block
 //      for a 1-D result).
+#include "kiln/Dialect/SeqLengths.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 
@@ -108,10 +112,34 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   // The columns of a weight's panels (weight layout "panels", kiln-prepack-weights), or 0.
   static int64_t panelWidth(Value w, StringRef layout) { return layout == "panels" ? dim(w, 2) : 0; }
 
+  // The most rows v's dim `axis` can have: its static size, the bound of a batch's dynamic
+  // rows (one row per sequence in a batched decode step: B's bound), or -1.
+  std::optional<kiln::SeqLengths> lengths_;
+  ArrayRef<int64_t> bounds_;
+  int64_t atMost(Value v, int64_t axis) const {
+    int64_t d = dim(v, axis);
+    if (d >= 0 || !lengths_) return d;
+    const kiln::Syms &sy = lengths_->of(v);
+    int64_t a = axis < 0 ? (int64_t)sy.size() + axis : axis;
+    int64_t sym = a >= 0 && a < (int64_t)sy.size() ? sy[a] : -1;
+    return sym >= 0 && sym < (int64_t)bounds_.size() ? bounds_[sym] : -1;
+  }
+
+  // Whether v's dim `axis` is a batch itself (one row per sequence: a batched decode step).
+  ArrayRef<int64_t> factors_;
+  bool onePerSequence(Value v, int64_t axis) const {
+    if (!lengths_ || dim(v, axis) >= 0) return false;
+    const kiln::Syms &sy = lengths_->of(v);
+    int64_t sym = axis < (int64_t)sy.size() ? sy[axis] : -1;
+    for (size_t i = 0; sym >= 0 && 2 * i < factors_.size(); ++i)
+      if (factors_[2 * i] == sym) return true;
+    return false;
+  }
+
   void gemm(Operation *op, kiln::ScheduleFields &s) {
     auto lin = dyn_cast<kiln::LinearOp>(op);
     bool batch = isa<kiln::BatchMatMulOp>(op);
-    int64_t N = dim(op->getResult(0), -1), K = dim(op->getOperand(0), -1), M = dim(op->getOperand(0), -2);
+    int64_t N = dim(op->getResult(0), -1), K = dim(op->getOperand(0), -1), M = atMost(op->getOperand(0), -2);
     bool transposed = lin ? lin.getWeightLayout() == "out_in" : op->getAttrOfType<BoolAttr>("transpose_b").getValue();
     int64_t panel = lin ? panelWidth(lin.getWeight(), lin.getWeightLayout()) : 0;
     if (gpu) {
@@ -125,6 +153,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     if (!batch && M > 0 && M <= kStreamRows && N > 0 && K > 0) {
       s.gemm = kiln::GemmEngine::stream;
       s.pack = panel ? kiln::Packing::at_load : kiln::Packing::none;
+      s.tile_m = M;
       s.tile_n = transposed ? std::min<int64_t>(64, N) : streamTileN(lanes, N, M, panel);
       if (transposed) s.vec = kiln::lanesFor(vectorWidth, K);
       return;
@@ -166,10 +195,11 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   void ffn(kiln::FfnOp op, kiln::ScheduleFields &s) {
     bool oi1 = op.getLayout1() == "out_in", oi2 = op.getLayout2() == "out_in";
     int64_t panel1 = panelWidth(op.getW1(), op.getLayout1()), panel2 = panelWidth(op.getW2(), op.getLayout2());
-    int64_t M = dim(op.getX(), 0), dout = dim(op.getResult(), 1), dff = dim(op.getB1(), 0);
+    int64_t M = atMost(op.getX(), 0), dout = dim(op.getResult(), 1), dff = dim(op.getB1(), 0);
     if (!gpu && M > 0 && M <= kStreamRows && !oi1 && !oi2) {
       int64_t lanes = kiln::lanesFor(vectorWidth, dout), hiddenLanes = kiln::lanesFor(vectorWidth, dff);
       s.gemm = kiln::GemmEngine::stream;
+      s.tile_m = M;
       s.pack = panel1 && panel2 ? kiln::Packing::at_load : kiln::Packing::none;
       s.tile_n = streamTileN(lanes, dout, M, panel2);
       s.hidden_vec = hiddenLanes;
@@ -196,7 +226,26 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   }
 
   void runOnOperation() override {
-    getOperation().walk([&](Operation *op) {
+    ModuleOp module = getOperation();
+    auto bounds = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
+    bounds_ = bounds ? bounds.asArrayRef() : ArrayRef<int64_t>{};
+    // Lengths only where a batch may make few dynamic rows (a module with kiln.seq_factors).
+    auto factors = module->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_factors");
+    factors_ = factors ? factors.asArrayRef() : ArrayRef<int64_t>{};
+    bool batched = bool(factors);
+    for (auto f : module.getOps<func::FuncOp>()) {
+      lengths_.reset();
+      if (batched) {
+        FailureOr<kiln::SeqLengths> l = kiln::SeqLengths::infer(f);
+        if (failed(l)) return signalPassFailure();
+        lengths_ = std::move(*l);
+      }
+      tile(f);
+    }
+  }
+
+  void tile(func::FuncOp f) {
+    f.walk([&](Operation *op) {
       if (!kiln::isKernelOp(op)) return;
       auto rt = cast<RankedTensorType>(op->getResult(0).getType());
       int64_t inner = dim(op->getResult(0), -1);
@@ -216,7 +265,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
           s.engine = sequence ? kiln::AttentionEngine::online_block : kiln::AttentionEngine::row_strip;
           // A decode step's few static query rows are one block of their own: a block of 8
           // would compute 8 score rows for 1.
-          int64_t lq = dim(a.getQuery(), 1);
+          int64_t lq = onePerSequence(a.getQuery(), 1) ? 1 : dim(a.getQuery(), 1);  // a batched decode step: 1 per call
           s.q_block = sequence ? 64 : lq > 0 && lq < 8 ? lq : 8;
           if (sequence && !gpu) s.k_block = 128;
           if (gpu && sequence) s.gpu_threads = gpuRowThreads(3, inner);

@@ -96,7 +96,8 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
                       innermost extent)
       parallel        1: the kernel's tasks run on the runtime's threads (the work at the
                       length bounds is at least 2^16 FLOPs and bytes); 0: one thread
-      tile_m, tile_n  a GEMM's register block: rows x columns (a multiple of vec)
+      tile_m, tile_n  a GEMM's register block: rows x columns (a multiple of vec); gemm =
+                      stream: every row (a decode step's, or the bound of a batch's few)
       tile_rows       rows of a GEMM's task tile (shorter inputs get 1, 2, 4... blocks)
       column_tasks    1: a linear's tasks are its column tiles, each packing its weight panel
                       once (enough columns for every thread); 0: row and column tiles fused

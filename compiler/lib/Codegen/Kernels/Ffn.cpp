@@ -76,8 +76,7 @@ Func buildFfn(Builder &B) {
    * h [rows x d_ff] once, then the second GEMM, each a streaming GEMM whose column tiles are the
    * threads' tasks: every weight element read once per call, in place. */
   if (stream) {
-    const int64_t rows = k.inputs[0].dims[0];
-    if (rows <= 0) throw std::runtime_error("kernel ffn: gemm = stream needs a static row count");
+    const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows, or their bound (M <= rows: Halide checks it)
     B.s(h).compute_root();
     cpuStreamGemm(B, h, acc1, f, i, r1, (int)rows, false, B.need(B.sch.hidden_tile_n, "hidden_tile_n"),
                   B.need(B.sch.hidden_vec, "hidden_vec"), B.parallel(), pan1 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);

@@ -164,15 +164,15 @@ Func buildMatmul(Builder &B) {
     return out;
   }
 
-  /* THE SCHEDULE: CPU, gemm = stream (a decode step's few static rows)
+  /* THE SCHEDULE: CPU, gemm = stream (a decode step: tile_m rows, the static count or the bound of a few)
    * Each weight element is read once, in place: column tiles of tile_n are the threads' tasks;
    * an [N, K] weight (the tied LM head) is read along K with vec-lane partial sums per column,
    * a [K, N] one as tile_n-wide row segments, a weight in panels panel after panel. No copy.
    * Tiles of panels start at whole panels (GuardWithIf): a shifted tile would read them
    * unaligned. */
   if (stream) {
-    const int64_t rows = k.inputs[0].dims[k.inputs[0].dims.size() - 2];
-    if (batch || rows <= 0) throw std::runtime_error("kernel " + k.kind + ": gemm = stream needs a static row count and no batch");
+    const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows, or their bound (M <= rows: Halide checks it)
+    if (batch) throw std::runtime_error("kernel " + k.kind + ": gemm = stream takes no batch");
     cpuStreamGemm(B, out, acc, j, i, r, (int)rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel(),
                   panels ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
     return out;
