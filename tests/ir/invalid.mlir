@@ -297,10 +297,10 @@ func.func @pad_fit(%x: tensor<3x4xf32>, %like: tensor<3x6xf32>) -> tensor<3x6xf3
 
 // -----
 
-func.func @attention_grad_mask(%q: tensor<2x?x4xf32>) -> tensor<2x?x4xf32> {
+func.func @attention_grad_mask(%q: tensor<2x?x4xf32>, %lse: tensor<2x?xf32>) -> tensor<2x?x4xf32> {
   // expected-error @+1 {{expected mask "none" or "causal", got "window"}}
-  %d = kiln.attention_grad %q, %q, %q, %q, %q {mask = "window", scale = 0.5 : f32, wrt = "query"}
-      : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
+  %d = kiln.attention_grad %q, %q, %q, %q, %q, %lse {mask = "window", scale = 0.5 : f32, wrt = "query"}
+      : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?xf32>) -> tensor<2x?x4xf32>
   return %d : tensor<2x?x4xf32>
 }
 

@@ -201,12 +201,11 @@ LogicalResult AttentionGradOp::verify() {
       failed(expectDim(*this, "out rows", ty(getOut()).getDimSize(1), "query rows", q.getDimSize(1))) ||
       failed(expectDim(*this, "out width", ty(getOut()).getDimSize(2), "value width", v.getDimSize(2))))
     return failure();
-  if (Value lse = getLse()) {
-    if (failed(expectRank(*this, "lse", lse, 2)) ||
-        failed(expectDim(*this, "lse heads", ty(lse).getDimSize(0), "query heads", q.getDimSize(0))) ||
-        failed(expectDim(*this, "lse rows", ty(lse).getDimSize(1), "query rows", q.getDimSize(1))))
-      return failure();
-  }
+  Value lse = getLse();
+  if (failed(expectRank(*this, "lse", lse, 2)) ||
+      failed(expectDim(*this, "lse heads", ty(lse).getDimSize(0), "query heads", q.getDimSize(0))) ||
+      failed(expectDim(*this, "lse rows", ty(lse).getDimSize(1), "query rows", q.getDimSize(1))))
+    return failure();
   Value of = w == "query" ? getQuery() : w == "key" ? getKey() : getValue();
   return expectShape(*this, "result", getResult(), w.str() == "query" ? "query" : w == "key" ? "key" : "value", of);
 }
@@ -218,14 +217,14 @@ void AttentionGradOp::getKernelAttrs(KernelAttrs &a) {
 Syms AttentionGradOp::inferSeqLengths(ArrayRef<Syms> in) {
   return getWrt() == "query" ? in[0] : getWrt() == "key" ? in[1] : in[2];
 }
-// The scores once more (and, without lse, their log-sum-exp), then dP and the product wanted.
+// The scores once more, then dP and the product wanted.
 OpCost AttentionGradOp::getCost(function_ref<double(Value)> numel) {
   OpCost c = defaultCost(*this, numel);
   double lk = numel(getKey()) / dimOf(getKey(), 2) / dimOf(getKey(), 0);
   double lqh = numel(getQuery()) / dimOf(getQuery(), 2);
   double d = dimOf(getQuery(), 2), dv = dimOf(getValue(), 2);
   double pairs = lqh * lk * (getMask() == "causal" ? 0.5 : 1.0);
-  c.flops = pairs * ((getLse() ? 2 : 4) * d + 4 * dv + 8);
+  c.flops = pairs * (2 * d + 4 * dv + 8);
   return c;
 }
 

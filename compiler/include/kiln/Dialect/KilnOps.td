@@ -773,16 +773,15 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
     (`wrt`). The probabilities are recomputed a row at a time from each query row's
     log-sum-exp, never stored whole: with P = softmax(q·kᵀ·scale + mask), dP = grad·vᵀ and
     D = rowsum(grad · out), dS = P · (dP - D); dq = dS·k·scale, dk = dSᵀ·q·scale, dv = Pᵀ·grad.
-    Masks "none" and "causal". `lse` [H, Lq], optional: every query row's log-sum-exp
-    (kiln.attention_lse, computed once for the three gradients); without it the kernel
-    computes it itself.
+    Masks "none" and "causal". `lse` [H, Lq]: every query row's log-sum-exp
+    (kiln.attention_lse, computed once for the three gradients).
 
     ```mlir
-    %dq = kiln.attention_grad %q, %k, %v, %o, %do {mask = "causal", scale = 0.125 : f32, wrt = "query"} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?x64xf32>
+    %dq = kiln.attention_grad %q, %k, %v, %o, %do, %lse {mask = "causal", scale = 0.125 : f32, wrt = "query"} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>) -> tensor<4x?x64xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value, AnyRankedTensor:$out,
-                   AnyRankedTensor:$grad, Optional<AnyRankedTensor>:$lse,
+                   AnyRankedTensor:$grad, AnyRankedTensor:$lse,
                    DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, StrAttr:$wrt);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;

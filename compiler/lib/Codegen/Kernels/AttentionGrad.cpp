@@ -8,9 +8,8 @@
 //
 // dq works per block of query rows (their scores, lse and dP over all keys, kept for the
 // block); dk and dv per block of key rows, over every query, from every query's lse and D
-// computed first. The lse is kiln.attention_lse's when the op is given it (kiln.attention's
-// gradient rule computes it once for the three), which this file's kernel computes too, alone:
-// tasks of 16 query rows, the same statistics. Every product is a small GEMM in register blocks (2 vectors x 8 rows over
+// computed first. The lse is kiln.attention_lse's (kiln.attention's gradient rule computes it
+// once for the three), which this file's kernel computes too: tasks of 16 query rows. Every product is a small GEMM in register blocks (2 vectors x 8 rows over
 // the head dim; 4 vectors x 4 rows for the sums into the result), the softmax statistics are
 // reduced a vector of keys at a time. CPU schedules. Causal: a block's sums stop at its last
 // row's last visible key (start at its first key's first visible query); the masked pairs
@@ -48,7 +47,7 @@ Func buildAttentionGrad(Builder &B) {
   const KernelSpec &k = B.k;
   if (B.gpu) throw std::runtime_error("kernel " + k.kind + " has CPU schedules only (for now)");
   // kiln.attention_lse: the statistics alone (wrt "lse" below); kiln.attention_grad: a
-  // gradient, from a given lse (its sixth input) or computing it.
+  // gradient, from the lse given as its sixth input.
   const bool lseOnly = k.op == KernelOp::AttentionLse;
   float scale;
   std::string mask, wrt = "lse";
@@ -59,7 +58,8 @@ Func buildAttentionGrad(Builder &B) {
     AttentionGradOp op = B.op<AttentionGradOp>();
     scale = op.getScale().convertToFloat(), mask = op.getMask().str(), wrt = op.getWrt().str();
   }
-  const bool causal = mask == "causal", givenLse = !lseOnly && k.inputs.size() > 5;
+  const bool causal = mask == "causal";
+  if (!lseOnly && k.inputs.size() < 6) throw std::runtime_error("kernel " + k.kind + ": expected the lse operand");
   ImageParam Q = B.in[0], K = B.in[1];
   const int D = (int)k.inputs[0].dims[2], Dv = lseOnly ? 0 : (int)k.inputs[2].dims[2];
   const int v = B.vec();
@@ -105,8 +105,8 @@ Func buildAttentionGrad(Builder &B) {
   sev(l, i, h) += select(keyOf(rs) < Lk && visible(keyOf(rs), i), exp(rowScore(keyOf(rs)) - mx(i, h)), 0.0f);
   se(i, h) = 0.0f;
   se(i, h) += sev(rl2, i, h);
-  if (givenLse) lse(i, h) = B.in[5](min(i, Lq - 1), h);  // kiln.attention_lse's (read clamped, as the rows)
-  else lse(i, h) = mx(i, h) + log(se(i, h));
+  if (lseOnly) lse(i, h) = mx(i, h) + log(se(i, h));
+  else lse(i, h) = B.in[5](min(i, Lq - 1), h);  // kiln.attention_lse's (read clamped, as the rows)
   // The statistics of a row, computed at `f`'s loop `at` (the row's vectors of keys first).
   auto rowStats = [&](Func f, Var at) {
     B.s(mx).compute_at(f, at);
@@ -116,20 +116,17 @@ Func buildAttentionGrad(Builder &B) {
     B.s(sev).compute_at(f, at).vectorize(l, v);
     B.s(sev.update()).reorder(l, rs, i, h).vectorize(l, v);
   };
-  // Every row's lse (kiln.attention_lse's result, or what dk and dv compute first): tasks of R
-  // rows per head, every head's in parallel, each task's scores in register blocks.
-  auto lseTasks = [&](Func f) {
-    Var lo("lo"), li("li"), lt("lt");
-    B.s(f).split(i, lo, li, R, TailStrategy::GuardWithIf).reorder(li, lo, h);
-    Var task = lo;
-    if (B.parallel()) B.s(f).fuse(lo, h, lt).parallel(lt), task = lt;
-    scheduleProduct(B, sRow, f, task, j, i, h);
-    rowStats(f, li);
-  };
   if (lseOnly) {
+    // Every row's lse: tasks of R rows per head, every head's in parallel, each task's scores in
+    // register blocks, then the row's statistics.
     Func out("out");
     out(i, h) = lse(i, h);
-    lseTasks(out);
+    Var lo("lo"), li("li"), lt("lt");
+    B.s(out).split(i, lo, li, R, TailStrategy::GuardWithIf).reorder(li, lo, h);
+    Var task = lo;
+    if (B.parallel()) B.s(out).fuse(lo, h, lt).parallel(lt), task = lt;
+    scheduleProduct(B, sRow, out, task, j, i, h);
+    rowStats(out, li);
     return out;
   }
   Func dRow("d_row");
@@ -174,16 +171,11 @@ Func buildAttentionGrad(Builder &B) {
     accUpdate(rk, D);
     scheduleProduct(B, sRow, out, task, j, i, h);
     scheduleProduct(B, dp, out, task, j, i, h);
-    if (!givenLse) {
-      B.s(lse).compute_at(out, task);
-      rowStats(lse, i);
-    }
     B.s(dRow).compute_at(out, task);
     B.s(ds).compute_at(out, task).vectorize(j, v, gw);
     return out;
   }
-  // dk, dv, per block of key rows: every query's lse and D first (blocks of R query rows as
-  // tasks), then the block's columns of P over the queries that see it (vectors over
+  // dk, dv, per block of key rows: every query's D first, then the block's columns of P over the queries that see it (vectors over
   // queries), and acc(c, jj, b) = Σ_query P(or dS)(query, b·RB + jj) do(or q)_query.
   Func qT = transposed(q, "q_t");
   Product sCol = product("s_col", kk, qT, D, i, j, h);  // sCol(i, j): query i, key j
@@ -206,10 +198,6 @@ Func buildAttentionGrad(Builder &B) {
     out(c, j, h) = acc(c, j % RB, j / RB, h) * scale;
   }
   /* THE SCHEDULE */
-  if (!givenLse) {
-    B.s(lse).compute_root();
-    lseTasks(lse);
-  }
   B.s(dRow).compute_root();
   if (B.parallel()) B.s(dRow).parallel(h), B.s(dRow.update()).parallel(h);
   const int Dc = value ? Dv : D;
