@@ -177,7 +177,7 @@ def main():
     gw, bw = os.path.join(gdir, "model.safetensors"), os.path.join(bdir, "model.safetensors")
 
     gpt2 = bert = gsess = bsess = None
-    if any(want(c) for c in ("gpt2_small_forward", "gpt2_small_decode", "gpt2_small_generate")):
+    if any(want(c) for c in ("gpt2_small_forward", "gpt2_small_decode", "gpt2_small_decode_batch", "gpt2_small_generate")):
         gpt2 = GPT2LMHeadModel.from_pretrained(gdir).eval()
         gsess = ort.InferenceSession(os.path.join(gdir, "model.onnx"), so, providers=["CPUExecutionProvider"])
 
@@ -241,6 +241,46 @@ def main():
                     p.append(median_ms(step, 4 * a.repeat))
             row("gpt2_small_decode", past, statistics.median(k), "torch", statistics.median(p), rss,
                 gpt2_flops(1, past), rel, "past=%d; torch DynamicCache cropped back each step" % past)
+
+    if want("gpt2_small_decode_batch"):
+        # B sequences each at `past` cached positions, one decode step for all (kiln: decode_batch
+        # of GPT-2 compiled with --batch B, one KV cache per sequence; torch: a [B, 1] step on its
+        # DynamicCache, cropped back after each timed step).
+        B, past = 4, 128
+        exe = os.path.join(OUT, "gpt2-batch%d-kiln" % B)
+        if stale(exe, os.path.join(BIN, "gpt2-compile")):
+            log("compiling gpt2 with --batch", B)
+            sh([os.path.join(BIN, "gpt2-compile"), "--config", os.path.join(gdir, "config.json"), "--batch", str(B), "-o", exe])
+        prompts = rng.integers(0, 50257, size=(B, past)).astype(np.int32)
+        nxt = rng.integers(0, 50257, size=B).astype(np.int32)
+        pf, nf, pastf = (os.path.join(tmp, n) for n in ("bprompts.npy", "bnext.npy", "bpast.npy"))
+        np.save(pf, prompts)
+        np.save(nf, nxt)
+        np.save(pastf, np.array([past], np.int32))
+        # Correctness: the prompts through forward (which fills each sequence's cache), then the
+        # step, in one process, against torch's last-position logits over prompt + next token.
+        bd = os.path.join(tmp, "db")
+        run_kiln([exe, "--weights", gw, "--entry", "forward,decode_batch", "--input", "tokens=" + pf, "--input",
+                  "token_batch=" + nf, "--input", "past=" + pastf], a.threads, 1, bd)
+        tp, tn = torch.from_numpy(prompts.astype(np.int64)), torch.from_numpy(nxt.astype(np.int64))[:, None]
+        with torch.inference_mode():
+            ref = gpt2(torch.cat([tp, tn], 1), use_cache=False).logits[:, -1].numpy()
+            rel = check("gpt2_small_decode_batch", np.load(os.path.join(bd, "next_logits_batch.npy")), ref, "step logits")
+            cache = gpt2(tp, use_cache=True).past_key_values
+
+            def bstep():
+                gpt2(tn, past_key_values=cache, use_cache=True)
+                cache.crop(-1)
+            k, p = [], []
+            for _ in range(rounds):
+                ms, rss, _ = run_kiln([exe, "--weights", gw, "--entry", "decode_batch", "--input", "token_batch=" + nf,
+                                       "--input", "past=" + pastf], a.threads, 4 * a.repeat)
+                k.append(ms)
+                p.append(median_ms(bstep, 4 * a.repeat))
+        km, pm = statistics.median(k), statistics.median(p)
+        row("gpt2_small_decode_batch", past, km, "torch", pm, rss, B * gpt2_flops(1, past), rel,
+            "B=%d sequences at past=%d, one step for all: kiln %.0f tok/s, torch %.0f tok/s" % (B, past, B / (km / 1e3),
+                                                                                             B / (pm / 1e3)))
 
     if want("gpt2_small_generate"):
         P, N = (128, 16) if a.quick else (512, 64)
