@@ -221,7 +221,8 @@ class Model {
   // attention, learned and sinusoidal positions restart every L rows (each sequence attends to
   // itself only). Inputs and outputs over such rows are [B, L, ...] arrays; a run given one
   // sequence without the batch dim ([L, ...]) is a batch of one and returns its outputs without
-  // it too. An entry that writes a KV cache or takes the last row runs one sequence at a time.
+  // it too. An entry that writes a KV cache of one buffer (not one per sequence: see state()) or
+  // takes the last row runs one sequence at a time.
   Dim batch(const std::string &name, int64_t max, SourceLoc loc = SourceLoc::current());
   Dim rows(Dim batch, Dim length, SourceLoc loc = SourceLoc::current());
   // The length of one sequence of `d`: L for rows(B, L), d itself otherwise.
