@@ -294,7 +294,6 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   }
   for (const std::string &c : chain)
     if (!cli.find_entry(c.c_str())) cli.die(1, "no entry point '" + c + "'");
-  if (chain.size() > 1 && generate) cli.die(1, "--generate runs its own entries; --entry " + entry + " does not apply");
   entry = chain[0];  // --tokens and --prompt go to the first
   const kiln_entry_info *en = cli.find_entry(entry.c_str());
   if (app.count("--start-token") && !(generate && entry == "encode"))

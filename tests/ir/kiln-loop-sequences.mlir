@@ -37,7 +37,9 @@
 // The batched decode step: cache_write and attention each in a loop over b < B, the cache's
 // view b values (1 x 8 x 8 = 64 floats) further.
 // LLVM-LABEL: llvm.func @kiln_entry_decode_batch
-// LLVM: llvm.mlir.constant(64 : i64)
+// LLVM: %[[N:.*]] = llvm.mlir.constant(64 : i64) : i64
+// LLVM-NEXT: %[[OFF:.*]] = llvm.mul %[[N]], %{{.*}} : i64
+// LLVM-NEXT: llvm.add %{{.*}}, %[[OFF]] : i64
 // LLVM: llvm.call @kiln_cache_write
 // LLVM: llvm.icmp "slt"
 // LLVM: llvm.call @kiln_attention

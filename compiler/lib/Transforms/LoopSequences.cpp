@@ -14,8 +14,8 @@
 //      cache kept per sequence of the batch (kiln.state with `batch`) is written (cache_write)
 //      and attended to per sequence too: kiln-lower-to-llvm gives each call its sequence's.
 //   2. An op that mixes the sequences of a batch or keeps one sequence's state cannot run a
-//      batch: a KV cache of one buffer written or read (cache_write, attention over a static cache), a slice,
-//      pad or concat along the rows (the last row), a result with two dims of rows (scores of
+//      batch: a KV cache of one buffer written or read (cache_write, attention over a static
+//      cache), a slice, pad or concat along the rows (the last row), a result with two dims of rows (scores of
 //      all rows against all rows). The entry gets `kiln.single_sequence` (why, as a string, the
 //      runtime's error when such an entry is given B > 1) and still runs correctly at B = 1.
 //   3. Two different batches in one op are an error.
@@ -38,10 +38,7 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
     ArrayRef<int64_t> factors = fa ? fa.asArrayRef() : ArrayRef<int64_t>{};
     bool badState = false;
     m.walk([&](kiln::StateOp st) {
-      if (!st.getBatch()) return;
-      bool found = false;
-      for (size_t i = 0; 2 * i < factors.size(); ++i) found |= factors[2 * i] == (int64_t)*st.getBatch();
-      if (!found) {
+      if (st.getBatch() && !kiln::isBatchSymbol(factors, (int64_t)*st.getBatch())) {
         st.emitError("batch = ") << *st.getBatch() << " names no batch of the module's kiln.seq_factors";
         badState = true;
       }
@@ -51,14 +48,9 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
     auto bounds = m->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_bounds");
     // A batch of at most one sequence is its sequence: nothing to loop over or refuse.
     // A dim of rows(B, L), or B itself (one row per sequence: a batched decode step).
-    auto isBatch = [&](int64_t sym) {
-      for (size_t i = 0; 2 * i < factors.size(); ++i)
-        if (factors[2 * i] == sym) return true;
-      return false;
-    };
     auto batchOf = [&](int64_t sym) {
       int64_t b = sym >= 0 && 2 * sym < (int64_t)factors.size() ? factors[2 * sym] : -1;
-      if (b < 0 && sym >= 0 && isBatch(sym)) b = sym;
+      if (b < 0 && kiln::isBatchSymbol(factors, sym)) b = sym;
       return b >= 0 && bounds && b < (int64_t)bounds.size() && bounds[b] > 1 ? b : -1;
     };
     for (auto f : m.getOps<func::FuncOp>()) {
@@ -105,10 +97,9 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
           perSequenceCache = staticKeys && ownCache(a.getKey()) && ownCache(a.getValue());
         }
         if (auto w = dyn_cast<kiln::CacheWriteOp>(op)) perSequenceCache = ownCache(w.getCache());
-        if (perSequenceCache) {
-        } else if (isa<kiln::CacheWriteOp>(op)) {
+        if (isa<kiln::CacheWriteOp>(op) && !perSequenceCache) {
           why("it writes a KV cache");
-        } else if (staticKeys) {
+        } else if (staticKeys && !perSequenceCache) {
           why("it attends to a KV cache");
         } else if (auto s = dyn_cast<kiln::SliceOp>(op); s && rowsAxis(s.getInput(), (int64_t)s.getAxis())) {
           why("it slices the rows of a sequence");

@@ -130,10 +130,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   bool onePerSequence(Value v, int64_t axis) const {
     if (!lengths_ || dim(v, axis) >= 0) return false;
     const kiln::Syms &sy = lengths_->of(v);
-    int64_t sym = axis < (int64_t)sy.size() ? sy[axis] : -1;
-    for (size_t i = 0; sym >= 0 && 2 * i < factors_.size(); ++i)
-      if (factors_[2 * i] == sym) return true;
-    return false;
+    return axis < (int64_t)sy.size() && kiln::isBatchSymbol(factors_, sy[axis]);
   }
 
   void gemm(Operation *op, kiln::ScheduleFields &s) {

@@ -23,4 +23,12 @@ class SeqLengths {
   Syms none_;
 };
 
+// Whether symbol `sym` is a batch: the first factor of some batch's rows in the module's
+// kiln.seq_factors (per symbol, its batch and length, or -1, -1).
+inline bool isBatchSymbol(llvm::ArrayRef<int64_t> factors, int64_t sym) {
+  for (size_t i = 0; sym >= 0 && 2 * i < factors.size(); ++i)
+    if (factors[2 * i] == sym) return true;
+  return false;
+}
+
 }  // namespace kiln

@@ -9,8 +9,9 @@
 // dq works per block of query rows (their scores, lse and dP over all keys, kept for the
 // block); dk and dv per block of key rows, over every query, from every query's lse and D
 // computed first. The lse is kiln.attention_lse's (kiln.attention's gradient rule computes it
-// once for the three), which this file's kernel computes too: tasks of 16 query rows. Every product is a small GEMM in register blocks (2 vectors x 8 rows over
-// the head dim; 4 vectors x 4 rows for the sums into the result), the softmax statistics are
+// once for the three), which this file's kernel computes too: tasks of 16 query rows. Every
+// product is a small GEMM in register blocks (2 vectors x 8 rows over the head dim; 4 vectors
+// x 4 rows for the sums into the result), the softmax statistics are
 // reduced a vector of keys at a time. CPU schedules. Causal: a block's sums stop at its last
 // row's last visible key (start at its first key's first visible query); the masked pairs
 // inside that range are exact zeros.
@@ -175,8 +176,8 @@ Func buildAttentionGrad(Builder &B) {
     B.s(ds).compute_at(out, task).vectorize(j, v, gw);
     return out;
   }
-  // dk, dv, per block of key rows: every query's D first, then the block's columns of P over the queries that see it (vectors over
-  // queries), and acc(c, jj, b) = Σ_query P(or dS)(query, b·RB + jj) do(or q)_query.
+  // dk, dv, per block of key rows: every query's D first, then the block's columns of P over
+  // the queries that see it (vectors over queries), and acc(c, jj, b) = Σ_query P(or dS)(query, b·RB + jj) do(or q)_query.
   Func qT = transposed(q, "q_t");
   Product sCol = product("s_col", kk, qT, D, i, j, h);  // sCol(i, j): query i, key j
   Func p("p");

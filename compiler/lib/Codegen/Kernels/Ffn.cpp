@@ -78,9 +78,9 @@ Func buildFfn(Builder &B) {
   if (stream) {
     const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows, or their bound (M <= rows: Halide checks it)
     B.s(h).compute_root();
-    cpuStreamGemm(B, h, acc1, f, i, r1, (int)rows, false, B.need(B.sch.hidden_tile_n, "hidden_tile_n"),
+    cpuStreamGemm(B, h, acc1, f, i, r1, rows, false, B.need(B.sch.hidden_tile_n, "hidden_tile_n"),
                   B.need(B.sch.hidden_vec, "hidden_vec"), B.parallel(), pan1 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
-    cpuStreamGemm(B, out, acc2, j, i, r2, (int)rows, false, tn2, B.vec(), B.parallel(),
+    cpuStreamGemm(B, out, acc2, j, i, r2, rows, false, tn2, B.vec(), B.parallel(),
                   pan2 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
     return out;
   }

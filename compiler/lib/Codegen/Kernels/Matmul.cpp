@@ -173,7 +173,7 @@ Func buildMatmul(Builder &B) {
   if (stream) {
     const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows, or their bound (M <= rows: Halide checks it)
     if (batch) throw std::runtime_error("kernel " + k.kind + ": gemm = stream takes no batch");
-    cpuStreamGemm(B, out, acc, j, i, r, (int)rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel(),
+    cpuStreamGemm(B, out, acc, j, i, r, rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel(),
                   panels ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
     return out;
   }
