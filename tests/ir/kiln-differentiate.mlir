@@ -67,6 +67,53 @@ func.func @attention(%x: tensor<?x8xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {
 
 // -----
 
+// The slices of a split that tile their axis: one kiln.concat of their gradients, in offset
+// order whatever order the slices appear in; no zero padding, no sums.
+// CHECK-LABEL: func.func @split_concat
+// CHECK: %[[A:.*]] = kiln.slice %{{.*}} {axis = 1 : i64, offset = 0 : i64}
+// CHECK: %[[C:.*]] = kiln.slice %{{.*}} {axis = 1 : i64, offset = 5 : i64}
+// CHECK: %[[B:.*]] = kiln.slice %{{.*}} {axis = 1 : i64, offset = 2 : i64}
+// CHECK: kiln.fill {kiln.grad_seed
+// CHECK-DAG: %[[DA:.*]] = kiln.cross_entropy_grad %[[A]]
+// CHECK-DAG: %[[DB:.*]] = kiln.cross_entropy_grad %[[B]]
+// CHECK-DAG: %[[DC:.*]] = kiln.cross_entropy_grad %[[C]]
+// CHECK: kiln.concat %[[DA]], %[[DB]], %[[DC]] {axis = 1 : i64} : (tensor<?x2xf32>, tensor<?x3xf32>, tensor<?x4xf32>) -> tensor<?x9xf32>
+// CHECK-NOT: kiln.pad
+// CHECK-NOT: kiln.add
+func.func @split_concat(%x: tensor<?x9xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %w = kiln.param "w" : tensor<9x9xf32>
+  %l = kiln.linear %x, %w : (tensor<?x9xf32>, tensor<9x9xf32>) -> tensor<?x9xf32>
+  %a = kiln.slice %l {axis = 1 : i64, offset = 0 : i64} : (tensor<?x9xf32>) -> tensor<?x2xf32>
+  %c = kiln.slice %l {axis = 1 : i64, offset = 5 : i64} : (tensor<?x9xf32>) -> tensor<?x4xf32>
+  %b = kiln.slice %l {axis = 1 : i64, offset = 2 : i64} : (tensor<?x9xf32>) -> tensor<?x3xf32>
+  %la = kiln.cross_entropy %a, %t : (tensor<?x2xf32>, tensor<?xi32>) -> tensor<1xf32>
+  %lb = kiln.cross_entropy %b, %t : (tensor<?x3xf32>, tensor<?xi32>) -> tensor<1xf32>
+  %lc = kiln.cross_entropy %c, %t : (tensor<?x4xf32>, tensor<?xi32>) -> tensor<1xf32>
+  %lab = kiln.add %la, %lb : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
+  %loss = kiln.add %lab, %lc : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// Slices that leave part of the axis out: their padded gradients are summed.
+// CHECK-LABEL: func.func @split_partial
+// CHECK: kiln.pad
+// CHECK: kiln.pad
+// CHECK: kiln.add
+// CHECK-NOT: kiln.concat
+func.func @split_partial(%x: tensor<?x9xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %w = kiln.param "w" : tensor<9x9xf32>
+  %l = kiln.linear %x, %w : (tensor<?x9xf32>, tensor<9x9xf32>) -> tensor<?x9xf32>
+  %a = kiln.slice %l {axis = 1 : i64, offset = 0 : i64} : (tensor<?x9xf32>) -> tensor<?x4xf32>
+  %c = kiln.slice %l {axis = 1 : i64, offset = 5 : i64} : (tensor<?x9xf32>) -> tensor<?x4xf32>
+  %s = kiln.add %a, %c : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %loss = kiln.cross_entropy %s, %t : (tensor<?x4xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
 // An entry without the attribute is left alone.
 // CHECK-LABEL: func.func @inference
 // CHECK-NOT: kiln.fill

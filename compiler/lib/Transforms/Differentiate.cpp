@@ -8,7 +8,8 @@
 //      op after it belongs to the backward). Visit the needed ops in reverse program order; each
 //      builds the gradients of its operands from those of its results (buildGradient, the op's
 //      hook), inserted before the return; gradients of a value used several times are summed
-//      with kiln.add as they arrive.
+//      with kiln.add when the value's op reads them, or, where they are the slices of a split
+//      (kiln.pad along one axis, tiling it), concatenated.
 //   4. Each parameter's gradient (kiln.fill 0 where the loss does not depend on it) becomes a
 //      result "grad.<name>", in the order the parameters appear.
 //   5. Gradients nothing reads (an input's: rules build one for every operand) are erased.
@@ -32,6 +33,33 @@ namespace {
 bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && t.getElementType().isF32();
+}
+
+// The contributions gs to v's gradient as one kiln.concat, when each is a kiln.pad of v's
+// type along one axis (a slice's gradient) and their ranges tile that axis exactly; else null.
+Value concatOfPads(OpBuilder &b, Value v, ArrayRef<Value> gs) {
+  auto vt = cast<RankedTensorType>(v.getType());
+  SmallVector<kiln::PadOp> pads;
+  for (Value g : gs) {
+    auto p = g.getDefiningOp<kiln::PadOp>();
+    if (!p || p.getType() != vt || (!pads.empty() && p.getAxis() != pads.front().getAxis())) return Value();
+    pads.push_back(p);
+  }
+  int64_t axis = pads.front().getAxis();
+  if (axis < 0 || axis >= vt.getRank() || vt.isDynamicDim(axis)) return Value();
+  llvm::sort(pads, [](kiln::PadOp a, kiln::PadOp c) { return a.getOffset() < c.getOffset(); });
+  int64_t next = 0;
+  SmallVector<Value> inputs;
+  SmallVector<Location> locs;
+  for (kiln::PadOp p : pads) {
+    int64_t size = cast<RankedTensorType>(p.getInput().getType()).getDimSize(axis);
+    if ((int64_t)p.getOffset() != next || ShapedType::isDynamic(size)) return Value();
+    next += size;
+    inputs.push_back(p.getInput());
+    locs.push_back(p.getLoc());
+  }
+  if (next != vt.getDimSize(axis)) return Value();
+  return kiln::ConcatOp::create(b, FusedLoc::get(b.getContext(), locs), vt, inputs, b.getI64IntegerAttr(axis));
 }
 
 LogicalResult differentiate(func::FuncOp f) {
@@ -69,17 +97,27 @@ LogicalResult differentiate(func::FuncOp f) {
     for (Value o : op->getOperands()) stack.push_back(o);
   }
 
-  // 3. Reverse sweep.
+  // 3. Reverse sweep. A value's gradient contributions are kept until its defining op (or the
+  // results) reads them, then summed: by kiln.add in arrival order, or, where they are the
+  // padded gradients of slices that tile one axis (a split's parts), by one kiln.concat of
+  // the parts, which writes each element once instead of zeros and sums.
   OpBuilder b(ret);
-  DenseMap<Value, Value> grad;
-  auto accumulate = [&](Value v, Value g) {
-    auto it = grad.find(v);
-    if (it == grad.end()) grad[v] = g;
-    else it->second = kiln::AddOp::create(b, g.getLoc(), v.getType(), it->second, g);
+  DenseMap<Value, SmallVector<Value, 2>> parts;
+  auto accumulate = [&](Value v, Value g) { parts[v].push_back(g); };
+  auto gradOf = [&](Value v) -> Value {
+    auto it = parts.find(v);
+    if (it == parts.end()) return Value();
+    SmallVector<Value, 2> &gs = it->second;
+    if (gs.size() == 1) return gs[0];
+    if (Value c = concatOfPads(b, v, gs)) return gs.assign(1, c), c;
+    Value sum = gs[0];
+    for (Value g : ArrayRef<Value>(gs).drop_front()) sum = kiln::AddOp::create(b, g.getLoc(), v.getType(), sum, g);
+    gs.assign(1, sum);
+    return sum;
   };
   auto seed = kiln::FillOp::create(b, f.getLoc(), lt, b.getF32FloatAttr(1.0f));
   seed->setAttr("kiln.grad_seed", b.getUnitAttr());  // the backward starts here (kiln-recompute-checkpoints)
-  grad[loss] = seed;
+  accumulate(loss, seed);
   SmallVector<Operation *> order;
   for (Operation &op : body.without_terminator())
     if (needed.count(&op) && !isa<kiln::ParamOp>(op)) order.push_back(&op);
@@ -87,9 +125,8 @@ LogicalResult differentiate(func::FuncOp f) {
     SmallVector<Value> resultGrads;
     bool any = false;
     for (Value r : op->getResults()) {
-      auto it = grad.find(r);
-      resultGrads.push_back(it == grad.end() ? Value() : it->second);
-      any |= it != grad.end();
+      resultGrads.push_back(gradOf(r));
+      any |= (bool)resultGrads.back();
     }
     if (!any) continue;
     auto iface = dyn_cast<kiln::KilnOpInterface>(op);
@@ -120,9 +157,8 @@ LogicalResult differentiate(func::FuncOp f) {
     if (auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name")) names.push_back(n.str());
     else names.push_back("");
   for (kiln::ParamOp p : params) {
-    auto it = grad.find(p.getResult());
-    results.push_back(it != grad.end() ? it->second
-                                       : Value(kiln::FillOp::create(b, p.getLoc(), p.getType(), b.getF32FloatAttr(0.0f))));
+    Value g = gradOf(p.getResult());
+    results.push_back(g ? g : Value(kiln::FillOp::create(b, p.getLoc(), p.getType(), b.getF32FloatAttr(0.0f))));
     names.push_back(("grad." + p.getName()).str());
   }
   kiln::setResults(f, results, names);
