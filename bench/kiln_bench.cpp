@@ -672,15 +672,16 @@ void utStepCase(long L, bool quick) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  bool quick = false;
+  bool quick = false, peakOnly = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--csv")) g_csv = true;
     else if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--peak")) peakOnly = true;  // the FMA peak and read bandwidth alone (bench/peers)
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else {
       fprintf(stderr,
-              "usage: kiln-bench [--csv] [--quick] [--only linear|attention_dense|attention_causal|attention_strided|attention_fixed|ffn|gpt2|bert|ut_step]\n");
+              "usage: kiln-bench [--csv] [--quick] [--peak] [--only linear|attention_dense|attention_causal|attention_strided|attention_fixed|ffn|gpt2|bert|ut_step]\n");
       return 1;
     }
   }
@@ -699,6 +700,7 @@ int main(int argc, char **argv) {
           "kiln-bench: measured on %u cores: FMA peak %.1f GFLOP/s (best of %d trials), read bandwidth %.1f GB/s (best of %d "
           "passes over %d MiB)\n",
           std::thread::hardware_concurrency(), g_peak_gflops, quick ? 1 : 7, g_read_gbs, quick ? 1 : 7, quick ? 64 : 1024);
+  if (peakOnly) return 0;
   if (g_csv)
     printf("case,L,density,computed_density,kiln_ms,baseline,baseline_ms,ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,"
            "peak_fraction,bandwidth_fraction\n");

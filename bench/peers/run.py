@@ -17,8 +17,9 @@ Each row is the median over the rounds. Every row also checks kiln's outputs aga
 Output: kiln-bench's CSV columns (case,L,density,computed_density,kiln_ms,baseline,baseline_ms,
 ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,peak_fraction) plus max_rel_diff and a note;
 ratio = baseline_ms / kiln_ms (above 1: kiln is faster). kiln_peak_bytes is the kiln process's
-peak RSS; gflops is kiln's, on the case's work; peak_fraction is left to kiln-bench, which
-measures the FMA peak (and read bandwidth) in its own run.
+peak RSS; gflops is kiln's, on the case's work; peak_fraction is gflops over the FMA peak of
+the threads used, which `kiln-bench --peak` measures at the start of the run (all cores' peak,
+scaled by threads / cores).
 """
 import argparse
 import json
@@ -123,6 +124,23 @@ def check(case, kiln_out, ref, what):
 
 
 ROWS = []
+PEAK = [0.0]  # GFLOP/s of the threads used (measure_peak)
+
+
+def measure_peak(threads):
+    """The FMA peak of `threads` threads: kiln-bench's all-core figure (best of several trials)
+    scaled by threads / cores; 0 when kiln-bench is missing or prints none."""
+    exe = os.path.join(BIN, "kiln-bench")
+    if not os.path.exists(exe):
+        return 0.0
+    p = subprocess.run([exe, "--peak"], capture_output=True, text=True)
+    m = re.search(r"measured on (\d+) cores: FMA peak ([0-9.]+) GFLOP/s", p.stdout + p.stderr)
+    if p.returncode != 0 or not m:
+        print("peers: kiln-bench --peak printed no FMA peak; peak_fraction stays empty", file=sys.stderr)
+        return 0.0
+    cores, peak = int(m.group(1)), float(m.group(2))
+    print("peers: " + m.group(0), file=sys.stderr, flush=True)
+    return peak * min(threads, cores) / cores
 
 
 def row(case, L, kiln_ms, baseline, base_ms, rss, gflop, rel, note="", base_rss=None):
@@ -130,9 +148,10 @@ def row(case, L, kiln_ms, baseline, base_ms, rss, gflop, rel, note="", base_rss=
              kiln_peak_bytes=rss, baseline_peak_bytes=base_rss, gflops=gflop / (kiln_ms / 1e3) if gflop else 0.0, rel=rel,
              note=note)
     ROWS.append(r)
-    print("%s,%d,1,1,%.3f,%s,%.3f,%.3f,%d,%s,%.1f,,%.2e,%s" % (case, L, kiln_ms, baseline, base_ms, r["ratio"], rss,
-                                                              "" if base_rss is None else "%d" % base_rss, r["gflops"],
-                                                              rel, note), flush=True)
+    frac = "%.3f" % (r["gflops"] / PEAK[0]) if r["gflops"] and PEAK[0] else ""
+    print("%s,%d,1,1,%.3f,%s,%.3f,%.3f,%d,%s,%.1f,%s,%.2e,%s" % (case, L, kiln_ms, baseline, base_ms, r["ratio"], rss,
+                                                               "" if base_rss is None else "%d" % base_rss, r["gflops"],
+                                                               frac, rel, note), flush=True)
 
 
 def gpt2_flops(L, past=0, head_rows=None):
@@ -170,6 +189,7 @@ def main():
     so.intra_op_num_threads = a.threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    PEAK[0] = measure_peak(a.threads)
     print("case,L,density,computed_density,kiln_ms,baseline,baseline_ms,ratio,kiln_peak_bytes,baseline_peak_bytes,gflops,"
           "peak_fraction,max_rel_diff,note", flush=True)
     rng = np.random.default_rng(0)
