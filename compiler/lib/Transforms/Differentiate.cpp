@@ -109,10 +109,12 @@ LogicalResult differentiate(func::FuncOp f) {
     if (it == parts.end()) return Value();
     SmallVector<Value, 2> &gs = it->second;
     if (gs.size() == 1) return gs[0];
-    if (Value c = concatOfPads(b, v, gs)) return gs.assign(1, c), c;
-    Value sum = gs[0];
-    for (Value g : ArrayRef<Value>(gs).drop_front()) sum = kiln::AddOp::create(b, g.getLoc(), v.getType(), sum, g);
-    gs.assign(1, sum);
+    Value sum = concatOfPads(b, v, gs);
+    if (!sum) {
+      sum = gs[0];
+      for (Value g : ArrayRef<Value>(gs).drop_front()) sum = kiln::AddOp::create(b, g.getLoc(), v.getType(), sum, g);
+    }
+    gs.assign(1, sum);  // read again (a parameter's gradient at the results): the same value
     return sum;
   };
   auto seed = kiln::FillOp::create(b, f.getLoc(), lt, b.getF32FloatAttr(1.0f));
