@@ -15,8 +15,8 @@
 //      and attended to per sequence too: kiln-lower-to-llvm gives each call its sequence's.
 //   2. An op that mixes the sequences of a batch or keeps one sequence's state cannot run a
 //      batch: a KV cache of one buffer written or read (cache_write, attention over a static
-//      cache), a slice, pad or concat along the rows (the last row), a result with two dims of rows (scores of
-//      all rows against all rows). The entry gets `kiln.single_sequence` (why, as a string, the
+//      cache), a slice, pad or concat along the rows (the last row), a result with two dims of
+//      rows (scores of all rows against all rows). The entry gets `kiln.single_sequence` (why, as a string, the
 //      runtime's error when such an entry is given B > 1) and still runs correctly at B = 1.
 //   3. Two different batches in one op are an error.
 #include "kiln/Dialect/SeqLengths.h"

@@ -177,7 +177,8 @@ Func buildAttentionGrad(Builder &B) {
     return out;
   }
   // dk, dv, per block of key rows: every query's D first, then the block's columns of P over
-  // the queries that see it (vectors over queries), and acc(c, jj, b) = Σ_query P(or dS)(query, b·RB + jj) do(or q)_query.
+  // the queries that see it (vectors over queries), and
+  // acc(c, jj, b) = Σ_query P(or dS)(query, b·RB + jj) do(or q)_query.
   Func qT = transposed(q, "q_t");
   Product sCol = product("s_col", kk, qT, D, i, j, h);  // sCol(i, j): query i, key j
   Func p("p");
