@@ -118,3 +118,56 @@ module {
     return %y : tensor<4x8x16xf32>
   }
 }
+
+// -----
+
+// A concat of parts each written by its own kernel (GPT-2's backward: dq, dk and dv, head-major,
+// concatenated into the gradient of c_attn's [L, 3d] output): every part's kernel writes its
+// columns of the concat's buffer, through the head merge (a transpose) and the reshape; the
+// concat runs no kernel. One arena slot holds the whole [L, 32].
+// CHECK-LABEL: func.func @concat
+// CHECK: kiln.relu {{.*}}kiln.view = #kiln.view<kind = write, offset = 0, strides = [4, 32, 1]>
+// CHECK: kiln.transpose {{.*}}kiln.view = #kiln.view<kind = placed, offset = 0, strides = [32, 4, 1]>
+// CHECK: kiln.reshape {{.*}}kiln.view = #kiln.view<kind = placed, offset = 0, strides = [32, 1]>
+// CHECK: kiln.relu {{.*}}kiln.view = #kiln.view<kind = write, offset = 16, strides = [32, 1]>
+// CHECK: kiln.concat {{.*}}kiln.view = #kiln.view<kind = placed, offset = 0, strides = [32, 1]>
+// PLAN-LABEL: func.func @concat
+// PLAN-SAME: kiln.arena = [#kiln.arena_slot<bytes = 128, powers = [1, 0, 0, 0, 0, 0, 0, 0], first = 0, last = 2>]
+// PLAN: kiln.relu {{.*}}kiln.buffer = 4 : i64, kiln.kernel = "kiln_relu_{{.*}}kiln.kernel_spec = "relu|4x?x4:f32->4x?x4:f32/4,32,1"
+// PLAN: kiln.transpose {{.*}}kiln.buffer = 4 : i64
+// PLAN: kiln.reshape {{.*}}kiln.buffer = 4 : i64
+// PLAN: kiln.relu {{.*}}kiln.buffer = 4 : i64, kiln.kernel = "kiln_relu_{{.*}}kiln.kernel_spec = "relu|?x16:f32->?x16:f32/32,1"
+// PLAN-NOT: kiln.kernel =
+// PLAN: kiln.concat {{.*}}kiln.buffer = 4 : i64
+// PLAN: kiln.linear {{.*}}kiln.kernel =
+module {
+  func.func @concat(%x: tensor<4x?x4xf32> {kiln.name = "x", kiln.syms = array<i64: -1, 0, -1>}, %y: tensor<?x16xf32> {kiln.name = "y", kiln.syms = array<i64: 0, -1>}) -> (tensor<?x8xf32> {kiln.name = "z"}) {
+    %w = kiln.param "w" : tensor<32x8xf32>
+    %a = kiln.relu %x : (tensor<4x?x4xf32>) -> tensor<4x?x4xf32>
+    %at = kiln.transpose %a {permutation = array<i64: 1, 0, 2>} : (tensor<4x?x4xf32>) -> tensor<?x4x4xf32>
+    %am = kiln.reshape %at : (tensor<?x4x4xf32>) -> tensor<?x16xf32>
+    %b = kiln.relu %y : (tensor<?x16xf32>) -> tensor<?x16xf32>
+    %c = kiln.concat %am, %b {axis = 1 : i64} : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x32xf32>
+    %z = kiln.linear %c, %w {weight_layout = "in_out"} : (tensor<?x32xf32>, tensor<32x8xf32>) -> tensor<?x8xf32>
+    return %z : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+// Concats that keep their kernel: a part with another user (a part's kernel cannot write two
+// buffers), and a part that no kernel of its own computes (an input here).
+// CHECK-LABEL: func.func @concat_kept
+// CHECK-NOT: kiln.view
+// CHECK: return
+module {
+  func.func @concat_kept(%x: tensor<?x16xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>}) -> (tensor<?x32xf32> {kiln.name = "a"}, tensor<?x16xf32> {kiln.name = "b"}, tensor<?x32xf32> {kiln.name = "c"}) {
+    %r = kiln.relu %x : (tensor<?x16xf32>) -> tensor<?x16xf32>
+    %s = kiln.relu %x : (tensor<?x16xf32>) -> tensor<?x16xf32>
+    %a = kiln.concat %r, %s {axis = 1 : i64} : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x32xf32>
+    %b = kiln.add %r, %x : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+    %t = kiln.relu %x : (tensor<?x16xf32>) -> tensor<?x16xf32>
+    %c = kiln.concat %x, %t {axis = 1 : i64} : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x32xf32>
+    return %a, %b, %c : tensor<?x32xf32>, tensor<?x16xf32>, tensor<?x32xf32>
+  }
+}

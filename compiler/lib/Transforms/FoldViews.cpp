@@ -20,7 +20,14 @@
 //      (and T's own dense layout is static): A gets `kind = write` with T's strides permuted
 //      back, T gets `kind = placed`: A's kernel writes T's elements in place (GPT-2's
 //      merge_heads: attention writes [heads, L, head_dim] into the [L, d] rows c_proj reads).
-//   kiln-plan-buffers gives a read view its operand's buffer and a write its user's;
+//   4. A concat whose operands are each written by their own kernel (through reshapes and a
+//      placed transpose, each value used by the next alone) gets
+//      `kind = placed`, as do those reshapes and transposes: every producer writes its part of
+//      the concat's buffer in place (a write view at its offset, with the concat's strides
+//      carried back through the reshapes and the transpose). GPT-2's backward: dq, dk and dv
+//      written straight into the [L, 3d] gradient of c_attn's output.
+//   kiln-plan-buffers gives a read view its operand's buffer, a write its user's and a placed
+//   value its placed user's;
 //   kiln-outline-kernels generates each kernel for the strides it reads and writes
 //   (KernelSpec); kiln-lower-to-llvm passes the offset and strides in the buffer descriptors.
 #include <optional>
@@ -207,6 +214,57 @@ class Folder {
         foldWrite(t);
       }
     }
+    for (Operation &o : body_)
+      if (auto c = dyn_cast<kiln::ConcatOp>(&o)) foldConcat(c);
+  }
+
+  // 4. The concat's operands written in place by their kernels, or nothing changed.
+  void foldConcat(kiln::ConcatOp c) {
+    std::optional<Layout> cl = denseLayout(c.getType());
+    if (!cl) return;
+    struct Placement {
+      Operation *op;
+      kiln::ViewKind kind;
+      Layout layout;
+    };
+    SmallVector<Placement> placements;
+    const int64_t axis = c.getAxis();
+    int64_t at = 0;
+    for (Value x : c.getInputs()) {
+      auto xt = cast<RankedTensorType>(x.getType());  // static along the axis (the verifier's)
+      Layout l = *cl;  // x's elements in the concat's buffer
+      l.offset += at * cl->strides[axis];
+      at += xt.getDimSize(axis);
+      for (Value v = x;;) {
+        Operation *def = v.getDefiningOp();
+        if (!v.hasOneUse() || !def || def->getBlock() != &body_) return;
+        kiln::ViewAttr view = kiln::viewOf(v);
+        if (auto r = dyn_cast<kiln::ReshapeOp>(def); r && !view) {
+          std::optional<Layout> in = reshapeLayout(l, r.getType(), r.getInput().getType());
+          if (!in) return;
+          placements.push_back({def, kiln::ViewKind::placed, l});
+          l = *in, v = r.getInput();
+          continue;
+        }
+        if (auto t = dyn_cast<kiln::TransposeOp>(def); t && view && view.getKind() == kiln::ViewKind::placed) {
+          // foldWrite's: its operand's kernel writes it, now at this place.
+          ArrayRef<int64_t> perm = t.getPermutation();
+          Layout al{l.offset, SmallVector<int64_t>(perm.size())};
+          for (size_t d = 0; d < perm.size(); ++d) al.strides[perm[d]] = l.strides[d];
+          placements.push_back({def, kiln::ViewKind::placed, l});
+          placements.push_back({t.getInput().getDefiningOp(), kiln::ViewKind::write, al});
+          break;
+        }
+        if (view || !kiln::isKernelOp(def) || isa<kiln::LshSortOp>(def) || kiln::writesInPlace(def) ||
+            l.strides.back() != 1)
+          return;
+        placements.push_back({def, kiln::ViewKind::write, l});
+        break;
+      }
+    }
+    MLIRContext *ctx = c->getContext();
+    for (Placement &p : placements) p.op->setAttr("kiln.view", viewAttr(ctx, p.kind, p.layout));
+    c->setAttr("kiln.view", viewAttr(ctx, kiln::ViewKind::placed, *cl));
   }
 
   // 3. The transpose's operand written in place by its own kernel.

@@ -11,7 +11,9 @@
 //   3. A reshape is a view and a cache write works in place: their results take their input's
 //      buffer, as a read view of kiln-fold-views does; a write view takes its user's (whose
 //      arena slot is live from the writing kernel). A returned value is computed straight into
-//      its output buffer. Every other kernel result gets a new arena slot.
+//      its output buffer. A placed value whose user is placed too (a part of a concat its
+//      operands' kernels write, kiln-fold-views) takes that user's buffer. Every other kernel
+//      result gets a new arena slot.
 //   4. Each arena slot records its static bytes, the power of each length and its first and
 //      last kernel as a #kiln.arena_slot in the function's `kiln.arena`; the runtime sizes and
 //      places them at start-up.
@@ -110,11 +112,17 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       if (bad) return signalPassFailure();
       // 3. Outputs first, so the kernel producing an output writes it in place.
       auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
+      auto isPlaced = [](Operation *op) {
+        auto view = op->getAttrOfType<kiln::ViewAttr>("kiln.view");
+        return view && view.getKind() == kiln::ViewKind::placed;
+      };
       auto root = [&](Value v) {  // views, in-place writes and loops share their input's buffer
         while (true) {
           kiln::ViewAttr view = kiln::viewOf(v);
           if (view && view.getKind() == kiln::ViewKind::read) v = v.getDefiningOp()->getOperand(0);
           else if (view && view.getKind() == kiln::ViewKind::write) v = (*v.getUsers().begin())->getResult(0);
+          else if (view && view.getKind() == kiln::ViewKind::placed && v.hasOneUse() && isPlaced(*v.getUsers().begin()))
+            v = (*v.getUsers().begin())->getResult(0);  // a part of a concat its operands' kernels write
           else if (auto r = v.getDefiningOp<kiln::ReshapeOp>()) v = r.getInput();
           else if (v.getDefiningOp() && kiln::writesInPlace(v.getDefiningOp())) v = v.getDefiningOp()->getOperand(0);
           else if (auto l = v.getDefiningOp<kiln::LoopOp>()) v = l.getInit();
