@@ -347,3 +347,11 @@ func.func @adamw_step_scalar(%p: tensor<4xf32>, %t: tensor<2xf32>, %s: tensor<1x
   %r = kiln.adamw_step %p, %m, %v, %p, %s, %t, %s {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, clip_norm = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<2xf32>, tensor<1xf32>) -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+func.func @embedding_grad_into(%ids: tensor<?xi32>, %g: tensor<?x4xf32>, %into: tensor<6x4xf32>) -> tensor<7x4xf32> {
+  // expected-error @+1 {{expected `into` of the result's type 'tensor<7x4xf32>', got 'tensor<6x4xf32>'}}
+  %0 = kiln.embedding_grad %ids, %g, %into : (tensor<?xi32>, tensor<?x4xf32>, tensor<6x4xf32>) -> tensor<7x4xf32>
+  return %0 : tensor<7x4xf32>
+}

@@ -25,12 +25,16 @@ func.func @linear_loss(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32>
 // -----
 
 // A value used twice (the residual) sums its gradients; a parameter the loss does not reach
-// gets zeros; a tied table sums the embedding's and the head's gradients.
+// gets zeros; a tied table's gradient is the embedding's rows scatter-added into the head's
+// weight gradient (`into`), with no zero table and no add of the two.
 // CHECK-LABEL: func.func @residual_and_tied
-// CHECK: kiln.embedding_grad
+// CHECK: %[[DH:.*]] = kiln.weight_grad
 // CHECK: kiln.add
+// CHECK-NOT: kiln.embedding_grad
+// CHECK: %[[DE:.*]] = kiln.embedding_grad %{{.*}}, %{{.*}}, %[[DH]] :
+// CHECK-NOT: kiln.add
 // CHECK: %[[Z:.*]] = kiln.fill {value = 0.000000e+00 : f32} : tensor<3xf32>
-// CHECK: return {{.*}}, %[[Z]]
+// CHECK: return {{.*}}, %[[DE]], %[[Z]]
 func.func @residual_and_tied(%ids: tensor<?xi32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
   %e = kiln.param "e" : tensor<7x4xf32>
   %u = kiln.param "unused" : tensor<3xf32>

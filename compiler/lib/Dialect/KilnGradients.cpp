@@ -28,7 +28,7 @@ FailureOr<Value> sumTo(Operation *op, OpBuilder &b, Value g, Value target) {
 
 LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   if (getTableLayout() != "rows") return emitOpError("gradient: a table in panels (kiln-prepack-weights ran first)");
-  out.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), getIds(), g[0]));
+  out.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), getIds(), g[0], Value()));
   out.push_back(Value());
   return success();
 }
@@ -38,7 +38,7 @@ LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallV
 LogicalResult PositionEmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   auto lt = cast<RankedTensorType>(getLike().getType());
   Value pos = PositionIdsOp::create(b, getLoc(), RankedTensorType::get(lt.getShape(), b.getI32Type()), getLike());
-  out.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), pos, g[0]));
+  out.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), pos, g[0], Value()));
   out.push_back(Value());
   return success();
 }

@@ -141,6 +141,8 @@ LogicalResult EmbeddingGradOp::verify() {
     return failure();
   if (!ty(getIds()).getElementType().isInteger(32)) return emitOpError("expected i32 token ids");
   if (!ty(getResult()).hasStaticShape()) return emitOpError("expected a static table shape, got ") << getType();
+  if (getInto() && ty(getInto()) != ty(getResult()))
+    return emitOpError("expected `into` of the result's type ") << getType() << ", got " << getInto().getType();
   return success(
       succeeded(expectDim(*this, "grad rows", ty(getGrad()).getDimSize(0), "ids length", ty(getIds()).getDimSize(0))) &&
       succeeded(expectDim(*this, "table width", ty(getResult()).getDimSize(1), "grad width", ty(getGrad()).getDimSize(1))));

@@ -100,7 +100,8 @@ LogicalResult differentiate(func::FuncOp f) {
   // 3. Reverse sweep. A value's gradient contributions are kept until its defining op (or the
   // results) reads them, then summed: by kiln.add in arrival order, or, where they are the
   // padded gradients of slices that tile one axis (a split's parts), by one kiln.concat of
-  // the parts, which writes each element once instead of zeros and sums.
+  // the parts, which writes each element once instead of zeros and sums; a table's scatter-add
+  // (kiln.embedding_grad) goes into the sum of the others.
   OpBuilder b(ret);
   DenseMap<Value, SmallVector<Value, 2>> parts;
   auto accumulate = [&](Value v, Value g) { parts[v].push_back(g); };
@@ -110,6 +111,19 @@ LogicalResult differentiate(func::FuncOp f) {
     SmallVector<Value, 2> &gs = it->second;
     if (gs.size() == 1) return gs[0];
     Value sum = concatOfPads(b, v, gs);
+    // A table's rows scatter-added by kiln.embedding_grad (a tied embedding): added into the
+    // sum of the other contributions (the head's weight gradient), not into zeros and then
+    // summed with it.
+    kiln::EmbeddingGradOp scatter;
+    for (Value g : gs)
+      if (auto e = g.getDefiningOp<kiln::EmbeddingGradOp>(); e && !scatter && !e.getInto() && g.use_empty()) scatter = e;
+    if (!sum && scatter) {
+      Value rest;
+      for (Value g : gs)
+        if (g != scatter.getResult()) rest = rest ? kiln::AddOp::create(b, g.getLoc(), v.getType(), rest, g).getResult() : g;
+      sum = kiln::EmbeddingGradOp::create(b, scatter.getLoc(), v.getType(), scatter.getIds(), scatter.getGrad(), rest);
+      scatter.erase();
+    }
     if (!sum) {
       sum = gs[0];
       for (Value g : ArrayRef<Value>(gs).drop_front()) sum = kiln::AddOp::create(b, g.getLoc(), v.getType(), sum, g);

@@ -723,13 +723,15 @@ def Kiln_EmbeddingGradOp : Kiln_Op<"embedding_grad", [Pure], "EmbeddingGrad", ["
   let summary = "an embedding table's gradient: grad's rows added into the rows of their ids";
   let description = [{
     ids i32 [L], grad [L, d] -> [V, d] (V from the result). Deterministic: the rows of each
-    column strip are added in position order.
+    column strip are added in position order. With `into` ([V, d]: the table's other gradient
+    contributions, a tied head's), the rows are added into it instead of into zeros.
 
     ```mlir
     %dt = kiln.embedding_grad %tokens, %dy : (tensor<?xi32>, tensor<?x128xf32>) -> tensor<256x128xf32>
+    %de = kiln.embedding_grad %tokens, %dy, %dhead : (tensor<?xi32>, tensor<?x128xf32>, tensor<256x128xf32>) -> tensor<256x128xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$ids, AnyRankedTensor:$grad);
+  let arguments = (ins AnyRankedTensor:$ids, AnyRankedTensor:$grad, Optional<AnyRankedTensor>:$into);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

@@ -139,12 +139,12 @@ Func buildBackward(Builder &B) {
       if (B.parallel()) B.s(sP).split(r, ro, ri, 64, g).parallel(ro);
       return out;
     }
-    case KernelOp::EmbeddingGrad: {  // out [V, d]: row ids[l] += dy[l], positions in order
+    case KernelOp::EmbeddingGrad: {  // out [V, d] = into or 0; row ids[l] += dy[l], positions in order
       ImageParam I = B.in[0], G = B.in[1];
       Var c("c"), t("t");
       int64_t V = k.output.dims[0], D = k.output.dims[1];
       RDom rl(0, G.dim(1).extent(), "rl");
-      out(c, t) = 0.0f;
+      out(c, t) = k.inputs.size() > 2 ? B.in[2](c, t) : Expr(0.0f);
       out(c, clamp(I(rl), 0, (int)V - 1)) += G(c, rl);
       B.vectorize(out, c, D);
       if (B.parallel()) B.s(out).parallel(t);
