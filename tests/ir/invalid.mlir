@@ -315,6 +315,22 @@ func.func @attention_grad_lse_heads(%q: tensor<2x?x4xf32>, %lse: tensor<3x?xf32>
 
 // -----
 
+func.func @attention_lse_result_rows(%q: tensor<2x5x4xf32>) -> tensor<2x6xf32> {
+  // expected-error @+1 {{expected lse rows (6) to equal query rows (5)}}
+  %o:2 = kiln.attention %q, %q, %q {scale = 0.5 : f32} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> (tensor<2x5x4xf32>, tensor<2x6xf32>)
+  return %o#1 : tensor<2x6xf32>
+}
+
+// -----
+
+func.func @attention_lse_result_pattern(%q: tensor<2x8x4xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{expected an lse result only with mask "none" or "causal" and no cache}}
+  %o:2 = kiln.attention %q, %q, %q {mask = "window", pattern_size = 2 : i64, scale = 0.5 : f32} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8xf32>)
+  return %o#1 : tensor<2x8xf32>
+}
+
+// -----
+
 func.func @attention_lse_rows(%q: tensor<2x5x4xf32>) -> tensor<2x6xf32> {
   // expected-error @+1 {{expected result rows (6) to equal query rows (5)}}
   %l = kiln.attention_lse %q, %q {scale = 0.5 : f32} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x6xf32>

@@ -136,6 +136,10 @@ class Logged {
     t_.compute_root();
     return line("compute_root");
   }
+  Logged &compute_with(const Func &f, const VarOrRVar &v) {
+    t_.compute_with(f, v);
+    return line("compute_with", funcName(f.name()), str(v));
+  }
   template <class... V>
   Logged &reorder_storage(const Var &first, const V &...rest) {
     std::vector<Var> vars{first, Var(rest)...};
@@ -179,6 +183,9 @@ struct Builder {
   const KernelSpec &k;
   const ScheduleFields &sch;  // the decisions of the kernel's kiln.schedule
   std::vector<ImageParam> in;
+  // The kernel's further outputs, one per KernelSpec::more_outputs (an attention's lse), set by
+  // its family's builder; the Func it returns is the first.
+  std::vector<Func> more_out;
   std::ostringstream log;
   bool gpu;  // CUDA or OpenCL target: the GPU schedules (stages without one run on the host)
 

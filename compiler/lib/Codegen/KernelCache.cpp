@@ -103,6 +103,14 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
     Func f = codegen::generate(B);
     std::vector<OutputImageParam> outs = f.output_buffers();  // a Tuple's: the same shape
     for (size_t i = 0; i < outs.size(); ++i) codegen::constrain(outs[i], spec.output, /*stridesOnly=*/i > 0);
+    if (B.more_out.size() != spec.more_outputs.size())
+      throw std::runtime_error("kernel " + spec.kind + ": " + std::to_string(spec.more_outputs.size()) +
+                               " further results, but its builder made " + std::to_string(B.more_out.size()));
+    std::vector<Func> outputs{f};
+    for (size_t i = 0; i < B.more_out.size(); ++i) {
+      for (OutputImageParam p : B.more_out[i].output_buffers()) codegen::constrain(p, spec.more_outputs[i]);
+      outputs.push_back(B.more_out[i]);
+    }
     std::vector<Argument> args(B.in.begin(), B.in.end());
     Target t(halideTarget);
     t = t.with_feature(Target::NoRuntime);
@@ -117,7 +125,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
     struct Reset {
       ~Reset() { KernelWarnings::sink = nullptr; }
     } reset;
-    Pipeline(f).compile_to({{OutputFileType::object, tmp + ".o"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
+    Pipeline(outputs).compile_to({{OutputFileType::object, tmp + ".o"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
     reportWarnings(name, warnings, B.log);
     out->schedule = B.log.str();
     if (cuda) {  // the PTX Halide embedded in the object (empty: every stage runs on the host)

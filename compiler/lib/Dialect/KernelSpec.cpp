@@ -42,9 +42,11 @@ KernelSpec KernelSpec::of(Operation *op) {
   k.schedule = scheduleOf(op);
   for (Value v : op->getOperands()) k.inputs.push_back(desc(v));
   k.output = desc(op->getResult(0));
+  for (unsigned i = 1; i < op->getNumResults(); ++i) k.more_outputs.push_back(desc(op->getResult(i)));
   if (op->hasAttr("kiln.per_sequence")) {
     for (TensorDesc &d : k.inputs) d.per_sequence = true;
     k.output.per_sequence = true;
+    for (TensorDesc &d : k.more_outputs) d.per_sequence = true;
   }
   return k;
 }
@@ -56,7 +58,9 @@ std::string KernelSpec::text() const {
   for (auto &[key, v] : all) s += ";" + key + "=" + v;
   s += "|";
   for (size_t i = 0; i < inputs.size(); ++i) s += (i ? "," : "") + inputs[i].text();
-  return s + "->" + output.text();
+  s += "->" + output.text();
+  for (const TensorDesc &d : more_outputs) s += "," + d.text();
+  return s;
 }
 
 uint64_t fnv1a(const std::string &s) {

@@ -327,6 +327,13 @@ LogicalResult AttentionOp::verify() {
                     !ty(getPast()).getElementType().isInteger(32)))
     return emitOpError("expected past to be a tensor<1xi32>");
   if (getKeyCount() && !getPast()) return emitOpError("expected a key count operand with key_count");
+  if (Value lse = getLse()) {  // each query row's log-sum-exp, beside the output
+    if (pattern || getPast()) return emitOpError("expected an lse result only with mask \"none\" or \"causal\" and no cache");
+    if (failed(expectRank(*this, "lse", lse, 2)) ||
+        failed(expectDim(*this, "lse heads", ty(lse).getDimSize(0), "query heads", q.getDimSize(0))) ||
+        failed(expectDim(*this, "lse rows", ty(lse).getDimSize(1), "query rows", q.getDimSize(1))))
+      return failure();
+  }
   // A block schedule (kiln-tile-sparse-pattern's, or edited by hand): one or two parts, the
   // layout's table and mask only with a layout.
   if (auto sp = (*this)->getAttrOfType<SparseScheduleAttr>("kiln.sparse")) {

@@ -30,6 +30,8 @@ FailureOr<SeqLengths> SeqLengths::infer(func::FuncOp f) {
       bad = true;
     }
     r.syms_[op->getResult(0)] = s;
+    // An attention's lse [H, Lq]: the query's heads and rows.
+    if (auto a = dyn_cast<AttentionOp>(op); a && a.getLse()) r.syms_[a.getLse()] = Syms{in[0][0], in[0][1]};
     // The body's arguments: a loop's carry and step number, a recurrent step's state.
     if (auto loop = dyn_cast<LoopOp>(op)) {
       Block &b = loop.getBody().front();

@@ -80,7 +80,7 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
       static const char *const kMasks[] = {"none", "causal", "window", "strided", "fixed", "layout"};
       static const char *const kParts[] = {"union", "local", "global"};
       const Mask &mk = n.mask;
-      auto op = AttentionOp::create(b, loc, t, in(0), in(1), in(2), n.inputs.size() > 3 ? in(3) : Value(),
+      auto op = AttentionOp::create(b, loc, t, Type(), in(0), in(1), in(2), n.inputs.size() > 3 ? in(3) : Value(),
                                     b.getStringAttr(kMasks[mk.kind]), b.getF32FloatAttr(n.factor),
                                     n.key_count ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr(), StringAttr(),
                                     ArrayAttr(), UnitAttr());
@@ -92,7 +92,7 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
         op.setLayoutAttr(b.getStrArrayAttr(rows));
         if (!mk.layout_causal) op.setNoncausal(true);
       }
-      r = op;
+      r = op.getResult();
       break;
     }
     case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;

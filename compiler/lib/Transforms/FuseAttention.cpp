@@ -105,9 +105,10 @@ struct FuseAttentionPass : kiln::impl::FuseAttentionBase<FuseAttentionPass> {
       auto qt = cast<RankedTensorType>(q3.getType());
       auto vt = cast<RankedTensorType>(v3.getType());
       auto rt = RankedTensorType::get({qt.getDimSize(0), qt.getDimSize(1), vt.getDimSize(2)}, qt.getElementType());
-      Value att = kiln::AttentionOp::create(b, loc, rt, q3, k3, v3, Value(), b.getStringAttr(mask),
+      Value att = kiln::AttentionOp::create(b, loc, rt, Type(), q3, k3, v3, Value(), b.getStringAttr(mask),
                                             b.getF32FloatAttr((float)scale), UnitAttr(), IntegerAttr(), IntegerAttr(),
-                                            StringAttr(), ArrayAttr(), UnitAttr());
+                                            StringAttr(), ArrayAttr(), UnitAttr())
+                      .getResult();
       Value result = att;
       if (user->getResult(0).getType() != rt)
         result = kiln::ReshapeOp::create(b, loc, user->getResult(0).getType(), att);

@@ -61,7 +61,7 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
       f.walk([&](Operation *op) {
         // Every kiln op is looked at: a slice of the rows folded into a view is no kernel but
         // still takes one sequence's row.
-        if (bad || op->getNumResults() != 1 || !isa<kiln::KilnOpInterface>(op)) return;
+        if (bad || op->getNumResults() == 0 || !isa<kiln::KilnOpInterface>(op)) return;
         int64_t batch = -1;
         int rowDimsOfResult = 0;
         bool staticKeys = false;

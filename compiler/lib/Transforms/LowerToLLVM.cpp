@@ -6,7 +6,7 @@
 //      slot as entry-block allocas, reused by every call.
 //   2. Load each sequence length once from %syms (i64, truncated to Halide's i32 extents; the
 //      bounds are at most 2^24 and kiln-plan-buffers keeps every tensor under 2^31 elements).
-//   3. For each kernel op, in order (callKernel): for each operand and the result, fill a view
+//   3. For each kernel op, in order (callKernel): for each operand and result, fill a view
 //      (host pointer = %buffers[kiln.buffer], extents static or from the lengths, dense
 //      row-major strides in Halide's innermost-first order, or a #kiln.view's offset and
 //      strides); call the kernel (declared once per name; an op that also writes operands in
@@ -112,7 +112,7 @@ class EntryLowering {
     });
     unsigned maxArgs = 2;  // the loop latch uses two views
     for (auto &[op, i] : kernelIndex_)
-      maxArgs = std::max(maxArgs, op->getNumOperands() + 1 + (unsigned)kiln::alsoWritten(op).size());
+      maxArgs = std::max(maxArgs, op->getNumOperands() + op->getNumResults() + (unsigned)kiln::alsoWritten(op).size());
     for (unsigned i = 0; i < maxArgs; ++i) views_.push_back(LLVM::AllocaOp::create(b_, loc_, ptr_, view_.viewType(), c32(1), 16));
     if (auto f = module_->getAttrOfType<DenseI64ArrayAttr>("kiln.seq_factors")) factors_.assign(f.asArrayRef().begin(), f.asArrayRef().end());
     for (int s = 0; s < kMaxSyms; ++s) {
@@ -135,7 +135,10 @@ class EntryLowering {
         return ba.getArgNumber() == 0 ? slotOf(loop.getInit()) : loop->getAttrOfType<IntegerAttr>("kiln.step_buffer").getInt();
       return f_.getArgAttrOfType<IntegerAttr>(ba.getArgNumber(), "kiln.buffer").getInt();
     }
-    return v.getDefiningOp()->getAttrOfType<IntegerAttr>("kiln.buffer").getInt();
+    auto r = cast<OpResult>(v);
+    if (r.getResultNumber() > 0)  // a further result (an attention's lse)
+      return r.getOwner()->getAttrOfType<DenseI64ArrayAttr>("kiln.more_buffers")[r.getResultNumber() - 1];
+    return r.getOwner()->getAttrOfType<IntegerAttr>("kiln.buffer").getInt();
   }
   Value hostOf(Value v, Location loc) {
     Value slotPtr = LLVM::GEPOp::create(b_, loc, ptr_, ptr_, bufs_, ArrayRef<LLVM::GEPArg>{(int32_t)slotOf(v)});
@@ -281,23 +284,24 @@ class EntryLowering {
   }
   LogicalResult callKernelOnce(Operation *op, Value seq, int64_t batch) {
     Location loc = op->getLoc();
-    unsigned n = op->getNumOperands();
+    unsigned n = op->getNumOperands(), nr = op->getNumResults();
     for (unsigned i = 0; i < n; ++i) fillView(views_[i], op->getOperand(i), loc, seq, batch);
-    fillView(views_[n], op->getResult(0), loc, seq, batch);
+    for (unsigned i = 0; i < nr; ++i) fillView(views_[n + i], op->getResult(i), loc, seq, batch);
     auto name = op->getAttrOfType<StringAttr>("kiln.kernel");
     if (!name) return op->emitError("expected kiln.kernel: run kiln-outline-kernels first");
     int64_t index = kernelIndex_[op];
     bool onHost = resident_ && isa<kiln::LshSortOp>(op);  // a host kernel: operands down, result up
     if (onHost)
       for (unsigned i = 0; i < n; ++i) toHost(views_[i], index, loc);
-    SmallVector<Value> args(views_.begin(), views_.begin() + n + 1);
+    SmallVector<Value> args(views_.begin(), views_.begin() + n + nr);
     for (unsigned i : kiln::alsoWritten(op)) args.push_back(views_[i]);  // further outputs: operands' own views
     onFailure(call(name.getValue(), args, loc), index, loc);
     if (onHost) toDevice(views_[n], index, loc);
-    if (!gpu_.empty() && !resident_) {  // the result back to the host, the call's device copies freed
-      Value rc = call("halide_copy_to_host", {null(loc), views_[n]}, loc);
-      for (unsigned i = 0; i <= n; ++i) call("halide_device_free", {null(loc), views_[i]}, loc);
-      onFailure(rc, index, loc);
+    if (!gpu_.empty() && !resident_) {  // the results back to the host, the call's device copies freed
+      SmallVector<Value> rcs;
+      for (unsigned i = 0; i < nr; ++i) rcs.push_back(call("halide_copy_to_host", {null(loc), views_[n + i]}, loc));
+      for (unsigned i = 0; i < n + nr; ++i) call("halide_device_free", {null(loc), views_[i]}, loc);
+      for (Value rc : rcs) onFailure(rc, index, loc);
     }
     return success();
   }

@@ -13,7 +13,8 @@
 //      arena slot is live from the writing kernel). A returned value is computed straight into
 //      its output buffer. A placed value whose user is placed too (a part of a concat its
 //      operands' kernels write, kiln-fold-views) takes that user's buffer. Every other kernel
-//      result gets a new arena slot.
+//      result gets a new arena slot; a kernel's further results (an attention's lse) are
+//      listed in `kiln.more_buffers`.
 //   4. Each arena slot records its static bytes, the power of each length and its first and
 //      last kernel as a #kiln.arena_slot in the function's `kiln.arena`; the runtime sizes and
 //      places them at start-up.
@@ -102,7 +103,7 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
           op->emitError("expected no kiln.recurrent: run kiln-lower-act first");
           bad = true;
         }
-        if (op->getNumResults() != 1 || !isa<kiln::KilnOpInterface>(op)) return;
+        if (op->getNumResults() == 0 || !isa<kiln::KilnOpInterface>(op)) return;
         const Syms &s = lengths->of(op->getResult(0));
         op->setAttr("kiln.syms", b.getDenseI64ArrayAttr(s));
         if (failed(checkElements(op, op->getResult(0), s, bounds))) bad = true;
@@ -159,11 +160,14 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
       SmallVector<Slot> arena;
       llvm::DenseMap<Value, int64_t> arenaOf;
       for (Operation *op : kernels) {
-        Value v = root(op->getResult(0));  // a write view: its user's buffer, live from this kernel
-        if (slot.count(v) || kiln::writesInPlace(op)) continue;
-        arenaOf[v] = arena.size();
-        slot[v] = nParams + nIo + nStates + arena.size();
-        arena.push_back({v, kidx[op], kidx[op]});
+        if (kiln::writesInPlace(op)) continue;
+        for (Value res : op->getResults()) {  // further results (an attention's lse): slots of their own
+          Value v = root(res);  // a write view: its user's buffer, live from this kernel
+          if (slot.count(v)) continue;
+          arenaOf[v] = arena.size();
+          slot[v] = nParams + nIo + nStates + arena.size();
+          arena.push_back({v, kidx[op], kidx[op]});
+        }
       }
       // 5. Each loop's kernel range and its step slot.
       llvm::DenseMap<Operation *, std::pair<int64_t, int64_t>> loopRange;
@@ -195,8 +199,12 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
         if (auto st = dyn_cast<kiln::StateOp>(op)) slot[st.getResult()] = nParams + nIo + stateIdx[st.getName()];
         if (isa<kiln::ReshapeOp, kiln::LoopOp>(op) || kiln::writesInPlace(op) || op->hasAttr("kiln.view"))
           slot[op->getResult(0)] = slot.lookup(root(op->getResult(0)));
-        if (op->getNumResults() == 1 && op->getDialect() && op->getDialect()->getNamespace() == "kiln")
+        if (op->getNumResults() >= 1 && op->getDialect() && op->getDialect()->getNamespace() == "kiln") {
           op->setAttr("kiln.buffer", b.getI64IntegerAttr(slot.lookup(op->getResult(0))));
+          SmallVector<int64_t> more;  // the further results' buffers, in order
+          for (unsigned i = 1; i < op->getNumResults(); ++i) more.push_back(slot.lookup(op->getResult(i)));
+          if (!more.empty()) op->setAttr("kiln.more_buffers", b.getDenseI64ArrayAttr(more));
+        }
         if (auto y = dyn_cast<kiln::YieldOp>(op)) {  // read by the host after the body's last kernel
           auto loop = cast<kiln::LoopOp>(y->getParentOp());
           for (Value v : y.getValues()) use(v, y, loopRange[loop].second);

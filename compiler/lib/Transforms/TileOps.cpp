@@ -258,7 +258,8 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
             if (gpu) s.gpu_threads = gpuRowThreads(3, inner);
             break;
           }
-          bool sequence = !a.getPast() && dim(a.getQuery(), 1) < 0;
+          // An lse result is written by the sequence engine only (static lengths too).
+          bool sequence = !a.getPast() && (dim(a.getQuery(), 1) < 0 || a.getLse());
           s.engine = sequence ? kiln::AttentionEngine::online_block : kiln::AttentionEngine::row_strip;
           // A decode step's few static query rows are one block of their own: a block of 8
           // would compute 8 score rows for 1.

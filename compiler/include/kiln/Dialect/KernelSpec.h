@@ -5,6 +5,7 @@
 //   linear;act=gelu_tanh;layout=in_out;s.parallel=1;s.tile_m=4;s.tile_n=64;s.vec=16|?x128:f32,128x512:f32,512:f32->?x512:f32
 //
 // A strided operand or result (kiln-fold-views) adds its strides: `12x?x64:f32/64,2304,1`.
+// Further results follow the first after commas: `...->4x?x64:f32,4x?:f32`.
 //
 // The code generator reads the typed attributes of `source` (one of the ops sharing the spec)
 // and the `schedule` fields; the text is only the key.
@@ -35,7 +36,8 @@ struct KernelSpec {
   std::map<std::string, std::string> attrs;  // its semantic attributes (the getKernelAttrs hook)
   ScheduleFields schedule;                   // its kiln.schedule
   std::vector<TensorDesc> inputs;
-  TensorDesc output;
+  TensorDesc output;                     // the first result
+  std::vector<TensorDesc> more_outputs;  // further results (an attention's lse), after it in the kernel's arguments
 
   // The spec of a kernel op (KilnOpInterface with a KernelOp other than None).
   static KernelSpec of(mlir::Operation *op);

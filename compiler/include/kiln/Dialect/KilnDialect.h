@@ -54,9 +54,10 @@ SparsePartAttr partAttr(mlir::MLIRContext *ctx, const sparse::Part &p);
 sparse::Pattern patternOf(AttentionOp op);
 
 // ---- #kiln.view (kiln-fold-views): where a value lies in its buffer. Null: dense, row-major.
+// An op's kiln.view is its first result's: a further result (an attention's lse) is dense.
 inline ViewAttr viewOf(mlir::Value v) {
-  mlir::Operation *def = v.getDefiningOp();
-  return def ? def->getAttrOfType<ViewAttr>("kiln.view") : ViewAttr();
+  auto r = mlir::dyn_cast<mlir::OpResult>(v);
+  return r && r.getResultNumber() == 0 ? r.getOwner()->getAttrOfType<ViewAttr>("kiln.view") : ViewAttr();
 }
 // A slice, transpose or reshape folded into a view: it runs no kernel.
 inline bool isFoldedView(mlir::Operation *op) {

@@ -300,6 +300,11 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttr
     With `key_count` set, the [1] i32 operand is instead the number of valid keys (attention over
     a cache another entry filled, such as the encoder's keys during decoding).
 
+    The optional second result `lse` [H, Lq] is each query row's log-sum-exp of its scaled,
+    masked scores, which the backward reads (kiln-differentiate asks for it; mask "none" or
+    "causal", no cache): the kernel writes it beside the output, from the same running max
+    and sum, so the scores are never computed again for it.
+
     Sparse patterns (self-attention, Lq = Lk, all causal but a `noncausal` layout):
     "window" (pattern_size w: i - w < j <= i), "strided" (pattern_size s; part "local":
     i - s < j, "global": (i - j) % s == 0, "union": either), "fixed" (pattern_size c, summary t;
@@ -320,7 +325,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttr
                    DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, UnitAttr:$key_count,
                    OptionalAttr<I64Attr>:$pattern_size, OptionalAttr<I64Attr>:$summary, OptionalAttr<StrAttr>:$part,
                    OptionalAttr<StrArrayAttr>:$layout, UnitAttr:$noncausal);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$lse);
   let hasVerifier = 1;
 }
 
@@ -775,8 +780,8 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
     (`wrt`). The probabilities are recomputed a row at a time from each query row's
     log-sum-exp, never stored whole: with P = softmax(q·kᵀ·scale + mask), dP = grad·vᵀ and
     D = rowsum(grad · out), dS = P · (dP - D); dq = dS·k·scale, dk = dSᵀ·q·scale, dv = Pᵀ·grad.
-    Masks "none" and "causal". `lse` [H, Lq]: every query row's log-sum-exp
-    (kiln.attention_lse, computed once for the three gradients).
+    Masks "none" and "causal". `lse` [H, Lq]: every query row's log-sum-exp, computed once
+    for the three gradients (the forward kiln.attention's second result, or kiln.attention_lse).
 
     ```mlir
     %dq = kiln.attention_grad %q, %k, %v, %o, %do, %lse {mask = "causal", scale = 0.125 : f32, wrt = "query"} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>) -> tensor<4x?x64xf32>
@@ -794,7 +799,8 @@ def Kiln_AttentionLseOp : Kiln_Op<"attention_lse", [Pure], "AttentionLse", ["get
   let description = [{
     q [H, Lq, d], k [H, Lk, d] -> [H, Lq]: lse_i = log Σ_j exp(scale · q_i·k_j + mask), over
     the keys row i sees (masks "none" and "causal"). kiln.attention's gradient rule computes
-    it once and hands it to its three kiln.attention_grad ops.
+    it once and hands it to its three kiln.attention_grad ops; kiln-differentiate then has the
+    forward attention write it instead (its `lse` result) and drops this op.
 
     ```mlir
     %lse = kiln.attention_lse %q, %k {mask = "causal", scale = 0.125 : f32} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?xf32>

@@ -48,17 +48,32 @@ Func buildSequenceAttention(Builder &B) {
   Func P = onlineBlockAttention(B, B.in[0], B.in[1], B.in[2], ba, "", out, t, true);
   Expr qb = (Lq + Bq - 1) / Bq;
   out(e, i, h) = P(e, clamp(i, 0, qb * Bq - 1), h)[0];
+  // The lse result (kiln.attention's second, for the backward): each row's log-sum-exp, from
+  // the same running state (the engine replicates it over e).
+  const bool withLse = !k.more_outputs.empty();
+  Func lse("lse");
+  if (withLse) {
+    lse(i, h) = P(0, clamp(i, 0, qb * Bq - 1), h)[1];
+    B.more_out.push_back(lse);
+  }
 
   /* THE SCHEDULE: GPU */
   if (B.gpu) {
+    if (withLse) throw std::runtime_error("kernel " + k.kind + ": the lse result has a CPU schedule only (for now)");
     B.gpuRows(out, {e, i, h});
     return out;
   }
-  /* THE SCHEDULE: CPU: P per (query block, head) tasks. */
+  /* THE SCHEDULE: CPU: P per (query block, head) tasks; the lse's loops fused with the
+   * output's at the task (compute_with), so both read the block's one P. */
   B.s(out).split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t);
   if (B.parallel()) B.s(out).parallel(t);
   int we = largestDivisor(E, B.vec());
   if (we > 1) B.s(out).vectorize(e, we);
+  if (withLse) {
+    B.s(lse).split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t);
+    if (B.parallel()) B.s(lse).parallel(t);
+    B.s(lse).compute_with(out, t);
+  }
   return out;
 }
 
