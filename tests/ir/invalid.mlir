@@ -331,14 +331,6 @@ func.func @attention_lse_result_pattern(%q: tensor<2x8x4xf32>) -> tensor<2x8xf32
 
 // -----
 
-func.func @attention_lse_rows(%q: tensor<2x5x4xf32>) -> tensor<2x6xf32> {
-  // expected-error @+1 {{expected result rows (6) to equal query rows (5)}}
-  %l = kiln.attention_lse %q, %q {scale = 0.5 : f32} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x6xf32>
-  return %l : tensor<2x6xf32>
-}
-
-// -----
-
 func.func @fill_dynamic() -> tensor<?xf32> {
   // expected-error @+1 {{expected a static result shape, got 'tensor<?xf32>'}}
   %f = kiln.fill {value = 0.0 : f32} : tensor<?xf32>

@@ -49,7 +49,7 @@ func.func @residual_and_tied(%ids: tensor<?xi32>, %t: tensor<?xi32>) -> (tensor<
 // -----
 
 // Attention's rule: each query row's log-sum-exp once, then dq, dk and dv, each from that lse.
-// The rule's kiln.attention_lse folds into the forward attention: its second result.
+// The lse is the forward attention's second result: the rule rebuilds the attention with it.
 // CHECK-LABEL: func.func @attention
 // CHECK: %[[O:[^,]*]], %[[LSE:[^ ]*]] = kiln.attention %[[Q:[^,]*]], %[[Q]], %[[Q]] {mask = "causal", scale = 5.000000e-01 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> (tensor<2x?x4xf32>, tensor<2x?xf32>)
 // CHECK: kiln.transpose %[[O]] 

@@ -73,7 +73,8 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
 // CHECK: kiln.softmax_grad
 // CHECK: kiln.embedding_grad
 // CHECK: kiln.pad %{{.*}}, %{{.*}} {axis = 1 : i64, offset = 64 : i64}
-// CHECK: kiln.attention_grad %{{.*}} {mask = "causal", scale = 1.250000e-01 : f32, wrt = "key"}
+// CHECK: %{{.*}}, %[[LSE:.*]] = kiln.attention {{.*}} -> (tensor<4x?x16xf32>, tensor<4x?xf32>)
+// CHECK: kiln.attention_grad %{{.*}}, %[[LSE]] {mask = "causal", scale = 1.250000e-01 : f32, wrt = "key"}
 func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x100xf32>, %h: tensor<4x?x16xf32>)
     -> (tensor<1xf32>, tensor<?x100xf32>, tensor<100xf32>, tensor<64x100xf32>, tensor<?x64xf32>, tensor<64xf32>,
         tensor<?x100xf32>, tensor<100x64xf32>, tensor<?x192xf32>, tensor<4x?x16xf32>) {
@@ -91,8 +92,8 @@ func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x1
   %sl = kiln.slice %dl {axis = 1 : i64, offset = 0 : i64} : (tensor<?x100xf32>) -> tensor<?x64xf32>
   %qkv = kiln.concat %sl, %sl, %sl {axis = 1 : i64} : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x192xf32>
   %dp = kiln.pad %x, %qkv {axis = 1 : i64, offset = 64 : i64} : (tensor<?x64xf32>, tensor<?x192xf32>) -> tensor<?x192xf32>
-  %lse = kiln.attention_lse %h, %h {mask = "causal", scale = 0.125 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?xf32>
-  %dk = kiln.attention_grad %h, %h, %h, %h, %h, %lse {mask = "causal", scale = 0.125 : f32, wrt = "key"}
+  %o, %lse = kiln.attention %h, %h, %h {mask = "causal", scale = 0.125 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> (tensor<4x?x16xf32>, tensor<4x?xf32>)
+  %dk = kiln.attention_grad %h, %h, %h, %o, %h, %lse {mask = "causal", scale = 0.125 : f32, wrt = "key"}
       : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?xf32>) -> tensor<4x?x16xf32>
   return %ce, %dl, %db, %dw, %da, %dg, %wide, %de, %dp, %dk
       : tensor<1xf32>, tensor<?x100xf32>, tensor<100xf32>, tensor<64x100xf32>, tensor<?x64xf32>, tensor<64xf32>,

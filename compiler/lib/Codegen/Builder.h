@@ -136,10 +136,6 @@ class Logged {
     t_.compute_root();
     return line("compute_root");
   }
-  Logged &compute_with(const Func &f, const VarOrRVar &v) {
-    t_.compute_with(f, v);
-    return line("compute_with", funcName(f.name()), str(v));
-  }
   template <class... V>
   Logged &reorder_storage(const Var &first, const V &...rest) {
     std::vector<Var> vars{first, Var(rest)...};

@@ -56,8 +56,7 @@ Func generate(Builder &B) {
     case KernelOp::EmbeddingGrad: return buildBackward(B);
     case KernelOp::Pad:
     case KernelOp::PositionIds: return buildDataMovement(B);
-    case KernelOp::AttentionGrad:
-    case KernelOp::AttentionLse: return buildAttentionGrad(B);
+    case KernelOp::AttentionGrad: return buildAttentionGrad(B);
     case KernelOp::SumSquares:
     case KernelOp::StepCount:
     case KernelOp::LearningRate:

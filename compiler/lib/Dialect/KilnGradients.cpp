@@ -140,14 +140,28 @@ LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallV
   if (getPast()) return emitOpError("gradient: attention over a cache (past or key_count) is not differentiable");
   if (getMask() != "none" && getMask() != "causal")
     return emitOpError() << "gradient: the \"" << getMask() << "\" pattern's backward is not implemented yet (none and causal are)";
-  // Every query row's log-sum-exp once, for the three gradients.
-  auto q = cast<RankedTensorType>(getQuery().getType());
-  auto lseType = RankedTensorType::get({q.getDimSize(0), q.getDimSize(1)}, q.getElementType());
-  Value lse = AttentionLseOp::create(b, getLoc(), lseType, getQuery(), getKey(), getMaskAttr(), getScaleAttr());
+  if (g.size() > 1 && g[1]) return emitOpError("gradient: the loss may not depend on an attention's lse result");
+  // Every query row's log-sum-exp, for the three gradients: the forward attention writes it
+  // as its lse result, from the running max and sum it keeps anyway. Without one yet, this op
+  // is rebuilt with it just after itself and its uses move there; the original, unused, goes
+  // with the other dead ops at the end of kiln-differentiate.
+  Value o = getResult(), lse = getLse();
+  if (!lse) {
+    auto q = cast<RankedTensorType>(getQuery().getType());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(*this);
+    OperationState st(getLoc(), getOperationName());
+    st.addOperands(getOperation()->getOperands());
+    st.addTypes({o.getType(), RankedTensorType::get({q.getDimSize(0), q.getDimSize(1)}, q.getElementType())});
+    st.addAttributes(getOperation()->getAttrs());
+    Operation *with = b.create(st);
+    o.replaceAllUsesWith(with->getResult(0));
+    o = with->getResult(0), lse = with->getResult(1);
+  }
   for (StringRef w : {"query", "key", "value"}) {
     Value of = w == "query" ? getQuery() : w == "key" ? getKey() : getValue();
-    out.push_back(AttentionGradOp::create(b, getLoc(), of.getType(), getQuery(), getKey(), getValue(), getResult(), g[0],
-                                          lse, getMaskAttr(), getScaleAttr(), b.getStringAttr(w)));
+    out.push_back(AttentionGradOp::create(b, getLoc(), of.getType(), getQuery(), getKey(), getValue(), o, g[0], lse,
+                                          getMaskAttr(), getScaleAttr(), b.getStringAttr(w)));
   }
   return success();
 }

@@ -230,38 +230,6 @@ OpCost AttentionGradOp::getCost(function_ref<double(Value)> numel) {
   return c;
 }
 
-LogicalResult AttentionLseOp::verify() {
-  if (getMask() != "none" && getMask() != "causal")
-    return emitOpError("expected mask \"none\" or \"causal\", got \"") << getMask() << "\"";
-  if (failed(expectRank(*this, "query", getQuery(), 3)) || failed(expectRank(*this, "key", getKey(), 3)) ||
-      failed(expectRank(*this, "result", getResult(), 2)))
-    return failure();
-  auto q = ty(getQuery()), k = ty(getKey()), r = ty(getResult());
-  if (failed(expectDim(*this, "key heads", k.getDimSize(0), "query heads", q.getDimSize(0))) ||
-      failed(expectDim(*this, "key width", k.getDimSize(2), "query width", q.getDimSize(2))) ||
-      failed(expectDim(*this, "result heads", r.getDimSize(0), "query heads", q.getDimSize(0))) ||
-      failed(expectDim(*this, "result rows", r.getDimSize(1), "query rows", q.getDimSize(1))))
-    return failure();
-  return success();
-}
-void AttentionLseOp::getKernelAttrs(KernelAttrs &a) {
-  a.set("mask", getMask());
-  a.setFloat("scale", getScale().convertToFloat());
-}
-Syms AttentionLseOp::inferSeqLengths(ArrayRef<Syms> in) {
-  Syms s = in[0];
-  s.resize(2);
-  return s;
-}
-// The scores (a product over the width) and an exp per visible pair.
-OpCost AttentionLseOp::getCost(function_ref<double(Value)> numel) {
-  OpCost c = defaultCost(*this, numel);
-  double lk = numel(getKey()) / dimOf(getKey(), 2) / dimOf(getKey(), 0);
-  double pairs = numel(getResult()) * lk * (getMask() == "causal" ? 0.5 : 1.0);
-  c.flops = pairs * (2 * dimOf(getQuery(), 2) + 4);
-  return c;
-}
-
 namespace {
 LogicalResult expectScalar(Operation *op, const char *role, Value v) {
   if (ty(v).getShape() == ArrayRef<int64_t>{1} && ty(v).getElementType().isF32()) return success();

@@ -13,9 +13,6 @@
 //   4. Each parameter's gradient (kiln.fill 0 where the loss does not depend on it) becomes a
 //      result "grad.<name>", in the order the parameters appear.
 //   5. Gradients nothing reads (an input's: rules build one for every operand) are erased.
-//   6. An attention's rule asks for each query row's log-sum-exp (kiln.attention_lse); the
-//      forward attention over the same query and key writes it instead, as its `lse` result,
-//      from the running max and sum it keeps anyway, and the attention_lse goes.
 // An op on the way without a rule (or a case its rule does not support) is an error at the
 // op's location, the model line that made it.
 #include "kiln/Transforms/Passes.h"
@@ -63,35 +60,6 @@ Value concatOfPads(OpBuilder &b, Value v, ArrayRef<Value> gs) {
   }
   if (next != vt.getDimSize(axis)) return Value();
   return kiln::ConcatOp::create(b, FusedLoc::get(b.getContext(), locs), vt, inputs, b.getI64IntegerAttr(axis));
-}
-
-// 6. Each attention_lse whose query and key a forward attention reads with the same mask and
-// scale (and no cache): that attention with an lse result instead.
-void foldLse(func::FuncOp f) {
-  SmallVector<kiln::AttentionLseOp> lses;
-  f.walk([&](kiln::AttentionLseOp l) { lses.push_back(l); });
-  for (kiln::AttentionLseOp l : lses) {
-    kiln::AttentionOp fwd;
-    for (Operation *u : l.getQuery().getUsers())
-      if (auto a = dyn_cast<kiln::AttentionOp>(u); a && a.getQuery() == l.getQuery() && a.getKey() == l.getKey() &&
-                                                    !a.getPast() && !a.getLse() && a.getMask() == l.getMask() &&
-                                                    a.getScale() == l.getScale() && a->getBlock() == l->getBlock() &&
-                                                    a->isBeforeInBlock(l)) {
-        fwd = a;
-        break;
-      }
-    if (!fwd) continue;
-    OpBuilder b(fwd);
-    OperationState st(fwd.getLoc(), fwd->getName());
-    st.addOperands(fwd->getOperands());
-    st.addTypes({fwd.getResult().getType(), l.getType()});
-    st.addAttributes(fwd->getAttrs());
-    Operation *n = b.create(st);
-    fwd.getResult().replaceAllUsesWith(n->getResult(0));
-    l.getResult().replaceAllUsesWith(n->getResult(1));
-    l->erase();
-    fwd->erase();
-  }
 }
 
 LogicalResult differentiate(func::FuncOp f) {
@@ -143,22 +111,24 @@ LogicalResult differentiate(func::FuncOp f) {
     SmallVector<Value, 2> &gs = it->second;
     if (gs.size() == 1) return gs[0];
     Value sum = concatOfPads(b, v, gs);
-    // A table's rows scatter-added by kiln.embedding_grad (a tied embedding): added into the
-    // sum of the other contributions (the head's weight gradient), not into zeros and then
-    // summed with it.
-    kiln::EmbeddingGradOp scatter;
-    for (Value g : gs)
-      if (auto e = g.getDefiningOp<kiln::EmbeddingGradOp>(); e && !scatter && !e.getInto() && g.use_empty()) scatter = e;
-    if (!sum && scatter) {
-      Value rest;
-      for (Value g : gs)
-        if (g != scatter.getResult()) rest = rest ? kiln::AddOp::create(b, g.getLoc(), v.getType(), rest, g).getResult() : g;
-      sum = kiln::EmbeddingGradOp::create(b, scatter.getLoc(), v.getType(), scatter.getIds(), scatter.getGrad(), rest);
-      scatter.erase();
-    }
     if (!sum) {
-      sum = gs[0];
-      for (Value g : ArrayRef<Value>(gs).drop_front()) sum = kiln::AddOp::create(b, g.getLoc(), v.getType(), sum, g);
+      // A table's rows scatter-added by kiln.embedding_grad (a tied embedding): added into the
+      // sum of the other contributions (the head's weight gradient), not into zeros and then
+      // summed with it.
+      kiln::EmbeddingGradOp scatter;
+      for (Value g : gs)
+        if (auto e = g.getDefiningOp<kiln::EmbeddingGradOp>(); e && !e.getInto() && g.use_empty()) {
+          scatter = e;
+          break;
+        }
+      SmallVector<Value, 2> rest;
+      for (Value g : gs)
+        if (!scatter || g != scatter.getResult()) rest.push_back(g);
+      for (Value g : rest) sum = sum ? kiln::AddOp::create(b, g.getLoc(), v.getType(), sum, g).getResult() : g;
+      if (scatter) {
+        sum = kiln::EmbeddingGradOp::create(b, scatter.getLoc(), v.getType(), scatter.getIds(), scatter.getGrad(), sum);
+        scatter.erase();
+      }
     }
     gs.assign(1, sum);  // read again (a parameter's gradient at the results): the same value
     return sum;
@@ -217,7 +187,6 @@ LogicalResult differentiate(func::FuncOp f) {
   for (Operation &op : body.without_terminator()) all.push_back(&op);
   for (Operation *op : llvm::reverse(all))
     if (isOpTriviallyDead(op)) op->erase();
-  foldLse(f);
   return success();
 }
 

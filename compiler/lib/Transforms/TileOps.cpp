@@ -310,7 +310,6 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::Pad:
         case kiln::KernelOp::PositionIds:
         case kiln::KernelOp::AttentionGrad:
-        case kiln::KernelOp::AttentionLse:
         case kiln::KernelOp::StepCount:
         case kiln::KernelOp::LearningRate:
         case kiln::KernelOp::AdamWStep:

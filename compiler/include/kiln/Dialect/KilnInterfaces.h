@@ -59,7 +59,6 @@ enum class KernelOp {
   PositionIds,
   Pad,
   AttentionGrad,
-  AttentionLse,
   SumSquares,
   StepCount,
   LearningRate,

@@ -301,9 +301,9 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttr
     a cache another entry filled, such as the encoder's keys during decoding).
 
     The optional second result `lse` [H, Lq] is each query row's log-sum-exp of its scaled,
-    masked scores, which the backward reads (kiln-differentiate asks for it; mask "none" or
-    "causal", no cache): the kernel writes it beside the output, from the same running max
-    and sum, so the scores are never computed again for it.
+    masked scores, which the backward reads (the attention's gradient rule asks for it; mask
+    "none" or "causal", no cache): the kernel writes it beside the output, from the same
+    running max and sum, so the scores are never computed again for it.
 
     Sparse patterns (self-attention, Lq = Lk, all causal but a `noncausal` layout):
     "window" (pattern_size w: i - w < j <= i), "strided" (pattern_size s; part "local":
@@ -781,7 +781,7 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
     log-sum-exp, never stored whole: with P = softmax(q·kᵀ·scale + mask), dP = grad·vᵀ and
     D = rowsum(grad · out), dS = P · (dP - D); dq = dS·k·scale, dk = dSᵀ·q·scale, dv = Pᵀ·grad.
     Masks "none" and "causal". `lse` [H, Lq]: every query row's log-sum-exp, computed once
-    for the three gradients (the forward kiln.attention's second result, or kiln.attention_lse).
+    for the three gradients (the forward kiln.attention's second result).
 
     ```mlir
     %dq = kiln.attention_grad %q, %k, %v, %o, %do, %lse {mask = "causal", scale = 0.125 : f32, wrt = "query"} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>) -> tensor<4x?x64xf32>
@@ -793,28 +793,6 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
-
-def Kiln_AttentionLseOp : Kiln_Op<"attention_lse", [Pure], "AttentionLse", ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
-  let summary = "each query row's log-sum-exp of its attention scores (the softmax statistics the backward reuses)";
-  let description = [{
-    q [H, Lq, d], k [H, Lk, d] -> [H, Lq]: lse_i = log Σ_j exp(scale · q_i·k_j + mask), over
-    the keys row i sees (masks "none" and "causal"). kiln.attention's gradient rule computes
-    it once and hands it to its three kiln.attention_grad ops; kiln-differentiate then has the
-    forward attention write it instead (its `lse` result) and drops this op.
-
-    ```mlir
-    %lse = kiln.attention_lse %q, %k {mask = "causal", scale = 0.125 : f32} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?xf32>
-    ```
-  }];
-  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, DefaultValuedAttr<StrAttr, "\"none\"">:$mask,
-                   F32Attr:$scale);
-  let results = (outs AnyRankedTensor:$result);
-  let hasVerifier = 1;
-}
-
-// The optimizer (kiln-apply-optimizer): AdamW with global-norm clipping and a learning-rate
-// schedule. The ops marked "in place" write their first operand's buffer (a parameter or a
-// state) and return it, as kiln.cache_write does.
 
 def Kiln_SumSquaresOp : Kiln_Op<"sum_squares", [Pure], "SumSquares", ["inferSeqLengths"]> {
   let summary = "the sum of the squares of every element: [...] -> [1]";

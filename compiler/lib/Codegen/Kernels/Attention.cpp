@@ -45,12 +45,13 @@ Func buildSequenceAttention(Builder &B) {
   Var e("e"), i("i"), h("h"), io("io"), ii("ii"), t("t");
   Func out("out");
   // One query block at a time: scratch O(block x head dim) per task, tasks over (block, head).
-  Func P = onlineBlockAttention(B, B.in[0], B.in[1], B.in[2], ba, "", out, t, true);
+  // With the lse result (kiln.attention's second, for the backward: each row's log-sum-exp,
+  // from the same running state, which the engine replicates over e), P is computed at root
+  // and both outputs copy from it: scratch the size of the output twice over.
+  const bool withLse = !k.more_outputs.empty();
+  Func P = onlineBlockAttention(B, B.in[0], B.in[1], B.in[2], ba, "", out, t, true, withLse);
   Expr qb = (Lq + Bq - 1) / Bq;
   out(e, i, h) = P(e, clamp(i, 0, qb * Bq - 1), h)[0];
-  // The lse result (kiln.attention's second, for the backward): each row's log-sum-exp, from
-  // the same running state (the engine replicates it over e).
-  const bool withLse = !k.more_outputs.empty();
   Func lse("lse");
   if (withLse) {
     lse(i, h) = P(0, clamp(i, 0, qb * Bq - 1), h)[1];
@@ -63,17 +64,13 @@ Func buildSequenceAttention(Builder &B) {
     B.gpuRows(out, {e, i, h});
     return out;
   }
-  /* THE SCHEDULE: CPU: P per (query block, head) tasks; the lse's loops fused with the
-   * output's at the task (compute_with), so both read the block's one P. */
+  /* THE SCHEDULE: CPU: tasks of (query block, head), each computing its P, or, with the
+   * lse, copying it from the root P; the lse's rows per head in parallel. */
   B.s(out).split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t);
   if (B.parallel()) B.s(out).parallel(t);
   int we = largestDivisor(E, B.vec());
   if (we > 1) B.s(out).vectorize(e, we);
-  if (withLse) {
-    B.s(lse).split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t);
-    if (B.parallel()) B.s(lse).parallel(t);
-    B.s(lse).compute_with(out, t);
-  }
+  if (withLse && B.parallel()) B.s(lse).parallel(h);
   return out;
 }
 

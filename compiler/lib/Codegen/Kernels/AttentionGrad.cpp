@@ -8,8 +8,8 @@
 //
 // dq works per block of query rows (their scores, lse and dP over all keys, kept for the
 // block); dk and dv per block of key rows, over every query, from every query's lse and D
-// computed first. The lse is kiln.attention_lse's (kiln.attention's gradient rule computes it
-// once for the three), which this file's kernel computes too: tasks of 16 query rows. Every
+// computed first. The lse is the forward kiln.attention's second result (its gradient rule
+// asks for it, so the scores are not computed again for the statistics). Every
 // product is a small GEMM in register blocks (2 vectors x 8 rows over the head dim; 4 vectors
 // x 4 rows for the sums into the result), the softmax statistics are
 // reduced a vector of keys at a time. CPU schedules. Causal: a block's sums stop at its last
@@ -47,27 +47,17 @@ void scheduleProduct(Builder &B, Product &p, Func f, Var at, Var x, Var y, Var h
 Func buildAttentionGrad(Builder &B) {
   const KernelSpec &k = B.k;
   if (B.gpu) throw std::runtime_error("kernel " + k.kind + " has CPU schedules only (for now)");
-  // kiln.attention_lse: the statistics alone (wrt "lse" below); kiln.attention_grad: a
-  // gradient, from the lse given as its sixth input.
-  const bool lseOnly = k.op == KernelOp::AttentionLse;
-  float scale;
-  std::string mask, wrt = "lse";
-  if (lseOnly) {
-    AttentionLseOp op = B.op<AttentionLseOp>();
-    scale = op.getScale().convertToFloat(), mask = op.getMask().str();
-  } else {
-    AttentionGradOp op = B.op<AttentionGradOp>();
-    scale = op.getScale().convertToFloat(), mask = op.getMask().str(), wrt = op.getWrt().str();
-  }
+  AttentionGradOp op = B.op<AttentionGradOp>();
+  const float scale = op.getScale().convertToFloat();
+  const std::string mask = op.getMask().str(), wrt = op.getWrt().str();
   const bool causal = mask == "causal";
-  if (!lseOnly && k.inputs.size() < 6) throw std::runtime_error("kernel " + k.kind + ": expected the lse operand");
+  if (k.inputs.size() < 6) throw std::runtime_error("kernel " + k.kind + ": expected the lse operand");
   ImageParam Q = B.in[0], K = B.in[1];
-  const int D = (int)k.inputs[0].dims[2], Dv = lseOnly ? 0 : (int)k.inputs[2].dims[2];
+  const int D = (int)k.inputs[0].dims[2], Dv = (int)k.inputs[2].dims[2];
   const int v = B.vec();
   const int R = 16, RB = 4;  // rows per task; rows per register block of the result
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent(), off = Lk - Lq;
-  Var c("c"), i("i"), j("j"), h("h"), l("l");
-  const float ninf = -std::numeric_limits<float>::infinity();
+  Var c("c"), i("i"), j("j"), h("h");
   auto visible = [&](Expr key, Expr query) { return causal ? key <= query + off : Halide::Internal::const_true(); };
 
   /* THE ALGORITHM */
@@ -77,8 +67,8 @@ Func buildAttentionGrad(Builder &B) {
     f(c, j, h) = X(c, min(j, L - 1), h);
     return f;
   };
-  Func q = rows(Q, Lq, "q"), kk = rows(K, Lk, "k"), vv, o, g;
-  if (!lseOnly) vv = rows(B.in[2], Lk, "v"), o = rows(B.in[3], Lq, "o"), g = rows(B.in[4], Lq, "g");
+  Func q = rows(Q, Lq, "q"), kk = rows(K, Lk, "k"), vv = rows(B.in[2], Lk, "v"), o = rows(B.in[3], Lq, "o"),
+       g = rows(B.in[4], Lq, "g");
   // Transposed copies ([rows, features] -> [features, rows] per head), made once: the vectors
   // of a product run along rows (keys or queries).
   auto transposed = [&](Func X, const char *name) {
@@ -88,48 +78,12 @@ Func buildAttentionGrad(Builder &B) {
     if (B.parallel()) B.s(t).parallel(h);
     return t;
   };
-  // Query rows' scores s_row(j, i) (vectors over keys j) and, from them, each row's
-  // log-sum-exp: a vector of keys at a time (lane l holds keys l, l + vec, ...), then across
-  // the lanes.
+  // Query rows' scores s_row(j, i) (vectors over keys j); each row's log-sum-exp is the
+  // forward attention's (its lse result), read clamped like the rows.
   Func kT = transposed(kk, "k_t");
   Product sRow = product("s_row", q, kT, D, j, i, h);
-  Func mxv("mx_lanes"), mx("mx"), sev("se_lanes"), se("se"), lse("lse");
-  RDom rm(0, (Lk + v - 1) / v, "rm"), rs(0, (Lk + v - 1) / v, "rs"), rl(0, v, "rl"), rl2(0, v, "rl2");
-  if (causal) rm.where(rm * v <= i + off), rs.where(rs * v <= i + off);
-  auto keyOf = [&](Expr blk) { return blk * v + l; };
-  auto rowScore = [&](Expr key) { return sRow.s(min(key, Lk - 1), i, h) * scale; };
-  mxv(l, i, h) = ninf;
-  mxv(l, i, h) = max(mxv(l, i, h), select(keyOf(rm) < Lk && visible(keyOf(rm), i), rowScore(keyOf(rm)), ninf));
-  mx(i, h) = ninf;
-  mx(i, h) = max(mx(i, h), mxv(rl, i, h));
-  sev(l, i, h) = 0.0f;
-  sev(l, i, h) += select(keyOf(rs) < Lk && visible(keyOf(rs), i), exp(rowScore(keyOf(rs)) - mx(i, h)), 0.0f);
-  se(i, h) = 0.0f;
-  se(i, h) += sev(rl2, i, h);
-  if (lseOnly) lse(i, h) = mx(i, h) + log(se(i, h));
-  else lse(i, h) = B.in[5](min(i, Lq - 1), h);  // kiln.attention_lse's (read clamped, as the rows)
-  // The statistics of a row, computed at `f`'s loop `at` (the row's vectors of keys first).
-  auto rowStats = [&](Func f, Var at) {
-    B.s(mx).compute_at(f, at);
-    B.s(se).compute_at(f, at);
-    B.s(mxv).compute_at(f, at).vectorize(l, v);
-    B.s(mxv.update()).reorder(l, rm, i, h).vectorize(l, v);
-    B.s(sev).compute_at(f, at).vectorize(l, v);
-    B.s(sev.update()).reorder(l, rs, i, h).vectorize(l, v);
-  };
-  if (lseOnly) {
-    // Every row's lse: tasks of R rows per head, every head's in parallel, each task's scores in
-    // register blocks, then the row's statistics.
-    Func out("out");
-    out(i, h) = lse(i, h);
-    Var lo("lo"), li("li"), lt("lt");
-    B.s(out).split(i, lo, li, R, TailStrategy::GuardWithIf).reorder(li, lo, h);
-    Var task = lo;
-    if (B.parallel()) B.s(out).fuse(lo, h, lt).parallel(lt), task = lt;
-    scheduleProduct(B, sRow, out, task, j, i, h);
-    rowStats(out, li);
-    return out;
-  }
+  Func lse("lse");
+  lse(i, h) = B.in[5](min(i, Lq - 1), h);
   Func dRow("d_row");
   RDom re(0, Dv, "re");
   dRow(i, h) = 0.0f;

@@ -5,7 +5,7 @@
 namespace kiln::codegen {
 
 Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, const BlockAttention &ba,
-                          const std::string &sfx, Func out, Var outVar, bool perBlock) {
+                          const std::string &sfx, Func out, Var outVar, bool perBlock, bool atRoot) {
   const KernelSpec &k = B.k;
   const int D = (int)k.inputs[0].dims[2], E = ba.valueWidth;
   const int Bq = ba.block, Bk = ba.keyRows > 0 ? ba.keyRows : ba.block;
@@ -80,8 +80,13 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   const int w = B.vec(), we = largestDivisor(E, w), wq = largestDivisor(Bq, w);
   const int tq = std::min(32, Bq), tk = largestDivisor(Bk, 8), pvq = largestDivisor(Bq, 4);
   Var qio("qio"), qii("qii"), kio("kio"), kii("kii");
-  B.s(P).compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp);
-  if (!perBlock && B.parallel()) B.s(P).parallel(xo);
+  if (!atRoot) {
+    B.s(P).compute_at(out, outVar).split(x, xo, xi, Bq, TailStrategy::RoundUp);
+    if (!perBlock && B.parallel()) B.s(P).parallel(xo);
+  } else {  // at root, read by several outputs: query blocks of every head in parallel
+    B.s(P).compute_root().split(x, xo, xi, Bq, TailStrategy::RoundUp);
+    if (B.parallel()) B.s(P).parallel(xo).parallel(g);
+  }
   if (we > 1) B.s(P).vectorize(e, we);
   if (ba.gatherRows) B.s(QRow).compute_at(P, xo);
   B.s(Qt).compute_at(P, xo);

@@ -37,9 +37,11 @@ struct BlockAttention {
 };
 
 // P is computed at out's `outVar` loop: a head (all query blocks, in parallel), or, when
-// `perBlock`, one query block of out (out's rows in query order, split by the block). `sfx`
+// `perBlock`, one query block of out (out's rows in query order, split by the block); or,
+// `atRoot`, at root (the query blocks of every head in parallel), for a kernel whose several
+// outputs read it. `sfx`
 // tells apart the Funcs of several engines in one kernel (the parts of a sparse pattern).
 Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, const BlockAttention &ba,
-                          const std::string &sfx, Func out, Var outVar, bool perBlock = false);
+                          const std::string &sfx, Func out, Var outVar, bool perBlock = false, bool atRoot = false);
 
 }  // namespace kiln::codegen

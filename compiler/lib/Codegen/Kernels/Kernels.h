@@ -40,8 +40,7 @@ Func buildLoss(Builder &B);
 // Backward.cpp: the backward's column reductions (reduce_rows, weight_grad, layer_norm_grad
 // wrt gamma, embedding_grad).
 Func buildBackward(Builder &B);
-// AttentionGrad.cpp: attention's gradient with respect to its query, key or value, and its
-// rows' log-sum-exp (kiln.attention_lse).
+// AttentionGrad.cpp: attention's gradient with respect to its query, key or value.
 Func buildAttentionGrad(Builder &B);
 // Optimizer.cpp: gradient norms, the step counter, the learning rate, AdamW.
 Func buildOptimizer(Builder &B);
