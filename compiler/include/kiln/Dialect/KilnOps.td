@@ -794,6 +794,10 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
   let hasVerifier = 1;
 }
 
+// The optimizer (kiln-apply-optimizer): AdamW with global-norm clipping and a learning-rate
+// schedule. The ops marked "in place" write their first operand's buffer (a parameter or a
+// state) and return it, as kiln.cache_write does.
+
 def Kiln_SumSquaresOp : Kiln_Op<"sum_squares", [Pure], "SumSquares", ["inferSeqLengths"]> {
   let summary = "the sum of the squares of every element: [...] -> [1]";
   let description = [{
