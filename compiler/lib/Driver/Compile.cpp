@@ -50,6 +50,7 @@ void Driver::Impl::decide() {
   if (symbol != "kiln_model" && emit != Emit::Lib) throw UserError{"--lib-symbol applies to --emit=lib only"};
   phases.target = tgt;
   phases.ffn_chunk = ffnChunk == "auto" ? 0 : ffnChunk == "off" ? -1 : std::stoll(ffnChunk);
+  phases.recompute_ffn = recomputeFfn;
 }
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {

@@ -41,6 +41,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
   switch (phase) {
     case Phase::Fused:
       pm.addPass(createDifferentiate());  // first: the backward is fused and tiled with the forward
+      if (opt.recompute_ffn) pm.addPass(createCheckpointFfn());
       pm.addPass(createRecomputeCheckpoints());
       pm.addPass(createApplyOptimizer());
       pm.addPass(createFuseAttention());
@@ -75,6 +76,9 @@ struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
                              llvm::cl::init("x86-64-avx512")};
   Option<int64_t> ffnChunk{*this, "ffn-chunk", llvm::cl::desc("kiln-chunk-ffn rows per chunk (0: default, -1: off)"),
                            llvm::cl::init(0)};
+  Option<bool> recomputeFfn{*this, "recompute-ffn",
+                            llvm::cl::desc("the backward recomputes each FFN's intermediate (kiln-checkpoint-ffn)"),
+                            llvm::cl::init(false)};
 };
 }  // namespace
 
@@ -87,6 +91,7 @@ void registerPhasePipelines() {
           PhaseOptions opt;
           opt.target = resolveTarget(o.target).value_or(*resolveTarget("x86-64-avx512"));
           opt.ffn_chunk = o.ffnChunk;
+          opt.recompute_ffn = o.recomputeFfn;
           buildPhasePipeline(pm, p, opt);
         });
   }

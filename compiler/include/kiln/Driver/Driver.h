@@ -11,7 +11,7 @@
 //
 // Common flags: -o, --emit=mlir|schedule|halide-stmt|ptx|llvm|obj|lib|exe|cost,
 // --compile-to=input|fused|tiled|scheduled|kernels|llvm|exe, --dump-dir, --print-ir-after-all,
-// --target, --gpu-buffers, --cache-dir, --ffn-chunk, --lib-symbol, --max-memory, --quiet, and
+// --target, --gpu-buffers, --cache-dir, --ffn-chunk, --recompute-ffn, --lib-symbol, --max-memory, --quiet, and
 // --config for programs that declare config_option()s.
 // Exit codes: 0 success, 1 user error, 2 internal error.
 #pragma once

@@ -25,6 +25,25 @@ def Differentiate : Pass<"kiln-differentiate", "mlir::ModuleOp"> {
   }];
 }
 
+def CheckpointFfn : Pass<"kiln-checkpoint-ffn", "mlir::ModuleOp"> {
+  let summary = "Mark each FFN's first linear and activation as a checkpointed block of their own";
+  let description = [{
+    A memory option (the drivers' --recompute-ffn): in every entry kiln-differentiate
+    differentiated, each FFN of the forward
+      %p = kiln.linear %x, %w1, %b1
+      %h = kiln.gelu %p                 // or another activation op
+      %y = kiln.linear %h, %w2, %b2
+    whose %p and %h the backward reads (the activation's gradient reads %p, the second weight's
+    gradient %h) gets its three ops marked `kiln.checkpoint = id`, an id of its own after the
+    DSL's blocks. kiln-recompute-checkpoints then recomputes %p and %h from %x just before the
+    backward's first read (the second linear's result is read by no gradient); in the forward they have one reader each, so
+    kiln-fuse-epilogue and kiln-chunk-ffn fuse the forward into kiln.ffn, whose intermediate
+    exists one chunk at a time. This saves the two [rows, d_ff] activations per FFN from the
+    forward to the backward for one more GEMM (x·W1) per FFN in the backward. An FFN inside a
+    checkpointed block is left to its block.
+  }];
+}
+
 def RecomputeCheckpoints : Pass<"kiln-recompute-checkpoints", "mlir::ModuleOp"> {
   let summary = "Gradient checkpointing: recompute checkpointed blocks in the backward instead of keeping their activations";
   let description = [{
