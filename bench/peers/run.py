@@ -328,15 +328,22 @@ def main():
             "prompt %d + %d new tokens, whole process incl. loading (torch: from_pretrained + generate); kiln %.1f tok/s, "
             "torch %.1f tok/s; kiln: %s" % (P, N, N / (km / 1e3), N / (statistics.median(p) / 1e3), next(l for l in err.splitlines() if l.startswith("prompt:"))))
 
-    if want("gpt2_small_train"):
+    train_cases = [c for c in ("gpt2_small_train", "gpt2_small_train_recompute_ffn") if want(c)]
+    if train_cases:
         # One training step (forward, backward, clipping at 1.0, AdamW) over a batch of B = 4
         # windows of T = 256: kiln's train_step against PyTorch eager (dropout 0, as kiln).
+        # gpt2_small_train_recompute_ffn: the same compiled with --recompute-ffn (the backward
+        # recomputes each FFN's intermediates), timed in the same rounds against the same peer.
         B, T = (2, 128) if a.quick else (4, 256)
-        exe = os.path.join(OUT, "gpt2-train-kiln-b%d" % B)
-        if stale(exe, os.path.join(BIN, "gpt2-compile")):
-            log("compiling gpt2 with --train --batch %d (the backward's kernels at GPT-2 small's sizes: minutes)" % B)
-            sh([os.path.join(BIN, "gpt2-compile"), "--config", os.path.join(gdir, "config.json"), "--train", "--batch",
-                str(B), "-o", exe])
+        exes_t = {}
+        for case in train_cases:
+            rffn = case.endswith("recompute_ffn")
+            exes_t[case] = exe = os.path.join(OUT, "gpt2-train-kiln-b%d%s" % (B, "-rffn" if rffn else ""))
+            if stale(exe, os.path.join(BIN, "gpt2-compile")):
+                log("compiling gpt2 with --train --batch %d%s (the backward's kernels at GPT-2 small's sizes: minutes)" %
+                    (B, " --recompute-ffn" if rffn else ""))
+                sh([os.path.join(BIN, "gpt2-compile"), "--config", os.path.join(gdir, "config.json"), "--train", "--batch",
+                    str(B), "-o", exe] + (["--recompute-ffn"] if rffn else []))
         ids = rng.integers(0, 50257, size=(B, T + 1)).astype(np.int32)
         tokf, tgtf = os.path.join(tmp, "train-tokens.npy"), os.path.join(tmp, "train-targets.npy")
         np.save(tokf, ids[:, :T])
@@ -349,29 +356,42 @@ def main():
             outp = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "torch_train.py"), gdir, tokf,
                                    tgtf, str(a.threads), str(a.repeat)], check=True, capture_output=True, text=True)
             return json.loads(outp.stdout.strip().splitlines()[-1])
-        # Correctness: the loss of these weights on this window, kiln's eval entry against torch's.
-        ed = os.path.join(tmp, "train-eval")
-        run_kiln([exe, "--weights", gw, "--entry", "eval", "--input", "tokens=" + tokf, "--input", "targets=" + tgtf],
-                 a.threads, 1, ed)
+        # Correctness: the loss of these weights on this window, kiln's eval entry against torch's
+        # (and the first step's loss and gradient norm of the variants against each other).
         model = GPT2LMHeadModel.from_pretrained(gdir).eval()
         with torch.no_grad():
             ref = torch.nn.functional.cross_entropy(model(tt, use_cache=False).logits.reshape(B * T, -1),
                                                     targets).reshape(1).numpy()
         del model
-        rel = check("gpt2_small_train", np.load(os.path.join(ed, "loss.npy")), ref, "loss")
-        k, p, prss = [], [], []
+        rels, first = {}, {}
+        for case, exe in exes_t.items():
+            ed = os.path.join(tmp, "train-eval-" + case)
+            run_kiln([exe, "--weights", gw, "--entry", "eval", "--input", "tokens=" + tokf, "--input", "targets=" + tgtf],
+                     a.threads, 1, ed)
+            rels[case] = check(case, np.load(os.path.join(ed, "loss.npy")), ref, "loss")
+            sd = os.path.join(tmp, "train-step-" + case)
+            run_kiln([exe, "--weights", gw, "--entry", "train_step", "--input", "tokens=" + tokf, "--input",
+                      "targets=" + tgtf], a.threads, 1, sd)
+            first[case] = np.concatenate([np.load(os.path.join(sd, n + ".npy")) for n in ("loss", "grad_sumsq")])
+        if len(first) == 2:
+            check("gpt2_small_train_recompute_ffn", first["gpt2_small_train_recompute_ffn"], first["gpt2_small_train"],
+                  "first step's loss and grad_sumsq")
+        k, p, prss, krss = {c: [] for c in exes_t}, [], [], {}
         for _ in range(rounds):
-            ms, rss, _ = run_kiln([exe, "--weights", gw, "--entry", "train_step", "--input", "tokens=" + tokf, "--input",
-                                   "targets=" + tgtf], a.threads, a.repeat)
-            k.append(ms)
+            for case, exe in exes_t.items():
+                ms, krss[case], _ = run_kiln([exe, "--weights", gw, "--entry", "train_step", "--input", "tokens=" + tokf,
+                                              "--input", "targets=" + tgtf], a.threads, a.repeat)
+                k[case].append(ms)
             t = torch_step_child()
             p.append(t["ms"])
             prss.append(t["peak_bytes"])
-        km = statistics.median(k)
-        row("gpt2_small_train", T, km, "torch", statistics.median(p), rss, 3 * B * gpt2_flops(T), rel,
-            "B=%d T=%d: forward+backward+clip+AdamW; kiln %.0f tok/s, torch %.0f tok/s (torch eager, dropout 0, "
-            "its own process)" % (B, T, B * T / (km / 1e3), B * T / (statistics.median(p) / 1e3)),
-            base_rss=max(prss))
+        for case in exes_t:
+            km = statistics.median(k[case])
+            row(case, T, km, "torch", statistics.median(p), krss[case], 3 * B * gpt2_flops(T), rels[case],
+                "B=%d T=%d: forward+backward+clip+AdamW%s; kiln %.0f tok/s, torch %.0f tok/s (torch eager, dropout 0, "
+                "its own process)" % (B, T, ", --recompute-ffn" if case.endswith("recompute_ffn") else "",
+                                      B * T / (km / 1e3), B * T / (statistics.median(p) / 1e3)),
+                base_rss=max(prss))
 
     if want("bert_base_forward"):
         bert = BertModel.from_pretrained(bdir, add_pooling_layer=False).eval()
