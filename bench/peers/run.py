@@ -328,22 +328,26 @@ def main():
             "prompt %d + %d new tokens, whole process incl. loading (torch: from_pretrained + generate); kiln %.1f tok/s, "
             "torch %.1f tok/s; kiln: %s" % (P, N, N / (km / 1e3), N / (statistics.median(p) / 1e3), next(l for l in err.splitlines() if l.startswith("prompt:"))))
 
-    train_cases = [c for c in ("gpt2_small_train", "gpt2_small_train_recompute_ffn") if want(c)]
+    # The training step's variants: the compile flags of each.
+    train_flags = {"gpt2_small_train": [], "gpt2_small_train_recompute_act": ["--recompute-ffn", "activation"],
+                   "gpt2_small_train_recompute_ffn": ["--recompute-ffn", "all"]}
+    train_cases = [c for c in train_flags if want(c)]
     if train_cases:
         # One training step (forward, backward, clipping at 1.0, AdamW) over a batch of B = 4
         # windows of T = 256: kiln's train_step against PyTorch eager (dropout 0, as kiln).
-        # gpt2_small_train_recompute_ffn: the same compiled with --recompute-ffn (the backward
-        # recomputes each FFN's intermediates), timed in the same rounds against the same peer.
+        # gpt2_small_train_recompute_act / _ffn: the same compiled with --recompute-ffn activation
+        # / all (the backward recomputes each FFN's activation / both intermediates), timed in
+        # the same rounds against the same peer.
         B, T = (2, 128) if a.quick else (4, 256)
         exes_t = {}
         for case in train_cases:
-            rffn = case.endswith("recompute_ffn")
-            exes_t[case] = exe = os.path.join(OUT, "gpt2-train-kiln-b%d%s" % (B, "-rffn" if rffn else ""))
+            flags = train_flags[case]
+            exes_t[case] = exe = os.path.join(OUT, "gpt2-train-kiln-b%d%s" % (B, "-" + flags[-1] if flags else ""))
             if stale(exe, os.path.join(BIN, "gpt2-compile")):
-                log("compiling gpt2 with --train --batch %d%s (the backward's kernels at GPT-2 small's sizes: minutes)" %
-                    (B, " --recompute-ffn" if rffn else ""))
+                log("compiling gpt2 with --train --batch %d %s(the backward's kernels at GPT-2 small's sizes: minutes)" %
+                    (B, " ".join(flags + [""])))
                 sh([os.path.join(BIN, "gpt2-compile"), "--config", os.path.join(gdir, "config.json"), "--train", "--batch",
-                    str(B), "-o", exe] + (["--recompute-ffn"] if rffn else []))
+                    str(B), "-o", exe] + flags)
         ids = rng.integers(0, 50257, size=(B, T + 1)).astype(np.int32)
         tokf, tgtf = os.path.join(tmp, "train-tokens.npy"), os.path.join(tmp, "train-targets.npy")
         np.save(tokf, ids[:, :T])
@@ -373,9 +377,9 @@ def main():
             run_kiln([exe, "--weights", gw, "--entry", "train_step", "--input", "tokens=" + tokf, "--input",
                       "targets=" + tgtf], a.threads, 1, sd)
             first[case] = np.concatenate([np.load(os.path.join(sd, n + ".npy")) for n in ("loss", "grad_sumsq")])
-        if len(first) == 2:
-            check("gpt2_small_train_recompute_ffn", first["gpt2_small_train_recompute_ffn"], first["gpt2_small_train"],
-                  "first step's loss and grad_sumsq")
+        for case in first:
+            if case != "gpt2_small_train" and "gpt2_small_train" in first:
+                check(case, first[case], first["gpt2_small_train"], "first step's loss and grad_sumsq")
         k, p, prss, krss = {c: [] for c in exes_t}, [], [], {}
         for _ in range(rounds):
             for case, exe in exes_t.items():
@@ -389,7 +393,7 @@ def main():
             km = statistics.median(k[case])
             row(case, T, km, "torch", statistics.median(p), krss[case], 3 * B * gpt2_flops(T), rels[case],
                 "B=%d T=%d: forward+backward+clip+AdamW%s; kiln %.0f tok/s, torch %.0f tok/s (torch eager, dropout 0, "
-                "its own process)" % (B, T, ", --recompute-ffn" if case.endswith("recompute_ffn") else "",
+                "its own process)" % (B, T, "".join([", "] + train_flags[case]) if train_flags[case] else "",
                                       B * T / (km / 1e3), B * T / (statistics.median(p) / 1e3)),
                 base_rss=max(prss))
 

@@ -1,5 +1,6 @@
 // RUN: kiln-opt %s --kiln-differentiate --kiln-checkpoint-ffn --kiln-recompute-checkpoints | FileCheck %s
-// RUN: kiln-opt %s --kiln-phase-fused=recompute-ffn=1 --kiln-chunk-ffn | FileCheck %s --check-prefix=FUSED
+// RUN: kiln-opt %s --kiln-phase-fused=recompute-ffn=all --kiln-chunk-ffn | FileCheck %s --check-prefix=FUSED
+// RUN: kiln-opt %s --kiln-differentiate --kiln-checkpoint-ffn=activation-only=1 --kiln-recompute-checkpoints | FileCheck %s --check-prefix=ACT
 
 // An FFN y = x + linear(gelu(linear(x, w1, b1)), w2, b2) under a loss. The backward reads the
 // first linear's output (the gelu's gradient) and the gelu's (w2's gradient): kiln-checkpoint-ffn
@@ -29,6 +30,18 @@
 // FUSED: kiln.fill {kiln.grad_seed
 // FUSED: kiln.linear %{{.*}} {kiln.recomputed = 1 : i64}
 // FUSED: kiln.gelu
+// activation-only: the activation and the second linear form the block; the first linear's output
+// is its input, kept (the gelu's gradient reads it), and the gelu is recomputed from it. Kept at
+// L = 8: x, the first linear's output, y and the logits, 416 + 8·6·4 = 608 bytes.
+// ACT-LABEL: func.func @ffn
+// ACT-SAME: kiln.backward = {recomputed_flops = {{.*}}, recomputed_ops = 1 : i64, saved_bytes = 608 : i64}
+// ACT: %[[A:.*]] = kiln.linear %{{.*}}, %{{.*}}, %{{.*}} : (
+// ACT: %[[H:.*]] = kiln.gelu %[[A]] {{.*}}kiln.checkpoint = 1
+// ACT: kiln.linear %[[H]], %{{.*}}, %{{.*}} {kiln.checkpoint = 1 : i64}
+// ACT: kiln.fill {kiln.grad_seed
+// ACT: %[[HR:.*]] = kiln.gelu %[[A]] {{.*}}kiln.recomputed = 1
+// ACT: kiln.weight_grad %[[HR]]
+// ACT: kiln.activation_grad %[[A]]
 module attributes {kiln.seq_bounds = array<i64: 8>, kiln.seq_names = ["L"]} {
   func.func @ffn(%x0: tensor<?x4xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>},
                  %t: tensor<?xi32> {kiln.name = "t", kiln.syms = array<i64: 0>}) -> (tensor<1xf32> {kiln.name = "loss"})

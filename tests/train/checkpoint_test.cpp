@@ -18,7 +18,7 @@ struct Compiled {
   std::string exe, cost;
 };
 
-// `flag`: "" (plain), "--train-checkpoint" or "--recompute-ffn"; `name` the executable's.
+// `flag`: "" (plain), "--train-checkpoint" or "--recompute-ffn X"; `stem` the executable's name.
 Compiled compileGpt2(const std::string &dir, const std::string &flag, const std::string &stem) {
   std::string args = std::string(KILN_BIN) + "/gpt2-compile --train --layers 12 --d-model 32 --heads 2 --vocab 64 --ctx 256 --quiet "
                      "--cache-dir " KILN_TEST_CACHE " " + flag;
@@ -96,54 +96,66 @@ TEST(Checkpointing, QuarterOfThePeakSameGradients) {
   std::cout << "plain:        " << lp << "\ncheckpointed: " << lc << "\n";
 }
 
-// --recompute-ffn (kiln-checkpoint-ffn): each FFN's intermediate (the first linear's output
-// and the activation's) is recomputed in the backward instead of kept from the forward, whose
-// FFN becomes one chunked kiln.ffn. The gradients agree with the plain build's (the forward's
-// FFN is another kernel now, so to rounding, not bit for bit); the backward keeps less.
+// --recompute-ffn (kiln-checkpoint-ffn): `all` recomputes each FFN's two intermediates (the
+// first linear's output and the activation's) in the backward instead of keeping them from the
+// forward, whose FFN becomes one chunked kiln.ffn; `activation` recomputes the activation's
+// output alone, from the kept first one. The gradients agree with the plain build's (`all`
+// runs the forward's FFN as another kernel, so to rounding, not bit for bit); the backward
+// keeps less: at the bound L = 256, 12 · 256 · 128 · 4 bytes less per recomputed intermediate.
 TEST(Checkpointing, RecomputedFfnKeepsLessSameGradients) {
   std::string dir = kt::workDir("train_recompute_ffn");
-  Compiled plain = compileGpt2(dir, "", "plain"), ffn = compileGpt2(dir, "--recompute-ffn", "ffn");
+  Compiled plain = compileGpt2(dir, "", "plain");
   ASSERT_FALSE(plain.exe.empty());
-  ASSERT_FALSE(ffn.exe.empty());
   const int L = 200;  // no multiple of the FFN's chunk
   writeWindow(dir, L);
   std::string args = " --entry gradients --random-weights --seed 5 --input tokens=" + dir + "/tokens.npy --input targets=" +
                      dir + "/targets.npy --output-dir ";
   auto a = kt::run(plain.exe + args + dir + "/plain_out");
   ASSERT_EQ(a.code, 0) << a.output;
-  auto b = kt::run(ffn.exe + args + dir + "/ffn_out");
-  ASSERT_EQ(b.code, 0) << b.output;
-  EXPECT_TRUE(kt::allClose(kt::loadNpy(dir + "/plain_out/loss.npy"), kt::loadNpy(dir + "/ffn_out/loss.npy")));
-  int grads = 0;
-  for (auto &e : std::filesystem::directory_iterator(dir + "/plain_out")) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("grad.", 0) != 0) continue;
-    ++grads;
-    EXPECT_TRUE(kt::allClose(kt::loadNpy(e.path().string()), kt::loadNpy(dir + "/ffn_out/" + n))) << n;
-  }
-  EXPECT_EQ(grads, 2 + 2 + 12 * 12) << "every parameter's gradient";
-
-  double pa = arenaKiB(a.output), pb = arenaKiB(b.output);
+  double pa = arenaKiB(a.output);
   ASSERT_GT(pa, 0) << a.output;
-  ASSERT_GT(pb, 0) << b.output;
-  EXPECT_LT(pb, pa) << "recomputed-FFN peak " << pb << " KiB vs " << pa << " KiB";
-  std::cout << "12 blocks at L = " << L << ": buffer plan peak " << pa << " KiB, FFN recomputed " << pb << " KiB\n";
-
-  // Two ops (the first linear and the activation) recomputed per FFN; the saved bytes drop by
-  // both [L, 4d] intermediates of every layer at the bound L = 256: 12 · 2 · 256 · 128 · 4.
-  std::string lp = backwardLine(plain.cost, "gradients"), lf = backwardLine(ffn.cost, "gradients");
-  EXPECT_THAT(lf, HasSubstr("in 24 ops")) << ffn.cost;
   auto savedBytes = [](const std::string &line) -> double {
     std::smatch m;
     if (!std::regex_search(line, m, std::regex("saved activations ([0-9.]+) (B|KB|MB|GB)"))) return -1;
     double unit = m[2] == "GB" ? 1e9 : m[2] == "MB" ? 1e6 : m[2] == "KB" ? 1e3 : 1;
     return std::stod(m[1]) * unit;
   };
-  double sp = savedBytes(lp), sf = savedBytes(lf);
+  std::string lp = backwardLine(plain.cost, "gradients");
+  double sp = savedBytes(lp);
   ASSERT_GT(sp, 0) << lp;
-  ASSERT_GT(sf, 0) << lf;
-  EXPECT_NEAR(sp - sf, 12.0 * 2 * 256 * 128 * 4, 0.01 * sp) << lp << "\n" << lf;
-  std::cout << "plain:          " << lp << "\nFFN recomputed: " << lf << "\n";
+  std::cout << "plain:      " << lp << "\n";
+
+  for (auto [mode, intermediates] : {std::pair<std::string, int>{"all", 2}, {"activation", 1}}) {
+    SCOPED_TRACE("--recompute-ffn " + mode);
+    Compiled ffn = compileGpt2(dir, "--recompute-ffn " + mode, "ffn_" + mode);
+    ASSERT_FALSE(ffn.exe.empty());
+    std::string out = dir + "/" + mode + "_out";
+    auto b = kt::run(ffn.exe + args + out);
+    ASSERT_EQ(b.code, 0) << b.output;
+    EXPECT_TRUE(kt::allClose(kt::loadNpy(dir + "/plain_out/loss.npy"), kt::loadNpy(out + "/loss.npy")));
+    int grads = 0;
+    for (auto &e : std::filesystem::directory_iterator(dir + "/plain_out")) {
+      std::string n = e.path().filename().string();
+      if (n.rfind("grad.", 0) != 0) continue;
+      ++grads;
+      EXPECT_TRUE(kt::allClose(kt::loadNpy(e.path().string()), kt::loadNpy(out + "/" + n))) << n;
+    }
+    EXPECT_EQ(grads, 2 + 2 + 12 * 12) << "every parameter's gradient";
+
+    double pb = arenaKiB(b.output);
+    ASSERT_GT(pb, 0) << b.output;
+    EXPECT_LT(pb, pa) << "peak " << pb << " KiB vs " << pa << " KiB";
+    std::cout << "12 blocks at L = " << L << ": buffer plan peak " << pa << " KiB, --recompute-ffn " << mode << " " << pb
+              << " KiB\n";
+
+    // One op recomputed per recomputed intermediate and FFN.
+    std::string lf = backwardLine(ffn.cost, "gradients");
+    EXPECT_THAT(lf, HasSubstr("in " + std::to_string(12 * intermediates) + " ops")) << ffn.cost;
+    double sf = savedBytes(lf);
+    ASSERT_GT(sf, 0) << lf;
+    EXPECT_NEAR(sp - sf, 12.0 * intermediates * 256 * 128 * 4, 0.01 * sp) << lp << "\n" << lf;
+    std::cout << mode << ": " << lf << "\n";
+  }
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ void Driver::Impl::decide() {
   if (symbol != "kiln_model" && emit != Emit::Lib) throw UserError{"--lib-symbol applies to --emit=lib only"};
   phases.target = tgt;
   phases.ffn_chunk = ffnChunk == "auto" ? 0 : ffnChunk == "off" ? -1 : std::stoll(ffnChunk);
-  phases.recompute_ffn = recomputeFfn;
+  phases.recompute_ffn = recomputeFfn == "all"          ? PhaseOptions::RecomputeFfn::all
+                         : recomputeFfn == "activation" ? PhaseOptions::RecomputeFfn::activation
+                                                        : PhaseOptions::RecomputeFfn::off;
 }
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {

@@ -86,10 +86,13 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
         return *end || n < 1 || n > 1 << 20 ? std::string("expected auto, off or a positive row count") : std::string();
       })
       ->capture_default_str();
-  app.add_flag("--recompute-ffn", recomputeFfn,
-               "training entries: the backward recomputes each FFN's d_ff-wide intermediate from the FFN's input instead "
-               "of keeping it from the forward (2 x rows x d_ff floats less per FFN, one more GEMM per FFN), and the "
-               "forward runs the FFN by chunks");
+  app.add_option("--recompute-ffn", recomputeFfn,
+                 "training entries: what the backward recomputes of each FFN instead of keeping it from the forward: off; "
+                 "activation (its output, from the first linear's: rows x d_ff floats less per FFN for one elementwise "
+                 "pass); all (both d_ff-wide intermediates from the FFN's input: twice that, for one more GEMM per FFN, "
+                 "and the forward runs the FFN by chunks)")
+      ->check(CLI::IsMember({"off", "activation", "all"}))
+      ->capture_default_str();
   app.add_option("--lib-symbol", symbol, "--emit=lib: C symbol of the model table (one per model in a program)")
       ->check([](const std::string &v) {
         bool ok = !v.empty() && !isdigit((unsigned char)v[0]);

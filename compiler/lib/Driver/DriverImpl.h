@@ -49,7 +49,8 @@ struct Driver::Impl {
   // Flags.
   std::string output, emitFlag = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto",
                       symbol = "kiln_model", maxMemory, gpuBuffers = "host";
-  bool printIR = false, quiet = false, keepTemps = false, recomputeFfn = false;
+  bool printIR = false, quiet = false, keepTemps = false;
+  std::string recomputeFfn = "off";
   std::string configFile;  // --config
   // The runtime compiled models link (the build tree's unless an install prefix is known).
   std::string runtimeInclude = KILN_RUNTIME_INCLUDE, runtimeLib = KILN_RUNTIME_LIB, mainLib = KILN_MAIN_LIB;

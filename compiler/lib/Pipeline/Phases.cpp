@@ -41,7 +41,8 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
   switch (phase) {
     case Phase::Fused:
       pm.addPass(createDifferentiate());  // first: the backward is fused and tiled with the forward
-      if (opt.recompute_ffn) pm.addPass(createCheckpointFfn());
+      if (opt.recompute_ffn != PhaseOptions::RecomputeFfn::off)
+        pm.addPass(createCheckpointFfn(CheckpointFfnOptions{opt.recompute_ffn == PhaseOptions::RecomputeFfn::activation}));
       pm.addPass(createRecomputeCheckpoints());
       pm.addPass(createApplyOptimizer());
       pm.addPass(createFuseAttention());
@@ -76,9 +77,10 @@ struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
                              llvm::cl::init("x86-64-avx512")};
   Option<int64_t> ffnChunk{*this, "ffn-chunk", llvm::cl::desc("kiln-chunk-ffn rows per chunk (0: default, -1: off)"),
                            llvm::cl::init(0)};
-  Option<bool> recomputeFfn{*this, "recompute-ffn",
-                            llvm::cl::desc("the backward recomputes each FFN's intermediate (kiln-checkpoint-ffn)"),
-                            llvm::cl::init(false)};
+  Option<std::string> recomputeFfn{*this, "recompute-ffn",
+                                   llvm::cl::desc("off, activation or all: what the backward recomputes of each FFN "
+                                                  "(kiln-checkpoint-ffn)"),
+                                   llvm::cl::init("off")};
 };
 }  // namespace
 
@@ -91,7 +93,9 @@ void registerPhasePipelines() {
           PhaseOptions opt;
           opt.target = resolveTarget(o.target).value_or(*resolveTarget("x86-64-avx512"));
           opt.ffn_chunk = o.ffnChunk;
-          opt.recompute_ffn = o.recomputeFfn;
+          opt.recompute_ffn = o.recomputeFfn == "all"          ? PhaseOptions::RecomputeFfn::all
+                              : o.recomputeFfn == "activation" ? PhaseOptions::RecomputeFfn::activation
+                                                               : PhaseOptions::RecomputeFfn::off;
           buildPhasePipeline(pm, p, opt);
         });
   }

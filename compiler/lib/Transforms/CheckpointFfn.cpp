@@ -12,6 +12,8 @@
 //      backward reads (the first linear and the activation; the second linear's result is
 //      read by no gradient) into the backward and leaves the forward's copies one reader each,
 //      which kiln-fuse-epilogue and kiln-chunk-ffn turn into kiln.ffn.
+//      activation-only: if the backward reads %h, only the activation and the second linear
+//      are marked; %p, the block's input now, is kept and %h recomputed from it.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 
@@ -23,7 +25,7 @@ namespace kiln {
 using namespace mlir;
 
 namespace {
-void markFfns(func::FuncOp f, Operation *seed) {
+void markFfns(func::FuncOp f, Operation *seed, bool activationOnly) {
   Block &body = f.getBody().front();
   auto isForward = [&](Operation *user) {
     Operation *t = body.findAncestorOpInBlock(*user);
@@ -54,21 +56,22 @@ void markFfns(func::FuncOp f, Operation *seed) {
     if (!second || second->hasAttr("kiln.checkpoint") || second.getX() != op.getResult(0) ||
         second.getWeight() == op.getResult(0) || !second.getBias() || second.getActivation() != kiln::ActivationKind::none)
       continue;
-    if (!readBack(first.getResult()) && !readBack(op.getResult(0))) continue;
+    if (activationOnly ? !readBack(op.getResult(0)) : !readBack(first.getResult()) && !readBack(op.getResult(0))) continue;
     auto id = IntegerAttr::get(IntegerType::get(f.getContext(), 64), next++);
-    first->setAttr("kiln.checkpoint", id);
+    if (!activationOnly) first->setAttr("kiln.checkpoint", id);
     op.setAttr("kiln.checkpoint", id);
     second->setAttr("kiln.checkpoint", id);  // so %h counts as read inside the block, not kept for the forward
   }
 }
 
 struct CheckpointFfnPass : kiln::impl::CheckpointFfnBase<CheckpointFfnPass> {
+  using CheckpointFfnBase::CheckpointFfnBase;
   void runOnOperation() override {
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       Operation *seed = nullptr;
       for (Operation &op : f.getBody().front())
         if (op.hasAttr("kiln.grad_seed")) seed = &op;
-      if (seed) markFfns(f, seed);
+      if (seed) markFfns(f, seed, activationOnly);
     }
   }
 };

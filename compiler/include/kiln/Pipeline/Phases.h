@@ -29,12 +29,13 @@ const char *phaseName(Phase p);
 struct PhaseOptions {
   TargetInfo target;
   int64_t ffn_chunk = 0;  // kiln-chunk-ffn's rows per chunk: 0 its default (GPU targets: 1024), < 0 no chunking
-  bool recompute_ffn = false;  // kiln-checkpoint-ffn: backwards recompute each FFN's intermediate
+  enum class RecomputeFfn { off, activation, all };
+  RecomputeFfn recompute_ffn = RecomputeFfn::off;  // kiln-checkpoint-ffn: what backwards recompute of each FFN
 };
 
 // Adds the passes of `phase` (fused, tiled, scheduled or kernels) to `pm`, in order.
 void buildPhasePipeline(mlir::OpPassManager &pm, Phase phase, const PhaseOptions &opt);
-// kiln-opt --kiln-phase-<fused|tiled|scheduled|kernels>[=target=x86-64-avx2 ffn-chunk=N recompute-ffn=1].
+// kiln-opt --kiln-phase-<fused|tiled|scheduled|kernels>[=target=x86-64-avx2 ffn-chunk=N recompute-ffn=all].
 void registerPhasePipelines();
 void registerKilnDialects(mlir::DialectRegistry &registry);
 

@@ -41,7 +41,14 @@ def CheckpointFfn : Pass<"kiln-checkpoint-ffn", "mlir::ModuleOp"> {
     exists one chunk at a time. This saves the two [rows, d_ff] activations per FFN from the
     forward to the backward for one more GEMM (x·W1) per FFN in the backward. An FFN inside a
     checkpointed block is left to its block.
+    With activation-only (--recompute-ffn=activation) only the activation and the second linear
+    are marked: the backward recomputes %h from the kept %p (an elementwise pass), one of the
+    two activations is saved; the forward stays unfused, as %p is read by the backward.
   }];
+  let options = [
+    Option<"activationOnly", "activation-only", "bool", "false",
+           "recompute only the activation's output, from the first linear's kept output">,
+  ];
 }
 
 def RecomputeCheckpoints : Pass<"kiln-recompute-checkpoints", "mlir::ModuleOp"> {
