@@ -393,7 +393,7 @@ def main():
             km = statistics.median(k[case])
             row(case, T, km, "torch", statistics.median(p), krss[case], 3 * B * gpt2_flops(T), rels[case],
                 "B=%d T=%d: forward+backward+clip+AdamW%s; kiln %.0f tok/s, torch %.0f tok/s (torch eager, dropout 0, "
-                "its own process)" % (B, T, "".join([", "] + train_flags[case]) if train_flags[case] else "",
+                "its own process)" % (B, T, ", " + " ".join(train_flags[case]) if train_flags[case] else "",
                                       B * T / (km / 1e3), B * T / (statistics.median(p) / 1e3)),
                 base_rss=max(prss))
 
