@@ -50,9 +50,7 @@ void Driver::Impl::decide() {
   if (symbol != "kiln_model" && emit != Emit::Lib) throw UserError{"--lib-symbol applies to --emit=lib only"};
   phases.target = tgt;
   phases.ffn_chunk = ffnChunk == "auto" ? 0 : ffnChunk == "off" ? -1 : std::stoll(ffnChunk);
-  phases.recompute_ffn = recomputeFfn == "all"          ? PhaseOptions::RecomputeFfn::all
-                         : recomputeFfn == "activation" ? PhaseOptions::RecomputeFfn::activation
-                                                        : PhaseOptions::RecomputeFfn::off;
+  phases.recompute_ffn = *parseRecomputeFfn(recomputeFfn);  // the flag's check allows only its names
 }
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {

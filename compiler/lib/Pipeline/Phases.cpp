@@ -30,6 +30,13 @@ std::optional<Phase> parsePhase(const std::string &name) {
 }
 const char *phaseName(Phase p) { return kPhaseNames[(int)p]; }
 
+std::optional<PhaseOptions::RecomputeFfn> parseRecomputeFfn(const std::string &name) {
+  if (name == "off") return PhaseOptions::RecomputeFfn::off;
+  if (name == "activation") return PhaseOptions::RecomputeFfn::activation;
+  if (name == "all") return PhaseOptions::RecomputeFfn::all;
+  return std::nullopt;
+}
+
 void registerKilnDialects(DialectRegistry &registry) {
   registry.insert<KilnDialect, func::FuncDialect, LLVM::LLVMDialect>();
   registerBuiltinDialectTranslation(registry);
@@ -77,10 +84,12 @@ struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
                              llvm::cl::init("x86-64-avx512")};
   Option<int64_t> ffnChunk{*this, "ffn-chunk", llvm::cl::desc("kiln-chunk-ffn rows per chunk (0: default, -1: off)"),
                            llvm::cl::init(0)};
-  Option<std::string> recomputeFfn{*this, "recompute-ffn",
-                                   llvm::cl::desc("off, activation or all: what the backward recomputes of each FFN "
-                                                  "(kiln-checkpoint-ffn)"),
-                                   llvm::cl::init("off")};
+  Option<PhaseOptions::RecomputeFfn> recomputeFfn{
+      *this, "recompute-ffn", llvm::cl::desc("what the backward recomputes of each FFN (kiln-checkpoint-ffn)"),
+      llvm::cl::init(PhaseOptions::RecomputeFfn::off),
+      llvm::cl::values(clEnumValN(PhaseOptions::RecomputeFfn::off, "off", "nothing"),
+                       clEnumValN(PhaseOptions::RecomputeFfn::activation, "activation", "the activation's output"),
+                       clEnumValN(PhaseOptions::RecomputeFfn::all, "all", "both intermediates"))};
 };
 }  // namespace
 
@@ -93,9 +102,7 @@ void registerPhasePipelines() {
           PhaseOptions opt;
           opt.target = resolveTarget(o.target).value_or(*resolveTarget("x86-64-avx512"));
           opt.ffn_chunk = o.ffnChunk;
-          opt.recompute_ffn = o.recomputeFfn == "all"          ? PhaseOptions::RecomputeFfn::all
-                              : o.recomputeFfn == "activation" ? PhaseOptions::RecomputeFfn::activation
-                                                               : PhaseOptions::RecomputeFfn::off;
+          opt.recompute_ffn = o.recomputeFfn;
           buildPhasePipeline(pm, p, opt);
         });
   }

@@ -33,6 +33,9 @@ struct PhaseOptions {
   RecomputeFfn recompute_ffn = RecomputeFfn::off;  // kiln-checkpoint-ffn: what backwards recompute of each FFN
 };
 
+// --recompute-ffn's and the recompute-ffn pipeline option's value: off, activation or all.
+std::optional<PhaseOptions::RecomputeFfn> parseRecomputeFfn(const std::string &name);
+
 // Adds the passes of `phase` (fused, tiled, scheduled or kernels) to `pm`, in order.
 void buildPhasePipeline(mlir::OpPassManager &pm, Phase phase, const PhaseOptions &opt);
 // kiln-opt --kiln-phase-<fused|tiled|scheduled|kernels>[=target=x86-64-avx2 ffn-chunk=N recompute-ffn=all].

@@ -26,7 +26,7 @@ def Differentiate : Pass<"kiln-differentiate", "mlir::ModuleOp"> {
 }
 
 def CheckpointFfn : Pass<"kiln-checkpoint-ffn", "mlir::ModuleOp"> {
-  let summary = "Mark each FFN's first linear and activation as a checkpointed block of their own";
+  let summary = "Mark each FFN of a differentiated entry as a checkpointed block of its own (--recompute-ffn)";
   let description = [{
     A memory option (the drivers' --recompute-ffn): in every entry kiln-differentiate
     differentiated, each FFN of the forward
@@ -36,8 +36,9 @@ def CheckpointFfn : Pass<"kiln-checkpoint-ffn", "mlir::ModuleOp"> {
     whose %p and %h the backward reads (the activation's gradient reads %p, the second weight's
     gradient %h) gets its three ops marked `kiln.checkpoint = id`, an id of its own after the
     DSL's blocks. kiln-recompute-checkpoints then recomputes %p and %h from %x just before the
-    backward's first read (the second linear's result is read by no gradient); in the forward they have one reader each, so
-    kiln-fuse-epilogue and kiln-chunk-ffn fuse the forward into kiln.ffn, whose intermediate
+    backward's first read (the second linear's result is read by no gradient). In the forward
+    they then have one reader each, so kiln-fuse-epilogue and kiln-chunk-ffn fuse the forward
+    into kiln.ffn, whose intermediate
     exists one chunk at a time. This saves the two [rows, d_ff] activations per FFN from the
     forward to the backward for one more GEMM (x·W1) per FFN in the backward. An FFN inside a
     checkpointed block is left to its block.
