@@ -40,6 +40,18 @@ void writeWindow(const std::string &dir, int L) {
   kt::saveIds(dir + "/targets.npy", std::vector<int32_t>(ids.begin() + 1, ids.end()));
 }
 
+// Every grad.*.npy in `want` (one per parameter of the 12-block model) matches `got`'s.
+void expectSameGradients(const std::string &want, const std::string &got) {
+  int grads = 0;
+  for (auto &e : std::filesystem::directory_iterator(want)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("grad.", 0) != 0) continue;
+    ++grads;
+    EXPECT_TRUE(kt::allClose(kt::loadNpy(e.path().string()), kt::loadNpy(got + "/" + n))) << n;
+  }
+  EXPECT_EQ(grads, 2 + 2 + 12 * 12) << "every parameter's gradient";
+}
+
 // The "arena: X KiB" line a run prints: the peak of its buffer plan.
 double arenaKiB(const std::string &output) {
   std::smatch m;
@@ -72,14 +84,7 @@ TEST(Checkpointing, QuarterOfThePeakSameGradients) {
 
   // The same numbers: the recomputed blocks are the same kernels on the same inputs.
   EXPECT_EQ(kt::loadNpy(dir + "/plain_out/loss.npy").v, kt::loadNpy(dir + "/ckpt_out/loss.npy").v);
-  int grads = 0;
-  for (auto &e : std::filesystem::directory_iterator(dir + "/plain_out")) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("grad.", 0) != 0) continue;
-    ++grads;
-    EXPECT_TRUE(kt::allClose(kt::loadNpy(e.path().string()), kt::loadNpy(dir + "/ckpt_out/" + n))) << n;
-  }
-  EXPECT_EQ(grads, 2 + 2 + 12 * 12) << "every parameter's gradient";
+  expectSameGradients(dir + "/plain_out", dir + "/ckpt_out");
 
   // The peak of the buffer plan (the arena: activations, the backward's gradients).
   double pa = arenaKiB(a.output), pb = arenaKiB(b.output);
@@ -133,14 +138,7 @@ TEST(Checkpointing, RecomputedFfnKeepsLessSameGradients) {
     auto b = kt::run(ffn.exe + args + out);
     ASSERT_EQ(b.code, 0) << b.output;
     EXPECT_TRUE(kt::allClose(kt::loadNpy(dir + "/plain_out/loss.npy"), kt::loadNpy(out + "/loss.npy")));
-    int grads = 0;
-    for (auto &e : std::filesystem::directory_iterator(dir + "/plain_out")) {
-      std::string n = e.path().filename().string();
-      if (n.rfind("grad.", 0) != 0) continue;
-      ++grads;
-      EXPECT_TRUE(kt::allClose(kt::loadNpy(e.path().string()), kt::loadNpy(out + "/" + n))) << n;
-    }
-    EXPECT_EQ(grads, 2 + 2 + 12 * 12) << "every parameter's gradient";
+    expectSameGradients(dir + "/plain_out", out);
 
     double pb = arenaKiB(b.output);
     ASSERT_GT(pb, 0) << b.output;
