@@ -51,6 +51,7 @@ void Driver::Impl::decide() {
   phases.target = tgt;
   phases.ffn_chunk = ffnChunk == "auto" ? 0 : ffnChunk == "off" ? -1 : std::stoll(ffnChunk);
   phases.recompute_ffn = *parseRecomputeFfn(recomputeFfn);  // the flag's check allows only its names
+  phases.ffn_grad_chunk = ffnGradChunk == "auto" ? 0 : ffnGradChunk == "off" ? -1 : std::stoll(ffnGradChunk);
 }
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {

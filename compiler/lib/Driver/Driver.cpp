@@ -93,6 +93,17 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
                  "and the forward runs the FFN by chunks)")
       ->check(CLI::IsMember({"off", "activation", "all"}))
       ->capture_default_str();
+  app.add_option("--ffn-grad-chunk", ffnGradChunk,
+                 "training entries: d_ff columns per chunk of the backward of a recomputed FFN (--recompute-ffn all or a "
+                 "checkpointed block): auto (multiples of 64 columns: each [rows, chunk] intermediate within 16 MiB at the "
+                 "row bound), off, or a number")
+      ->check([](const std::string &v) {
+        if (v == "auto" || v == "off") return std::string();
+        char *end;
+        long n = strtol(v.c_str(), &end, 10);
+        return *end || n < 1 || n > 1 << 20 ? std::string("expected auto, off or a positive column count") : std::string();
+      })
+      ->capture_default_str();
   app.add_option("--lib-symbol", symbol, "--emit=lib: C symbol of the model table (one per model in a program)")
       ->check([](const std::string &v) {
         bool ok = !v.empty() && !isdigit((unsigned char)v[0]);

@@ -61,6 +61,9 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
       // GPU kernels: chunks of 1024 rows by default (a chunk's GEMMs must fill the device, and
       // h is chunk x d_ff of device memory); the CPU's from kiln-chunk-ffn's intermediate budget.
       if (opt.ffn_chunk >= 0) pm.addPass(createChunkFfn(ChunkFfnOptions{opt.ffn_chunk == 0 && t.isGpu() ? 1024 : opt.ffn_chunk}));
+      // The backward of a recomputed FFN, over chunks of d_ff (CPU kernels: the backward's
+      // kernels have no GPU schedules yet).
+      if (opt.ffn_grad_chunk >= 0 && !t.isGpu()) pm.addPass(createChunkFfnGrad(ChunkFfnGradOptions{opt.ffn_grad_chunk}));
       pm.addPass(createPrepackWeights(PrepackWeightsOptions{t.vector_width, t.isGpu()}));
       pm.addPass(createTileSparsePattern());
       pm.addPass(createTileOps(TileOpsOptions{t.vector_width, t.isGpu()}));
@@ -84,6 +87,8 @@ struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
                              llvm::cl::init("x86-64-avx512")};
   Option<int64_t> ffnChunk{*this, "ffn-chunk", llvm::cl::desc("kiln-chunk-ffn rows per chunk (0: default, -1: off)"),
                            llvm::cl::init(0)};
+  Option<int64_t> ffnGradChunk{*this, "ffn-grad-chunk",
+                               llvm::cl::desc("kiln-chunk-ffn-grad d_ff columns per chunk (0: default, -1: off)"), llvm::cl::init(0)};
   Option<PhaseOptions::RecomputeFfn> recomputeFfn{
       *this, "recompute-ffn", llvm::cl::desc("what the backward recomputes of each FFN (kiln-checkpoint-ffn)"),
       llvm::cl::init(PhaseOptions::RecomputeFfn::off),
@@ -103,6 +108,7 @@ void registerPhasePipelines() {
           opt.target = resolveTarget(o.target).value_or(*resolveTarget("x86-64-avx512"));
           opt.ffn_chunk = o.ffnChunk;
           opt.recompute_ffn = o.recomputeFfn;
+          opt.ffn_grad_chunk = o.ffnGradChunk;
           buildPhasePipeline(pm, p, opt);
         });
   }

@@ -15,7 +15,8 @@
 //      whose result is again a strided layout (split dims, or merged dims that are contiguous)
 //      and whose users can read it in turn (those reshapes get their own read view). A returned
 //      value, a loop's operand or yield keeps its copy kernel, as does a view of a buffer that
-//      is written in place later (a state, a loop's initial value).
+//      is written in place while the view is read (a state, a loop's initial value; not a
+//      parameter that the training step's optimizer updates after the view's last reader).
 //   3. Otherwise a transpose T whose operand A is the result of a Halide kernel used by T alone
 //      (and T's own dense layout is static): A gets `kind = write` with T's strides permuted
 //      back, T gets `kind = placed`: A's kernel writes T's elements in place (GPT-2's
@@ -143,16 +144,39 @@ class Folder {
   }
   // A view is read when its users run, not where it is defined: its buffer must not change in
   // between. Buffers written in place (states, which cache writes update, and loops' initial
-  // values, which become their carries) keep their copies.
+  // values, which become their carries) keep their copies, unless every write comes after every
+  // reader of the view (a parameter that a training step's optimizer updates at its end; the
+  // writer is then the op of this block that holds it). A state is written across runs too.
   void findWrittenInPlace() {
     body_.walk([&](Operation *op) {
-      if (kiln::writesInPlace(op)) written_.insert(root(op->getOperand(0)));
-      for (unsigned i : kiln::alsoWritten(op)) written_.insert(root(op->getOperand(i)));
-      if (auto l = dyn_cast<kiln::LoopOp>(op)) written_.insert(root(l.getInit()));
-      if (auto st = dyn_cast<kiln::StateOp>(op)) written_.insert(st.getResult());
+      Operation *top = body_.findAncestorOpInBlock(*op);
+      if (kiln::writesInPlace(op)) written_[key(op->getOperand(0))].push_back(top);
+      for (unsigned i : kiln::alsoWritten(op)) written_[key(op->getOperand(i))].push_back(top);
+      if (auto l = dyn_cast<kiln::LoopOp>(op)) written_[key(l.getInit())].push_back(top);
+      if (auto st = dyn_cast<kiln::StateOp>(op)) written_[st.getResult()].push_back(nullptr);
     });
   }
-  bool immutable(Value v) { return !written_.count(root(v)); }
+  // The buffer v shares: its root; every kiln.param of one name is one buffer.
+  Value key(Value v) {
+    Value r = root(v);
+    if (auto p = r.getDefiningOp<kiln::ParamOp>()) return params_.try_emplace(p.getName(), r).first->second;
+    return r;
+  }
+  // Whether every reader of v, and of the views and reshapes of it, runs before `w`.
+  bool readBefore(Value v, Operation *w) {
+    for (Operation *u : v.getUsers()) {
+      Operation *t = body_.findAncestorOpInBlock(*u);
+      if (!t || !t->isBeforeInBlock(w)) return false;
+      if (isa<kiln::ReshapeOp, kiln::SliceOp, kiln::TransposeOp>(u) && !readBefore(u->getResult(0), w)) return false;
+    }
+    return true;
+  }
+  // Whether the buffer that `view`'s operand shares is unchanged while the view is read.
+  bool unchangedWhileRead(Operation *view) {
+    auto it = written_.find(key(view->getOperand(0)));
+    if (it == written_.end()) return true;
+    return llvm::all_of(it->second, [&](Operation *w) { return w && readBefore(view->getResult(0), w); });
+  }
 
   // 2. Whether every user of v (laid out as l) reads it in place; the reshapes it passes
   // through, with their layouts, are collected.
@@ -174,7 +198,7 @@ class Folder {
 
   bool foldRead(Operation *op, const Layout &l) {
     if (l.strides.back() != 1) return false;  // rows stay contiguous: kernels vectorize along them
-    if (!immutable(op->getOperand(0))) return false;
+    if (!unchangedWhileRead(op)) return false;
     SmallVector<std::pair<Operation *, Layout>> reshapes;
     if (!usersRead(op->getResult(0), l, reshapes)) return false;
     MLIRContext *ctx = op->getContext();
@@ -287,7 +311,8 @@ class Folder {
  private:
   Block &body_;
   const kiln::SeqLengths &lengths_;
-  llvm::DenseSet<Value> written_;
+  llvm::DenseMap<Value, SmallVector<Operation *, 2>> written_;
+  llvm::StringMap<Value> params_;
 };
 
 struct FoldViewsPass : kiln::impl::FoldViewsBase<FoldViewsPass> {

@@ -178,6 +178,31 @@ def ChunkFfn : Pass<"kiln-chunk-ffn", "mlir::ModuleOp"> {
   ];
 }
 
+def ChunkFfnGrad : Pass<"kiln-chunk-ffn-grad", "mlir::ModuleOp"> {
+  let summary = "Run the backward of a recomputed FFN over chunks of d_ff";
+  let description = [{
+    The backward of an FFN whose intermediates are recomputed (--recompute-ffn all, or an FFN
+    in a DSL checkpointed block), after kiln-recompute-checkpoints:
+      %h = kiln.linear %x, %w1, %b1 {kiln.recomputed}
+      %a = kiln.gelu %h
+      %dw2 = kiln.weight_grad %a, %dy
+      %da = kiln.matmul %dy, %w2
+      %dh = kiln.activation_grad %h, %da
+      %dx = kiln.matmul %dh, %w1
+      %dw1 = kiln.weight_grad %x, %dh
+      %db1 = kiln.reduce_rows %dh
+    becomes the same eight ops per chunk of d_ff columns, on slices of w1, b1 and w2 (views):
+    %dw1, %dw2 and %db1 are concats of the chunks' parts (written in place), %dx the sum of the
+    chunks' products. The [rows, d_ff] intermediates exist one chunk at a time, as the forward's
+    kiln.ffn never stores them. The chunk: `chunk-cols`, else the widest multiple of 64
+    columns whose [rows, chunk] f32 intermediate fits in `chunk-bytes` at the row bound.
+  }];
+  let options = [
+    Option<"chunkCols", "chunk-cols", "int64_t", "0", "d_ff columns per chunk (0: from chunk-bytes)">,
+    Option<"chunkBytes", "chunk-bytes", "int64_t", "16777216", "the default chunk's budget for one [rows, chunk] intermediate at the row bound">
+  ];
+}
+
 def TileSparsePattern : Pass<"kiln-tile-sparse-pattern", "mlir::ModuleOp"> {
   let summary = "Turn an attention's sparse pattern into a block schedule";
   let description = [{
