@@ -68,6 +68,17 @@ std::string backwardLine(const std::string &cost, const std::string &entry) {
   return cost.substr(b, cost.find('\n', b) - b);
 }
 
+// Runs `exe`'s gradients entry on dir's window (writeWindow) with random weights of `seed`,
+// its results into `out`; returns the peak of its buffer plan in KiB, or -1 if the run failed.
+double runGradients(const std::string &exe, const std::string &dir, int seed, const std::string &out) {
+  auto r = kt::run(exe + " --entry gradients --random-weights --seed " + std::to_string(seed) + " --input tokens=" + dir +
+                   "/tokens.npy --input targets=" + dir + "/targets.npy --output-dir " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  double kib = r.code == 0 ? arenaKiB(r.output) : -1;
+  EXPECT_GT(kib, 0) << r.output;
+  return kib;
+}
+
 TEST(Checkpointing, QuarterOfThePeakSameGradients) {
   std::string dir = kt::workDir("train_checkpoint");
   Compiled plain = compileGpt2(dir, "", "plain"), ckpt = compileGpt2(dir, "--train-checkpoint", "ckpt");
@@ -75,21 +86,15 @@ TEST(Checkpointing, QuarterOfThePeakSameGradients) {
   ASSERT_FALSE(ckpt.exe.empty());
   const int L = 256;
   writeWindow(dir, L);
-  std::string args = " --entry gradients --random-weights --seed 11 --input tokens=" + dir + "/tokens.npy --input targets=" +
-                     dir + "/targets.npy --output-dir ";
-  auto a = kt::run(plain.exe + args + dir + "/plain_out");
-  ASSERT_EQ(a.code, 0) << a.output;
-  auto b = kt::run(ckpt.exe + args + dir + "/ckpt_out");
-  ASSERT_EQ(b.code, 0) << b.output;
+  double pa = runGradients(plain.exe, dir, 11, dir + "/plain_out"), pb = runGradients(ckpt.exe, dir, 11, dir + "/ckpt_out");
+  ASSERT_GT(pa, 0);
+  ASSERT_GT(pb, 0);
 
   // The same numbers: the recomputed blocks are the same kernels on the same inputs.
   EXPECT_EQ(kt::loadNpy(dir + "/plain_out/loss.npy").v, kt::loadNpy(dir + "/ckpt_out/loss.npy").v);
   expectSameGradients(dir + "/plain_out", dir + "/ckpt_out");
 
   // The peak of the buffer plan (the arena: activations, the backward's gradients).
-  double pa = arenaKiB(a.output), pb = arenaKiB(b.output);
-  ASSERT_GT(pa, 0) << a.output;
-  ASSERT_GT(pb, 0) << b.output;
   EXPECT_LE(pb, pa / 4) << "checkpointed peak " << pb << " KiB vs " << pa << " KiB";
   std::cout << "12 blocks at L = " << L << ": buffer plan peak " << pa << " KiB, checkpointed " << pb << " KiB\n";
 
@@ -113,12 +118,8 @@ TEST(Checkpointing, RecomputedFfnKeepsLessSameGradients) {
   ASSERT_FALSE(plain.exe.empty());
   const int L = 200;  // no multiple of the FFN's chunk
   writeWindow(dir, L);
-  std::string args = " --entry gradients --random-weights --seed 5 --input tokens=" + dir + "/tokens.npy --input targets=" +
-                     dir + "/targets.npy --output-dir ";
-  auto a = kt::run(plain.exe + args + dir + "/plain_out");
-  ASSERT_EQ(a.code, 0) << a.output;
-  double pa = arenaKiB(a.output);
-  ASSERT_GT(pa, 0) << a.output;
+  double pa = runGradients(plain.exe, dir, 5, dir + "/plain_out");
+  ASSERT_GT(pa, 0);
   auto savedBytes = [](const std::string &line) -> double {
     std::smatch m;
     if (!std::regex_search(line, m, std::regex("saved activations ([0-9.]+) (B|KB|MB|GB)"))) return -1;
@@ -135,13 +136,11 @@ TEST(Checkpointing, RecomputedFfnKeepsLessSameGradients) {
     Compiled ffn = compileGpt2(dir, "--recompute-ffn " + mode, "ffn_" + mode);
     ASSERT_FALSE(ffn.exe.empty());
     std::string out = dir + "/" + mode + "_out";
-    auto b = kt::run(ffn.exe + args + out);
-    ASSERT_EQ(b.code, 0) << b.output;
+    double pb = runGradients(ffn.exe, dir, 5, out);
+    ASSERT_GT(pb, 0);
     EXPECT_TRUE(kt::allClose(kt::loadNpy(dir + "/plain_out/loss.npy"), kt::loadNpy(out + "/loss.npy")));
     expectSameGradients(dir + "/plain_out", out);
 
-    double pb = arenaKiB(b.output);
-    ASSERT_GT(pb, 0) << b.output;
     EXPECT_LT(pb, pa) << "peak " << pb << " KiB vs " << pa << " KiB";
     std::cout << "12 blocks at L = " << L << ": buffer plan peak " << pa << " KiB, --recompute-ffn " << mode << " " << pb
               << " KiB\n";
@@ -185,17 +184,11 @@ TEST(Checkpointing, ChunkedFfnBackwardSameGradientsLowerPeak) {
   ASSERT_FALSE(chunked.exe.empty());
   const int L = 200;
   writeWindow(dir, L);
-  std::string args = " --entry gradients --random-weights --seed 5 --input tokens=" + dir + "/tokens.npy --input targets=" +
-                     dir + "/targets.npy --output-dir ";
-  auto a = kt::run(whole.exe + args + dir + "/whole_out");
-  ASSERT_EQ(a.code, 0) << a.output;
-  auto b = kt::run(chunked.exe + args + dir + "/chunked_out");
-  ASSERT_EQ(b.code, 0) << b.output;
+  double pa = runGradients(whole.exe, dir, 5, dir + "/whole_out"), pb = runGradients(chunked.exe, dir, 5, dir + "/chunked_out");
+  ASSERT_GT(pa, 0);
+  ASSERT_GT(pb, 0);
   EXPECT_EQ(kt::loadNpy(dir + "/whole_out/loss.npy").v, kt::loadNpy(dir + "/chunked_out/loss.npy").v);
   expectSameGradients(dir + "/whole_out", dir + "/chunked_out");
-  double pa = arenaKiB(a.output), pb = arenaKiB(b.output);
-  ASSERT_GT(pa, 0) << a.output;
-  ASSERT_GT(pb, 0) << b.output;
   // The [rows, d_ff] intermediates of an FFN's backward become [rows, 48]: at the bound
   // L = 256, each 256 · (128 - 48) · 4 bytes = 80 KiB less. The plan's peak drops by more than
   // one of them: 3052 KiB against 2890 when this test was written.

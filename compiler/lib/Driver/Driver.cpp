@@ -76,15 +76,19 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
       ->check(CLI::IsMember({"host", "device"}))
       ->capture_default_str();
   app.add_option("--cache-dir", cacheDir, "kernel cache (default: $KILN_CACHE_DIR or ~/.cache/kiln)");
+  // A chunk option's value: auto, off, or a positive count of `what`s.
+  auto autoOffOrCount = [](std::string what) {
+    return [what](const std::string &v) {
+      if (v == "auto" || v == "off") return std::string();
+      char *end;
+      long n = strtol(v.c_str(), &end, 10);
+      return *end || n < 1 || n > 1 << 20 ? "expected auto, off or a positive " + what + " count" : std::string();
+    };
+  };
   app.add_option("--ffn-chunk", ffnChunk,
                  "rows per FFN chunk: auto (48 to 384 rows: its [chunk, d_ff] intermediate within 4 MiB; 1024 for GPU targets), off, or a "
                  "number")
-      ->check([](const std::string &v) {
-        if (v == "auto" || v == "off") return std::string();
-        char *end;
-        long n = strtol(v.c_str(), &end, 10);
-        return *end || n < 1 || n > 1 << 20 ? std::string("expected auto, off or a positive row count") : std::string();
-      })
+      ->check(autoOffOrCount("row"))
       ->capture_default_str();
   app.add_option("--recompute-ffn", recomputeFfn,
                  "training entries: what the backward recomputes of each FFN instead of keeping it from the forward: off; "
@@ -97,12 +101,7 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
                  "training entries: d_ff columns per chunk of the backward of a recomputed FFN (--recompute-ffn all or a "
                  "checkpointed block): auto (multiples of 64 columns: each [rows, chunk] intermediate within 16 MiB at the "
                  "row bound), off, or a number")
-      ->check([](const std::string &v) {
-        if (v == "auto" || v == "off") return std::string();
-        char *end;
-        long n = strtol(v.c_str(), &end, 10);
-        return *end || n < 1 || n > 1 << 20 ? std::string("expected auto, off or a positive column count") : std::string();
-      })
+      ->check(autoOffOrCount("column"))
       ->capture_default_str();
   app.add_option("--lib-symbol", symbol, "--emit=lib: C symbol of the model table (one per model in a program)")
       ->check([](const std::string &v) {
