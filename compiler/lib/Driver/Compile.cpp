@@ -49,9 +49,11 @@ void Driver::Impl::decide() {
     throw UserError{std::string("-o PATH is required for --emit=") + emitName(emit)};
   if (symbol != "kiln_model" && emit != Emit::Lib) throw UserError{"--lib-symbol applies to --emit=lib only"};
   phases.target = tgt;
-  phases.ffn_chunk = ffnChunk == "auto" ? 0 : ffnChunk == "off" ? -1 : std::stoll(ffnChunk);
+  // A chunk option (its check allows auto, off or a count): 0 the pass's default, -1 no pass.
+  auto chunkValue = [](const std::string &v) -> int64_t { return v == "auto" ? 0 : v == "off" ? -1 : std::stoll(v); };
+  phases.ffn_chunk = chunkValue(ffnChunk);
   phases.recompute_ffn = *parseRecomputeFfn(recomputeFfn);  // the flag's check allows only its names
-  phases.ffn_grad_chunk = ffnGradChunk == "auto" ? 0 : ffnGradChunk == "off" ? -1 : std::stoll(ffnGradChunk);
+  phases.ffn_grad_chunk = chunkValue(ffnGradChunk);
 }
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {

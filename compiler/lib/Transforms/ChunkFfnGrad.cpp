@@ -48,6 +48,7 @@ struct Chain {
   kiln::MatMulOp dx;
   kiln::WeightGradOp dw1;
   kiln::ReduceRowsOp db1;
+  // In program order: each op reads only those before it.
   SmallVector<Operation *, 8> ops() {
     return {h, act, dw2, da, dh, dx, dw1, db1};
   }
@@ -69,7 +70,7 @@ std::optional<Chain> match(kiln::LinearOp h) {
     else if (isa<kiln::KilnActivationOpInterface>(u) && u->getOperand(0) == h.getResult() && !c.act) c.act = u;
     else return std::nullopt;
   }
-  if (!c.act || !c.dh || std::distance(h.getResult().getUses().begin(), h.getResult().getUses().end()) != 2) return std::nullopt;
+  if (!c.act || !c.dh) return std::nullopt;
   if (cast<kiln::KilnActivationOpInterface>(c.act).getActivation() != c.dh.getActivation()) return std::nullopt;
   c.dw2 = onlyUser<kiln::WeightGradOp>(c.act->getResult(0));
   if (!c.dw2 || c.dw2.getX() != c.act->getResult(0)) return std::nullopt;
@@ -106,10 +107,10 @@ int64_t gradAxis(kiln::WeightGradOp w, bool dffIsK) {
   return dffIsK == outIn ? 1 : 0;
 }
 
-bool chunkChain(Chain c, int64_t chunk) {
+void chunkChain(Chain c, int64_t chunk) {
   auto w1t = cast<RankedTensorType>(c.h.getWeight().getType());
   const int64_t dff = w1t.getDimSize(w1Axis(c.h));
-  if (chunk <= 0 || chunk >= dff || w1t.isDynamicDim(w1Axis(c.h))) return false;
+  if (chunk <= 0 || chunk >= dff || w1t.isDynamicDim(w1Axis(c.h))) return;
   // Where the chunks go: before the chain's first op, after every operand they read.
   Operation *first = c.h;
   for (Operation *op : c.ops())
@@ -124,7 +125,7 @@ bool chunkChain(Chain c, int64_t chunk) {
   for (Operation *res : {(Operation *)c.dw2, (Operation *)c.dx, (Operation *)c.dw1, (Operation *)c.db1})
     for (Operation *u : res->getResult(0).getUsers()) {
       Operation *t = ip->getBlock()->findAncestorOpInBlock(*u);
-      if (!t || t->isBeforeInBlock(ip)) return false;
+      if (!t || t->isBeforeInBlock(ip)) return;
     }
 
   OpBuilder b(ip);
@@ -176,10 +177,8 @@ bool chunkChain(Chain c, int64_t chunk) {
   concat(c.dw1, dw1s, aDw1);
   concat(c.db1, db1s, 0);
   c.dx.getResult().replaceAllUsesWith(dxs.front());
-  for (Operation *op : {(Operation *)c.db1, (Operation *)c.dw1, (Operation *)c.dx, (Operation *)c.dh, (Operation *)c.da,
-                        (Operation *)c.dw2, c.act, (Operation *)c.h})
-    op->erase();
-  return true;
+  SmallVector<Operation *, 8> old = c.ops();
+  for (Operation *op : llvm::reverse(old)) op->erase();  // readers first
 }
 
 struct ChunkFfnGradPass : kiln::impl::ChunkFfnGradBase<ChunkFfnGradPass> {
