@@ -70,10 +70,18 @@ static Tensor checked(const SubLayer &f, Tensor in, const char *op, const char *
 }
 
 Tensor reversible(Tensor x, const SubLayer &F, const SubLayer &G, SourceLoc loc) {
-  auto [x1, x2] = halves(x, "reversible", loc);
-  Tensor y1 = add(x1, checked(F, x2, "reversible", "F", loc), loc);
-  Tensor y2 = add(x2, checked(G, y1, "reversible", "G", loc), loc);
-  return concat({y1, y2}, 1, loc);
+  if (!x) throw Error("reversible: no input", loc);
+  Model &m = *x.model();
+  int layer = m.new_reversible(loc);
+  auto glue = [&](const std::function<Tensor()> &fn) { return m.reversible_part(layer, 0, fn, loc); };
+  Tensor x1, x2;
+  glue([&] {
+    std::tie(x1, x2) = halves(x, "reversible", loc);
+    return x1;
+  });
+  Tensor y1 = glue([&] { return add(x1, m.reversible_part(layer, 1, [&] { return checked(F, x2, "reversible", "F", loc); }, loc), loc); });
+  Tensor y2 = glue([&] { return add(x2, m.reversible_part(layer, 2, [&] { return checked(G, y1, "reversible", "G", loc); }, loc), loc); });
+  return glue([&] { return concat({y1, y2}, 1, loc); });
 }
 
 Tensor reversible_inverse(Tensor y, const SubLayer &F, const SubLayer &G, SourceLoc loc) {

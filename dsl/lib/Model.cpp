@@ -178,6 +178,24 @@ Tensor Model::checkpoint(const std::function<Tensor()> &block, SourceLoc loc) {
   return block();
 }
 
+int Model::new_reversible(SourceLoc loc) {
+  if (reversible_ >= 0) throw Error("reversible: a reversible layer inside another one's F or G is not supported", loc);
+  return reversibles_++;
+}
+
+Tensor Model::reversible_part(int layer, int part, const std::function<Tensor()> &fn, SourceLoc loc) {
+  if (layer < 0 || layer >= reversibles_ || part < 0 || part > 2)
+    throw Error("reversible: layer " + std::to_string(layer) + " part " + std::to_string(part) + " was not made by new_reversible", loc);
+  if (reversible_ >= 0 && reversible_ != layer)
+    throw Error("reversible: a reversible layer inside another one's F or G is not supported", loc);
+  struct Restore {
+    int &l, &p, l0, p0;
+    ~Restore() { l = l0, p = p0; }
+  } restore{reversible_, reversible_part_, reversible_, reversible_part_};
+  reversible_ = layer, reversible_part_ = part;
+  return fn();
+}
+
 void Model::train(TrainOptions opt, SourceLoc loc) {
   gradients(loc);
   const AdamW &a = opt.optimizer;
@@ -306,6 +324,8 @@ Tensor Model::add(Node n) {
   n.entry = current_entry();
   n.region = region_;
   n.checkpoint = checkpoint_;
+  n.reversible = reversible_;
+  n.reversible_part = reversible_part_;
   for (int in : n.inputs)
     if (nodes_.at(in).region >= 0 && nodes_[in].region != n.region)
       throw Error(std::string(op_name(n.kind)) + ": an operand was made inside a recurrent step and is used outside "

@@ -18,7 +18,10 @@
 
 struct ReformerConfig {
   int64_t layers = 4, d_model = 256, heads = 4, vocab = 256, ctx = 65536, buckets = 64, hashes = 2, chunk = 64;
-  bool causal = false;
+  bool causal = false, train = false;
+  std::string attention = "lsh";
+  float lr = 1e-3f;
+  int64_t warmup = 0;
 };
 
 static void build_reformer(kiln::Model &m, const ReformerConfig &c) {
@@ -28,28 +31,58 @@ static void build_reformer(kiln::Model &m, const ReformerConfig &c) {
     throw Error("reformer: --d-model (" + std::to_string(d) + ") must be a positive multiple of --heads (" +
                     std::to_string(c.heads) + ") and --layers at least 1",
                 SourceLoc::current());
+  if (c.train && !c.causal)
+    throw Error("reformer: --train trains a language model (each position predicts the next token): add --causal",
+                SourceLoc::current());
+  const bool lsh = c.attention == "lsh";
   Dim L = m.seq("L", c.ctx);
-  Tensor tokens = m.tokens("tokens", L, c.vocab);
-  Tensor e = add(scale(embedding(m.param("tok_embed.weight", {c.vocab, d}, {.scale = 1.0f / std::sqrt((float)d)}), tokens),
-                       std::sqrt((float)d)),
-                 sinusoidal_positions(tokens, d));
-  Tensor x = concat({e, e}, 1);
-  for (int64_t i = 0; i < c.layers; ++i) {
-    std::string p = "layers." + std::to_string(i);
-    Tensor rot = m.param(p + ".attn.rotations", {c.hashes, hd, c.buckets / 2}, {.scale = 1.0f});
-    auto F = [&](Tensor h) {
-      Tensor n = norm(m, p + ".attn.norm", h);
-      Tensor qk = split_heads(dense(m, p + ".attn.qk", n, d, d), c.heads), v = split_heads(dense(m, p + ".attn.v", n, d, d), c.heads);
-      Tensor a = lsh_attention(qk, v, rot, {.buckets = c.buckets, .hashes = c.hashes, .chunk = c.chunk, .causal = c.causal});
-      return dense(m, p + ".attn.out", merge_heads(a), d, d);
-    };
-    auto G = [&](Tensor h) {
-      return dense(m, p + ".ffn.fc2", gelu(dense(m, p + ".ffn.fc1", norm(m, p + ".ffn.norm", h), d, 4 * d)), 4 * d, d);
-    };
-    x = reversible(x, F, G);
-  }
-  std::vector<Tensor> halves = split(x, 1, {d, d});
-  m.output("hidden", norm(m, "norm", scale(add(halves[0], halves[1]), 0.5f)));
+  // The stack: tokens [n] -> hidden [n, d].
+  auto table = [&] { return m.param("tok_embed.weight", {c.vocab, d}, {.scale = 1.0f / std::sqrt((float)d)}); };
+  auto encoder = [&](Tensor table, Tensor tokens) {
+    Tensor e = add(scale(embedding(table, tokens), std::sqrt((float)d)),
+                   sinusoidal_positions(tokens, d));
+    Tensor x = concat({e, e}, 1);
+    for (int64_t i = 0; i < c.layers; ++i) {
+      std::string p = "layers." + std::to_string(i);
+      Tensor rot = lsh ? m.param(p + ".attn.rotations", {c.hashes, hd, c.buckets / 2}, {.scale = 1.0f}) : Tensor();
+      auto F = [&](Tensor h) {
+        Tensor n = norm(m, p + ".attn.norm", h);
+        if (!lsh)
+          return multi_head_attention(m, p + ".attn", n, n,
+                                      {.d_model = d, .heads = c.heads, .mask = c.causal ? Mask::causal() : Mask()});
+        Tensor qk = split_heads(dense(m, p + ".attn.qk", n, d, d), c.heads), v = split_heads(dense(m, p + ".attn.v", n, d, d), c.heads);
+        Tensor a = lsh_attention(qk, v, rot, {.buckets = c.buckets, .hashes = c.hashes, .chunk = c.chunk, .causal = c.causal});
+        return dense(m, p + ".attn.out", merge_heads(a), d, d);
+      };
+      auto G = [&](Tensor h) {
+        return dense(m, p + ".ffn.fc2", gelu(dense(m, p + ".ffn.fc1", norm(m, p + ".ffn.norm", h), d, 4 * d)), 4 * d, d);
+      };
+      x = reversible(x, F, G);
+    }
+    std::vector<Tensor> halves = split(x, 1, {d, d});
+    return norm(m, "norm", scale(add(halves[0], halves[1]), 0.5f));
+  };
+  m.output("hidden", encoder(table(), m.tokens("tokens", L, c.vocab)));
+  // --train: a language model over the stack, its head tied to the token embedding.
+  // `gradients`: the mean cross-entropy of the next tokens (`targets`, -1 where a position has
+  // none) and every parameter's gradient; `eval`, the loss alone; `train_step`, AdamW (--train-lr,
+  // --train-warmup). Their backward reconstructs each reversible layer's input from its output
+  // (kiln-reverse-layers; --reversible-backward store keeps the activations instead).
+  if (!c.train) return;
+  auto nextTokenLoss = [&](const char *entry) {
+    m.entry(entry);
+    Tensor t = m.tokens("tokens", L, c.vocab);
+    Tensor targets = m.targets("targets", L, c.vocab);
+    Tensor w = table();
+    m.loss(cross_entropy(linear(encoder(w, t), w), targets));
+  };
+  nextTokenLoss("gradients");
+  m.gradients();
+  nextTokenLoss("eval");
+  nextTokenLoss("train_step");
+  m.train({.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.98f, .eps = 1e-9f, .weight_decay = 0.0f},
+           .clip_norm = 1.0f,
+           .warmup_steps = c.warmup});
 }
 
 int main(int argc, char **argv) {
@@ -65,6 +98,13 @@ int main(int argc, char **argv) {
   app.add_option("--hashes", c.hashes, "LSH hash rounds")->capture_default_str();
   app.add_option("--chunk", c.chunk, "LSH chunk of sorted positions (each attends to its own and the previous)")
       ->capture_default_str();
-  app.add_flag("--causal", c.causal, "causal LSH attention (a decoder)");
+  app.add_flag("--causal", c.causal, "causal attention (a decoder)");
+  app.add_option("--attention", c.attention, "F's attention: lsh (shared QK, hashed buckets) or full (dense, separate Q, K, V)")
+      ->check(CLI::IsMember({"lsh", "full"}))
+      ->capture_default_str();
+  app.add_flag("--train", c.train,
+               "add the training entries (with --causal): `gradients`, `eval` and `train_step` (AdamW; ./model --train)");
+  app.add_option("--train-lr", c.lr, "--train: the peak learning rate")->capture_default_str();
+  app.add_option("--train-warmup", c.warmup, "--train: linear warmup steps")->capture_default_str();
   return driver.run(argc, argv, [&](kiln::Model &m) { build_reformer(m, c); });
 }

@@ -9,9 +9,11 @@ under kiln's parameter names). And tests/fixtures/gpt2_adamw/: 20 training steps
 one by torch.optim.AdamW with kiln's schedule and clipping on the windows kiln's --train draws:
 the initial and final weights, the data, each step's loss and learning rate. And
 tests/fixtures/bert_mlm_grad/: a small BertForMaskedLM's masked-LM loss and gradients; and
-tests/fixtures/transformer_grad/: torch.nn.Transformer's teacher-forced loss and gradients.
+tests/fixtures/transformer_grad/: torch.nn.Transformer's teacher-forced loss and gradients. And
+tests/fixtures/reformer_grad{,_16}/: examples/reformer's reversible stack (full causal attention;
+4 and 16 layers) as plain autograd without reversal.
 
-    build/peers-venv/bin/python tests/reference/make_grad_fixtures.py   # any python with torch
+    build/peers-venv/bin/python tests/reference/make_grad_fixtures.py [name...]   # any python with torch
 
 The fixtures are committed, so the test suite needs no torch.
 """
@@ -247,13 +249,75 @@ def gpt2_adamw(g, steps=20, layers=2, d=32, heads=2, vocab=64, ctx=32, T=19, n=1
     np.save(os.path.join(out, "lrs.npy"), np.array(rates, dtype=np.float32))
 
 
+def reformer_lm_loss(w, tokens, targets, layers, d, heads):
+    """examples/reformer --train --causal --attention full, in plain PyTorch and without reversal
+    (autograd keeps every activation): tokens embedded (x sqrt(d)) plus sinusoidal positions,
+    duplicated into the halves of a reversible stack, y1 = x1 + F(x2), y2 = x2 + G(y1) with F =
+    layer norm + causal multi-head attention and G = layer norm + GELU FFN; the halves' mean,
+    layer-normed; logits by the tied embedding; the mean cross-entropy of the next tokens."""
+    n, hd = tokens.shape[0], d // heads
+    lin = lambda x, p: x @ w[p + ".weight"].T + w[p + ".bias"]
+    ln = lambda x, p: F.layer_norm(x, (d,), w[p + ".weight"], w[p + ".bias"], 1e-5)
+    e = w["tok_embed.weight"][tokens] * math.sqrt(d) + sinusoid(n, d)
+    x1, x2 = e, e
+    mask = torch.ones(n, n, dtype=torch.bool).tril()
+    for i in range(layers):
+        p = f"layers.{i}"
+
+        def attn(h):
+            h = ln(h, p + ".attn.norm")
+            q, k, v = (lin(h, p + ".attn." + t).view(n, heads, hd).transpose(0, 1) for t in "qkv")
+            s = (q @ k.transpose(1, 2)) / math.sqrt(hd)
+            a = torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
+            return lin(a.transpose(0, 1).reshape(n, d), p + ".attn.out")
+
+        ffn = lambda h: lin(F.gelu(lin(ln(h, p + ".ffn.norm"), p + ".ffn.fc1")), p + ".ffn.fc2")
+        y1 = x1 + attn(x2)
+        y2 = x2 + ffn(y1)
+        x1, x2 = y1, y2
+    hidden = ln((x1 + x2) * 0.5, "norm")
+    return F.cross_entropy(hidden @ w["tok_embed.weight"].T, targets, ignore_index=-1)
+
+
+def reformer_grad(g, name, layers, d=32, heads=2, vocab=64, n=45):
+    r = lambda *s: torch.randn(*s, generator=g)
+    w = {"tok_embed.weight": r(vocab, d) / math.sqrt(d)}
+    for i in range(layers):
+        p = f"layers.{i}"
+        for t in ("attn.norm", "ffn.norm"):
+            w[f"{p}.{t}.weight"], w[f"{p}.{t}.bias"] = 1 + 0.1 * r(d), 0.1 * r(d)
+        for t in ("attn.q", "attn.k", "attn.v", "attn.out"):
+            w[f"{p}.{t}.weight"], w[f"{p}.{t}.bias"] = r(d, d) / math.sqrt(d), 0.1 * r(d)
+        w[f"{p}.ffn.fc1.weight"], w[f"{p}.ffn.fc1.bias"] = r(4 * d, d) / math.sqrt(d), 0.1 * r(4 * d)
+        w[f"{p}.ffn.fc2.weight"], w[f"{p}.ffn.fc2.bias"] = r(d, 4 * d) / math.sqrt(4 * d), 0.1 * r(d)
+    w["norm.weight"], w["norm.bias"] = 1 + 0.1 * r(d), 0.1 * r(d)
+    for t in w.values():
+        t.requires_grad_(True)
+    seq = torch.randint(0, vocab, (n + 1,), generator=g)
+    tokens, targets = seq[:n], seq[1:].clone()
+    targets[[3, 30]] = -1
+    loss = reformer_lm_loss(w, tokens, targets, layers, d, heads)
+    loss.backward()
+    save_grad_fixture(name, w, {"tokens": tokens, "targets": targets}, loss)
+
+
+FIXTURES = {
+    "gpt2_grad": lambda: gpt2_grad(torch.Generator().manual_seed(2027)),
+    "gpt2_adamw": lambda: gpt2_adamw(torch.Generator().manual_seed(2028)),
+    "bert_mlm_grad": lambda: bert_mlm_grad(torch.Generator().manual_seed(2029)),
+    "transformer_grad": lambda: transformer_grad(torch.Generator().manual_seed(2030)),
+    "gpt2_grad_b3": lambda: gpt2_grad_batch(torch.Generator().manual_seed(2031)),
+    "bert_mlm_grad_b3": lambda: bert_mlm_grad_batch(torch.Generator().manual_seed(2032)),
+    "transformer_grad_b3": lambda: transformer_grad_batch(torch.Generator().manual_seed(2033)),
+    "reformer_grad": lambda: reformer_grad(torch.Generator().manual_seed(2034), "reformer_grad", layers=4),
+    "reformer_grad_16": lambda: reformer_grad(torch.Generator().manual_seed(2035), "reformer_grad_16", layers=16, d=16),
+}
+
 if __name__ == "__main__":
-    gpt2_grad(torch.Generator().manual_seed(2027))
-    gpt2_adamw(torch.Generator().manual_seed(2028))
-    bert_mlm_grad(torch.Generator().manual_seed(2029))
-    transformer_grad(torch.Generator().manual_seed(2030))
-    gpt2_grad_batch(torch.Generator().manual_seed(2031))
-    bert_mlm_grad_batch(torch.Generator().manual_seed(2032))
-    transformer_grad_batch(torch.Generator().manual_seed(2033))
-    print(f"gradient fixtures written to {os.path.normpath(ROOT)}: gpt2_grad, gpt2_adamw, bert_mlm_grad, "
-          "transformer_grad and the batches of three gpt2_grad_b3, bert_mlm_grad_b3, transformer_grad_b3")
+    import sys
+    names = sys.argv[1:] or list(FIXTURES)  # the named fixtures only, or all of them
+    for name in names:
+        if name not in FIXTURES:
+            sys.exit(f"unknown fixture {name!r}; known: {', '.join(FIXTURES)}")
+        FIXTURES[name]()
+    print(f"gradient fixtures written to {os.path.normpath(ROOT)}: {', '.join(names)}")

@@ -37,8 +37,13 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     return op->emitError("expected kiln.schedule to be a #kiln.schedule<...>, got ") << a;
   if (name == "kiln.sparse" && !isa<SparseScheduleAttr>(a))
     return op->emitError("expected kiln.sparse to be a #kiln.sparse_schedule<...>, got ") << a;
-  if ((name == "kiln.checkpoint" || name == "kiln.recomputed") && !isa<IntegerAttr>(a))
-    return op->emitError("expected ") << name << " to be an integer (the checkpointed block), got " << a;
+  if ((name == "kiln.checkpoint" || name == "kiln.recomputed" || name == "kiln.reconstructed") && !isa<IntegerAttr>(a))
+    return op->emitError("expected ") << name << " to be an integer (the checkpointed block or reversible layer), got " << a;
+  if (name == "kiln.reversible") {
+    auto arr = dyn_cast<DenseI64ArrayAttr>(a);
+    if (!arr || arr.size() != 2 || arr[0] < 0 || arr[1] < 0 || arr[1] > 2)
+      return op->emitError("expected kiln.reversible to be array<i64: layer, part> (part 0 glue, 1 F, 2 G), got ") << a;
+  }
   if (name == "kiln.grad_seed" && !isa<UnitAttr>(a)) return op->emitError("expected kiln.grad_seed to be a unit attribute");
   if (name == "kiln.arena") {
     auto arr = dyn_cast<ArrayAttr>(a);

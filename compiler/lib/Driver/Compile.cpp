@@ -54,6 +54,7 @@ void Driver::Impl::decide() {
   phases.ffn_chunk = chunkValue(ffnChunk);
   phases.recompute_ffn = *parseRecomputeFfn(recomputeFfn);  // the flag's check allows only its names
   phases.ffn_grad_chunk = chunkValue(ffnGradChunk);
+  phases.reverse_layers = reversibleBackward == "reconstruct";
 }
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {

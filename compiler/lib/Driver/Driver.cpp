@@ -97,6 +97,11 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
                  "and the forward runs the FFN by chunks)")
       ->check(CLI::IsMember({"off", "activation", "all"}))
       ->capture_default_str();
+  app.add_option("--reversible-backward", reversibleBackward,
+                 "training entries: the backward of reversible layers: reconstruct (each layer's input from its output, "
+                 "running F and G once more: activation memory constant in depth) or store (keep every layer's activations)")
+      ->check(CLI::IsMember({"reconstruct", "store"}))
+      ->capture_default_str();
   app.add_option("--ffn-grad-chunk", ffnGradChunk,
                  "training entries: d_ff columns per chunk of the backward of a recomputed FFN (--recompute-ffn all or a "
                  "checkpointed block): auto (multiples of 64 columns: each [rows, chunk] intermediate within 16 MiB at the "

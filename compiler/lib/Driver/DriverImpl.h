@@ -50,7 +50,7 @@ struct Driver::Impl {
   std::string output, emitFlag = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto",
                       symbol = "kiln_model", maxMemory, gpuBuffers = "host";
   bool printIR = false, quiet = false, keepTemps = false;
-  std::string recomputeFfn = "off", ffnGradChunk = "auto";
+  std::string recomputeFfn = "off", ffnGradChunk = "auto", reversibleBackward = "reconstruct";
   std::string configFile;  // --config
   // The runtime compiled models link (the build tree's unless an install prefix is known).
   std::string runtimeInclude = KILN_RUNTIME_INCLUDE, runtimeLib = KILN_RUNTIME_LIB, mainLib = KILN_MAIN_LIB;

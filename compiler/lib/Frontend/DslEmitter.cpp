@@ -235,9 +235,12 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
           Block *blk = b.getInsertionBlock();
           Operation *last = blk->empty() ? nullptr : &blk->back();
           val[id] = emitNode(b, ctx, n, [&](int i) { return val[n.inputs[i]]; });
-          if (n.checkpoint >= 0)  // every op the node became: kiln-recompute-checkpoints' block
-            for (auto it = last ? std::next(last->getIterator()) : blk->begin(); it != blk->end(); ++it)
-              it->setAttr("kiln.checkpoint", b.getI64IntegerAttr(n.checkpoint));
+          // Every op the node became: kiln-recompute-checkpoints' block, kiln-reverse-layers' layer.
+          for (auto it = last ? std::next(last->getIterator()) : blk->begin(); it != blk->end(); ++it) {
+            if (n.checkpoint >= 0) it->setAttr("kiln.checkpoint", b.getI64IntegerAttr(n.checkpoint));
+            if (n.reversible >= 0)
+              it->setAttr("kiln.reversible", b.getDenseI64ArrayAttr({n.reversible, n.reversible_part}));
+          }
           continue;
         }
         // kiln.recurrent: the step's nodes (made between its argument and itself) form the body.

@@ -129,7 +129,7 @@ std::string costReport(ModuleOp module) {
         if (auto saved = bw.getAs<IntegerAttr>("saved_bytes"))
           os << "backward: saved activations " << humanUnits((double)saved.getInt(), "B") << ", recomputed "
              << humanUnits(bw.getAs<FloatAttr>("recomputed_flops").getValueAsDouble(), "FLOP") << " in "
-             << bw.getAs<IntegerAttr>("recomputed_ops").getInt() << " ops (checkpointed blocks and FFNs); peak of the buffer plan "
+             << bw.getAs<IntegerAttr>("recomputed_ops").getInt() << " ops (checkpointed blocks, FFNs and reversible layers); peak of the buffer plan "
              << humanUnits((double)arena, "B") << "\n";
     }
   }

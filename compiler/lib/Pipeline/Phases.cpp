@@ -48,6 +48,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
   switch (phase) {
     case Phase::Fused:
       pm.addPass(createDifferentiate());  // first: the backward is fused and tiled with the forward
+      if (opt.reverse_layers) pm.addPass(createReverseLayers());
       if (opt.recompute_ffn != PhaseOptions::RecomputeFfn::off)
         pm.addPass(createCheckpointFfn(CheckpointFfnOptions{opt.recompute_ffn == PhaseOptions::RecomputeFfn::activation}));
       pm.addPass(createRecomputeCheckpoints());
@@ -89,6 +90,10 @@ struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
                            llvm::cl::init(0)};
   Option<int64_t> ffnGradChunk{*this, "ffn-grad-chunk",
                                llvm::cl::desc("kiln-chunk-ffn-grad d_ff columns per chunk (0: default, -1: off)"), llvm::cl::init(0)};
+  Option<std::string> reversibleBackward{
+      *this, "reversible-backward",
+      llvm::cl::desc("reversible layers' backward: reconstruct (kiln-reverse-layers) or store their activations"),
+      llvm::cl::init("reconstruct")};
   Option<PhaseOptions::RecomputeFfn> recomputeFfn{
       *this, "recompute-ffn", llvm::cl::desc("what the backward recomputes of each FFN (kiln-checkpoint-ffn)"),
       llvm::cl::init(PhaseOptions::RecomputeFfn::off),
@@ -109,6 +114,7 @@ void registerPhasePipelines() {
           opt.ffn_chunk = o.ffnChunk;
           opt.recompute_ffn = o.recomputeFfn;
           opt.ffn_grad_chunk = o.ffnGradChunk;
+          opt.reverse_layers = o.reversibleBackward != "store";
           buildPhasePipeline(pm, p, opt);
         });
   }

@@ -10,7 +10,7 @@
 //      backward's first read of any of them (marked kiln.recomputed = id); the backward reads
 //      the clones. The originals die in the forward, so kiln-plan-buffers frees them there;
 //      during the backward only one block's recomputed activations are alive at a time.
-//   3. The entry records what its backward costs at the sequence bounds (kiln.backward:
+//   3. The entry records what its backward costs (with reversible layers' reconstructions) at the sequence bounds (kiln.backward:
 //      saved_bytes, the forward values the backward reads; recomputed_flops and
 //      recomputed_ops), which the cost report prints.
 // A block that writes a state in place (a KV cache) cannot be run twice: an error at its op.
@@ -102,6 +102,9 @@ LogicalResult recompute(func::FuncOp f, Operation *seed, ArrayRef<int64_t> bound
   }
 
   // 3. What the backward costs at the bounds (known from the model: kilnc and the DSL set them).
+  // Reversible layers' reconstructions (kiln-reverse-layers) count as recomputed too.
+  for (Operation &op : body)
+    if (op.hasAttr("kiln.reconstructed")) clones.push_back(&op);
   Builder b(f.getContext());
   auto opsAttr = b.getNamedAttr("recomputed_ops", b.getI64IntegerAttr((int64_t)clones.size()));
   if (bounds.empty()) {

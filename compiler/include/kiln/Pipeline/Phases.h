@@ -32,6 +32,7 @@ struct PhaseOptions {
   enum class RecomputeFfn { off, activation, all };
   RecomputeFfn recompute_ffn = RecomputeFfn::off;  // kiln-checkpoint-ffn: what backwards recompute of each FFN
   int64_t ffn_grad_chunk = 0;  // kiln-chunk-ffn-grad's d_ff columns per chunk: 0 its default, < 0 none
+  bool reverse_layers = true;  // kiln-reverse-layers: reversible layers' backward reconstructs (false: stores)
 };
 
 // --recompute-ffn's and the recompute-ffn pipeline option's value: off, activation or all.
@@ -39,7 +40,8 @@ std::optional<PhaseOptions::RecomputeFfn> parseRecomputeFfn(const std::string &n
 
 // Adds the passes of `phase` (fused, tiled, scheduled or kernels) to `pm`, in order.
 void buildPhasePipeline(mlir::OpPassManager &pm, Phase phase, const PhaseOptions &opt);
-// kiln-opt --kiln-phase-<fused|tiled|scheduled|kernels>[=target=x86-64-avx2 ffn-chunk=N recompute-ffn=all ffn-grad-chunk=N].
+// kiln-opt --kiln-phase-<fused|tiled|scheduled|kernels>[=target=x86-64-avx2 ffn-chunk=N recompute-ffn=all ffn-grad-chunk=N
+// reversible-backward=store].
 void registerPhasePipelines();
 void registerKilnDialects(mlir::DialectRegistry &registry);
 

@@ -52,6 +52,22 @@ def CheckpointFfn : Pass<"kiln-checkpoint-ffn", "mlir::ModuleOp"> {
   ];
 }
 
+def ReverseLayers : Pass<"kiln-reverse-layers", "mlir::ModuleOp"> {
+  let summary = "Reversible layers: the backward reconstructs each layer's input from its output instead of keeping its activations";
+  let description = [{
+    For every entry kiln-differentiate differentiated, each reversible layer (ops marked
+    `kiln.reversible = array<i64: layer, part>` by the DSL's reversible(x, F, G): y1 = x1 +
+    F(x2), y2 = x2 + G(y1)), from the last to the first: at the backward's first read of the
+    layer, from its output as the backward has it (the last layer's, kept; else the input the
+    next layer reconstructed), G and F run again (clones marked `kiln.reconstructed = layer`):
+      x2' = y2 - G(y1)     x1' = y1 - F(x2')
+    and the backward reads those clones, x1' and x2' instead of the forward's values. The
+    forward's activations of the stack then die in the forward; the backward holds one layer's
+    reconstruction at a time, so a reversible stack's activation memory does not grow with its
+    depth (the cost report's saved bytes).
+  }];
+}
+
 def RecomputeCheckpoints : Pass<"kiln-recompute-checkpoints", "mlir::ModuleOp"> {
   let summary = "Gradient checkpointing: recompute checkpointed blocks in the backward instead of keeping their activations";
   let description = [{

@@ -135,6 +135,8 @@ struct Node {
   int64_t max_steps = 0;
   int64_t ignore_index = 0;  // cross_entropy; target inputs: the id of a position without a target
   int checkpoint = -1;       // the checkpointed block (Model::checkpoint) this node was made in
+  int reversible = -1;       // the reversible layer (Model::reversible_part) this node was made in
+  int reversible_part = 0;   // ... and its part: 0 the halves, sums and concat; 1 F; 2 G
   float mask_rate = 0;       // masked-LM target inputs: the fraction --train masks, and the mask id
   int64_t mask_token = 0;
   int state_batch = -1;  // a state: the batch symbol it holds one copy per sequence of (-1: one copy)
@@ -252,6 +254,13 @@ class Model {
   // forward FLOPs once more for its saved activations. Returns what `block` returns:
   //   x = m.checkpoint([&] { return transformer_block(x); });
   Tensor checkpoint(const std::function<Tensor()> &block, SourceLoc loc = SourceLoc::current());
+  // Reversible layers (Blocks.h's reversible builds them with these): new_reversible() numbers
+  // a layer; reversible_part(layer, part, fn) calls fn and marks every op it makes as `part` of
+  // that layer (0: the halves, the sums and the concat; 1: F; 2: G). A differentiated entry's
+  // backward then reconstructs the layer's input from its output instead of keeping its
+  // activations (kiln-reverse-layers).
+  int new_reversible(SourceLoc loc = SourceLoc::current());
+  Tensor reversible_part(int layer, int part, const std::function<Tensor()> &fn, SourceLoc loc = SourceLoc::current());
   // The current entry becomes a training step: its loss is differentiated and every parameter
   // it uses is updated in place by AdamW (moments and the step count are states named
   // "optimizer.*"); it returns "loss", "lr" and "grad_sumsq". No dropout.
@@ -339,6 +348,7 @@ class Model {
   std::map<int, TrainOptions> train_;
   int region_ = -1, regions_ = 0;
   int checkpoint_ = -1, checkpoints_ = 0;
+  int reversible_ = -1, reversible_part_ = 0, reversibles_ = 0;
   // A parameter or state already declared under this name (shared across entries), or -1.
   int shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc);
   void check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc);
