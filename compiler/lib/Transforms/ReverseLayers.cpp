@@ -161,6 +161,13 @@ LogicalResult reverse(func::FuncOp f, Operation *seed) {
     }
     next = &l, nextX1 = x1r, nextX2 = x2r, nextAt = first;
   }
+  // What nothing reads goes: the first layer's x1' when the backward needs no input of the
+  // stack (an embedding's gradient reads none), and the subtraction that made it.
+  SmallVector<Operation *> made;
+  for (Operation &op : body)
+    if (op.hasAttr("kiln.reconstructed")) made.push_back(&op);
+  for (Operation *op : llvm::reverse(made))
+    if (op->use_empty()) op->erase();
   return success();
 }
 
