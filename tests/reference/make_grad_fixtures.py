@@ -11,7 +11,8 @@ the initial and final weights, the data, each step's loss and learning rate. And
 tests/fixtures/bert_mlm_grad/: a small BertForMaskedLM's masked-LM loss and gradients; and
 tests/fixtures/transformer_grad/: torch.nn.Transformer's teacher-forced loss and gradients. And
 tests/fixtures/reformer_grad{,_16}/: examples/reformer's reversible stack (full causal attention;
-4 and 16 layers) as plain autograd without reversal.
+4 and 16 layers) as plain autograd without reversal; tests/fixtures/reformer_lsh_grad/: the
+same with LSH attention (explicit hashing with the same rotations, sorting and chunks).
 
     build/peers-venv/bin/python tests/reference/make_grad_fixtures.py [name...]   # any python with torch
 
@@ -249,15 +250,58 @@ def gpt2_adamw(g, steps=20, layers=2, d=32, heads=2, vocab=64, ctx=32, T=19, n=1
     np.save(os.path.join(out, "lrs.npy"), np.array(rates, dtype=np.float32))
 
 
-def reformer_lm_loss(w, tokens, targets, layers, d, heads):
-    """examples/reformer --train --causal --attention full, in plain PyTorch and without reversal
-    (autograd keeps every activation): tokens embedded (x sqrt(d)) plus sinusoidal positions,
-    duplicated into the halves of a reversible stack, y1 = x1 + F(x2), y2 = x2 + G(y1) with F =
-    layer norm + causal multi-head attention and G = layer norm + GELU FFN; the halves' mean,
-    layer-normed; logits by the tied embedding; the mean cross-entropy of the next tokens."""
+def lsh_attention(qk, v, rot, chunk, causal, margins):
+    """kiln's lsh_attention written out: per hash round the buckets argmax([x·R; -x·R]) (no
+    gradient: constants), the positions sorted by (bucket, position), each query attending to the
+    keys of its bucket in its sorted chunk and the previous one (causal: at or before it), keys the
+    unit-normalized qk, itself with a score 1e9 lower; the rounds merged by softmax over their
+    log-sum-exps. qk, v [H, L, hd], rot [R, hd, buckets / 2]. Appends each round's smallest gap
+    between the best and second-best projection to `margins`."""
+    H, L, hd = qk.shape
+    scale = 1.0 / math.sqrt(hd)
+    n = qk.norm(dim=-1, keepdim=True)
+    khat = torch.where(n > 0, qk / torch.where(n > 0, n, torch.ones_like(n)), torch.zeros_like(qk))
+    outs, lses = [], []
+    for r in range(rot.shape[0]):
+        with torch.no_grad():
+            proj = qk @ rot[r]
+            both = torch.cat([proj, -proj], -1)
+            top2 = both.topk(2, dim=-1).values
+            margins.append((top2[..., 0] - top2[..., 1]).min().item())
+            b = both.argmax(-1)
+            order = torch.argsort(b * L + torch.arange(L), dim=-1)
+            inv = torch.argsort(order, dim=-1)
+        o_r, lse_r = [], []
+        for h in range(H):
+            pos = order[h]
+            qs, ks, vs, bs = qk[h, pos], khat[h, pos], v[h, pos], b[h, pos]
+            cs = torch.arange(L) // chunk
+            allowed = ((cs[None, :] == cs[:, None]) | (cs[None, :] == cs[:, None] - 1)) & (bs[None, :] == bs[:, None])
+            if causal:
+                allowed &= pos[None, :] <= pos[:, None]
+            sc = (qs @ ks.T) * scale + torch.where(pos[None, :] == pos[:, None], -1e9, 0.0)
+            sc = sc.masked_fill(~allowed, float("-inf"))
+            lse = torch.logsumexp(sc, -1)
+            o = torch.exp(sc - lse[:, None]) @ vs
+            o_r.append(o[inv[h]])
+            lse_r.append(lse[inv[h]])
+        outs.append(torch.stack(o_r))
+        lses.append(torch.stack(lse_r))
+    w = torch.softmax(torch.stack(lses), dim=0)
+    return (w[..., None] * torch.stack(outs)).sum(0)
+
+
+def reformer_lm_loss(w, tokens, targets, layers, d, heads, lsh=None):
+    """examples/reformer --train --causal (--attention full, or LSH attention with `lsh` =
+    (chunk, margins)), in plain PyTorch and without reversal (autograd keeps every activation):
+    tokens embedded (x sqrt(d)) plus sinusoidal positions, duplicated into the halves of a
+    reversible stack, y1 = x1 + F(x2), y2 = x2 + G(y1) with F = layer norm + causal multi-head
+    attention and G = layer norm + GELU FFN; the halves' mean, layer-normed; logits by the tied
+    embedding; the mean cross-entropy of the next tokens."""
     n, hd = tokens.shape[0], d // heads
     lin = lambda x, p: x @ w[p + ".weight"].T + w[p + ".bias"]
     ln = lambda x, p: F.layer_norm(x, (d,), w[p + ".weight"], w[p + ".bias"], 1e-5)
+    heads_of = lambda x: x.view(n, heads, hd).transpose(0, 1)
     e = w["tok_embed.weight"][tokens] * math.sqrt(d) + sinusoid(n, d)
     x1, x2 = e, e
     mask = torch.ones(n, n, dtype=torch.bool).tril()
@@ -266,9 +310,14 @@ def reformer_lm_loss(w, tokens, targets, layers, d, heads):
 
         def attn(h):
             h = ln(h, p + ".attn.norm")
-            q, k, v = (lin(h, p + ".attn." + t).view(n, heads, hd).transpose(0, 1) for t in "qkv")
-            s = (q @ k.transpose(1, 2)) / math.sqrt(hd)
-            a = torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
+            if lsh:
+                chunk, margins = lsh
+                a = lsh_attention(heads_of(lin(h, p + ".attn.qk")), heads_of(lin(h, p + ".attn.v")),
+                                  w[p + ".attn.rotations"], chunk, True, margins)
+            else:
+                q, k, v = (heads_of(lin(h, p + ".attn." + t)) for t in "qkv")
+                s = (q @ k.transpose(1, 2)) / math.sqrt(hd)
+                a = torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
             return lin(a.transpose(0, 1).reshape(n, d), p + ".attn.out")
 
         ffn = lambda h: lin(F.gelu(lin(ln(h, p + ".ffn.norm"), p + ".ffn.fc1")), p + ".ffn.fc2")
@@ -279,15 +328,18 @@ def reformer_lm_loss(w, tokens, targets, layers, d, heads):
     return F.cross_entropy(hidden @ w["tok_embed.weight"].T, targets, ignore_index=-1)
 
 
-def reformer_grad(g, name, layers, d=32, heads=2, vocab=64, n=45):
+def reformer_grad(g, name, layers, d=32, heads=2, vocab=64, n=45, lsh=None):
+    """`lsh`: (buckets, hashes, chunk) for LSH attention; None for full attention."""
     r = lambda *s: torch.randn(*s, generator=g)
     w = {"tok_embed.weight": r(vocab, d) / math.sqrt(d)}
     for i in range(layers):
         p = f"layers.{i}"
         for t in ("attn.norm", "ffn.norm"):
             w[f"{p}.{t}.weight"], w[f"{p}.{t}.bias"] = 1 + 0.1 * r(d), 0.1 * r(d)
-        for t in ("attn.q", "attn.k", "attn.v", "attn.out"):
+        for t in (("attn.qk", "attn.v", "attn.out") if lsh else ("attn.q", "attn.k", "attn.v", "attn.out")):
             w[f"{p}.{t}.weight"], w[f"{p}.{t}.bias"] = r(d, d) / math.sqrt(d), 0.1 * r(d)
+        if lsh:
+            w[f"{p}.attn.rotations"] = r(lsh[1], d // heads, lsh[0] // 2)
         w[f"{p}.ffn.fc1.weight"], w[f"{p}.ffn.fc1.bias"] = r(4 * d, d) / math.sqrt(d), 0.1 * r(4 * d)
         w[f"{p}.ffn.fc2.weight"], w[f"{p}.ffn.fc2.bias"] = r(d, 4 * d) / math.sqrt(4 * d), 0.1 * r(d)
     w["norm.weight"], w["norm.bias"] = 1 + 0.1 * r(d), 0.1 * r(d)
@@ -296,8 +348,16 @@ def reformer_grad(g, name, layers, d=32, heads=2, vocab=64, n=45):
     seq = torch.randint(0, vocab, (n + 1,), generator=g)
     tokens, targets = seq[:n], seq[1:].clone()
     targets[[3, 30]] = -1
-    loss = reformer_lm_loss(w, tokens, targets, layers, d, heads)
+    margins = []
+    loss = reformer_lm_loss(w, tokens, targets, layers, d, heads, (lsh[2], margins) if lsh else None)
     loss.backward()
+    if lsh:
+        # A bucket decided within float rounding could legitimately differ in kiln.
+        assert min(margins) > 1e-4, f"{name}: a hash projection's top two are {min(margins)} apart; pick another seed"
+        w = {k: v for k, v in w.items()}
+        for k in list(w):
+            if k.endswith(".rotations"):
+                w[k].grad = torch.zeros_like(w[k])  # fixed: kiln gives them a zero gradient too
     save_grad_fixture(name, w, {"tokens": tokens, "targets": targets}, loss)
 
 
@@ -311,6 +371,8 @@ FIXTURES = {
     "transformer_grad_b3": lambda: transformer_grad_batch(torch.Generator().manual_seed(2033)),
     "reformer_grad": lambda: reformer_grad(torch.Generator().manual_seed(2034), "reformer_grad", layers=4),
     "reformer_grad_16": lambda: reformer_grad(torch.Generator().manual_seed(2035), "reformer_grad_16", layers=16, d=16),
+    "reformer_lsh_grad": lambda: reformer_grad(torch.Generator().manual_seed(2036), "reformer_lsh_grad", layers=2,
+                                               lsh=(4, 2, 8)),
 }
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ Func generate(Builder &B) {
     case KernelOp::Pad:
     case KernelOp::PositionIds: return buildDataMovement(B);
     case KernelOp::AttentionGrad: return buildAttentionGrad(B);
+    case KernelOp::LshChunkAttentionGrad: return buildLshChunkAttentionGrad(B);
     case KernelOp::SumSquares:
     case KernelOp::StepCount:
     case KernelOp::LearningRate:

@@ -230,6 +230,37 @@ OpCost AttentionGradOp::getCost(function_ref<double(Value)> numel) {
   return c;
 }
 
+LogicalResult LshChunkAttentionGradOp::verify() {
+  StringRef w = getWrt();
+  if (w != "qk" && w != "value") return emitOpError("expected wrt \"qk\" or \"value\", got \"") << w << "\"";
+  if (getChunk() < 1) return emitOpError("expected a positive chunk");
+  for (auto [role, v] : {std::pair<const char *, Value>{"qk", getQk()}, {"value", getValue()}, {"buckets", getBuckets()},
+                         {"out", getOut()}, {"grad", getGrad()}})
+    if (failed(expectRank(*this, role, v, 3))) return failure();
+  if (failed(expectRank(*this, "sorted", getSorted(), 4)) || failed(expectShape(*this, "out", getOut(), "grad", getGrad())) ||
+      failed(expectDim(*this, "sorted rounds", ty(getSorted()).getDimSize(1), "bucket rounds", ty(getBuckets()).getDimSize(1))) ||
+      failed(expectDim(*this, "value rows", ty(getValue()).getDimSize(1), "qk rows", ty(getQk()).getDimSize(1))) ||
+      failed(expectDim(*this, "out width", ty(getOut()).getDimSize(2), "value width", ty(getValue()).getDimSize(2))))
+    return failure();
+  return expectShape(*this, "result", getResult(), w == "qk" ? "qk" : "value", w == "qk" ? getQk() : getValue());
+}
+void LshChunkAttentionGradOp::getKernelAttrs(KernelAttrs &a) {
+  a.set("chunk", (int64_t)getChunk());
+  a.setFloat("scale", getScale().convertToFloat());
+  if (getCausal()) a.set("causal", "1");
+  a.set("wrt", getWrt());
+}
+Syms LshChunkAttentionGradOp::inferSeqLengths(ArrayRef<Syms> in) { return getWrt() == "qk" ? in[0] : in[1]; }
+// Per query and round, two chunks of keys: the scores and dP once more, and the sums wanted
+// (the qk gradient: the scores and dS twice, as query and as key).
+OpCost LshChunkAttentionGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  double d = dimOf(getQk(), 2), dv = dimOf(getValue(), 2), rounds = dimOf(getBuckets(), 1);
+  double pairs = numel(getQk()) / d * rounds * 2.0 * (double)getChunk();
+  c.flops = getWrt() == "qk" ? pairs * (3 * (2 * d + 2 * dv + 8) + 4 * d) : pairs * (2 * (2 * d + 4) + 2 * dv + 2 * dv);
+  return c;
+}
+
 namespace {
 LogicalResult expectScalar(Operation *op, const char *role, Value v) {
   if (ty(v).getShape() == ArrayRef<int64_t>{1} && ty(v).getElementType().isF32()) return success();

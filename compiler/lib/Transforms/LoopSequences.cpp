@@ -111,7 +111,7 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
           why("it relates every row to every other row outside a fused attention");
         }
         if (kiln::isKernelOp(op) && (perSequenceCache || isa<kiln::AttentionOp, kiln::AttentionGradOp, kiln::PositionEmbeddingOp, kiln::SinusoidalPositionsOp,
-                kiln::PositionIdsOp, kiln::LshHashOp, kiln::LshSortOp, kiln::LshChunkAttentionOp, kiln::DepthwiseConvOp,
+                kiln::PositionIdsOp, kiln::LshHashOp, kiln::LshSortOp, kiln::LshChunkAttentionOp, kiln::LshChunkAttentionGradOp, kiln::DepthwiseConvOp,
                 kiln::MaskOp>(op)))
           op->setAttr("kiln.per_sequence", IntegerAttr::get(IntegerType::get(op->getContext(), 64), batch));
       });

@@ -15,7 +15,10 @@
 //      y2' in place of the forward's values, and [x1', x2'] in place of the layer's input x.
 //      G and F run once more in the backward, on the inputs they had in the forward up to
 //      rounding: the same ops give the activations their backward reads (one recomputation
-//      serves both), as trax and Hugging Face's ReformerLayer.backward_pass do.
+//      serves both), as trax and Hugging Face's ReformerLayer.backward_pass do. LSH attention's
+//      buckets and their order (lsh_hash, lsh_sort) are not recomputed: the clones read the
+//      forward's, kept (a few int32 per position and round), so rounding cannot move a position
+//      to another bucket.
 //   3. Nothing of a layer is then read by the backward but the stack's final output: the
 //      forward's activations die in the forward (kiln-plan-buffers frees them there) and the
 //      backward holds one layer's reconstruction at a time, so the activation memory of a
@@ -126,6 +129,7 @@ LogicalResult reverse(func::FuncOp f, Operation *seed) {
     map.map(l.y1, y1r);
     auto cloneAll = [&](ArrayRef<Operation *> ops) {
       for (Operation *op : ops) {
+        if (isa<kiln::LshHashOp, kiln::LshSortOp>(op)) continue;  // the forward's buckets, reused
         Operation *c = b.clone(*op, map);
         c->removeAttr("kiln.reversible");
         c->removeAttr("kiln.checkpoint");

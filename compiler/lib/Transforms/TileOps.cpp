@@ -310,6 +310,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::Pad:
         case kiln::KernelOp::PositionIds:
         case kiln::KernelOp::AttentionGrad:
+        case kiln::KernelOp::LshChunkAttentionGrad:
         case kiln::KernelOp::StepCount:
         case kiln::KernelOp::LearningRate:
         case kiln::KernelOp::AdamWStep:

@@ -59,6 +59,7 @@ enum class KernelOp {
   PositionIds,
   Pad,
   AttentionGrad,
+  LshChunkAttentionGrad,
   SumSquares,
   StepCount,
   LearningRate,

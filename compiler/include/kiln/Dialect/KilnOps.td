@@ -378,7 +378,7 @@ def Kiln_CacheWriteOp : Kiln_Op<"cache_write", [], "CacheWrite", ["getCost"]> {
   let results = (outs AnyRankedTensor:$result);
 }
 
-def Kiln_LshAttentionOp : Kiln_Op<"lsh_attention", [Pure], "None", ["inferSeqLengths"]> {
+def Kiln_LshAttentionOp : Kiln_Op<"lsh_attention", [Pure], "None", ["inferSeqLengths", "buildGradient"]> {
   let summary = "the Reformer's LSH attention with shared queries and keys";
   let description = [{
     qk [H, L, d] (queries; the keys are the unit-normalized queries), v [H, L, dv], rotations
@@ -790,6 +790,29 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value, AnyRankedTensor:$out,
                    AnyRankedTensor:$grad, AnyRankedTensor:$lse,
                    DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, StrAttr:$wrt);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_LshChunkAttentionGradOp : Kiln_Op<"lsh_chunk_attention_grad", [Pure], "LshChunkAttentionGrad",
+                                           ["getKernelAttrs", "inferSeqLengths", "getCost"]> {
+  let summary = "kiln.lsh_chunk_attention's gradient with respect to its shared qk or its value";
+  let description = [{
+    qk [H, L, d], v [H, L, dv], buckets i32 [H, R, L], sorted i32 [H, R, 2, L] (the forward's:
+    the buckets are constants), out and grad [H, L, dv] -> like qk or v (`wrt`). The rounds'
+    merge makes one softmax over every (round, key) pair a query visits, so with P = exp(score
+    - LSE) over those pairs (LSE over all rounds, recomputed), dP = grad·v and D = rowsum(grad ·
+    out), dS = P · (dP - D): dv = Σ P·grad, and qk gets both its query's part dS·k̂·scale and
+    its key's, dk̂ = Σ dS·q·scale through the normalization k̂ = qk / |qk|:
+    (dk̂ - k̂ (k̂·dk̂)) / |qk|.
+
+    ```mlir
+    %dqk = kiln.lsh_chunk_attention_grad %qk, %v, %b, %s, %o, %do {chunk = 64 : i64, scale = 0.125 : f32, wrt = "qk"} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x2x?xi32>, tensor<4x2x2x?xi32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$qk, AnyRankedTensor:$value, AnyRankedTensor:$buckets, AnyRankedTensor:$sorted,
+                   AnyRankedTensor:$out, AnyRankedTensor:$grad, I64Attr:$chunk, UnitAttr:$causal, F32Attr:$scale,
+                   StrAttr:$wrt);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

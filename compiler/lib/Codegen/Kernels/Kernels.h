@@ -18,6 +18,8 @@ Func buildSparseAttention(Builder &B);
 // Lsh.cpp: the Reformer's hashing and its chunked attention.
 Func buildLshHash(Builder &B);
 Func buildLshChunkAttention(Builder &B);
+// LshGrad.cpp: its gradient with respect to the shared qk or the value.
+Func buildLshChunkAttentionGrad(Builder &B);
 // RowReduce.cpp: layer norm and softmax.
 Func buildRowReduce(Builder &B);
 // RowReduce.cpp: layer norm's per-row statistics of X [..., D] (Halide (D, rest...)): the mean
