@@ -39,6 +39,16 @@
 // CHECK: kiln.activation_grad %[[EA]]
 // CHECK: kiln.weight_grad %[[W2]]
 // CHECK: return
+// CHECK-LABEL: func.func @lsh
+// CHECK: %[[LB:.*]] = kiln.lsh_hash %{{.*}} {kiln.reversible = array<i64: 0, 1>}
+// CHECK: %[[LS:.*]] = kiln.lsh_sort %[[LB]] {kiln.reversible = array<i64: 0, 1>}
+// CHECK: kiln.fill {kiln.grad_seed
+// CHECK-NOT: kiln.lsh_hash
+// CHECK-NOT: kiln.lsh_sort
+// CHECK: %[[QR:.*]] = kiln.reshape %{{.*}} {kiln.reconstructed = 0 : i64}
+// CHECK: %[[OR:.*]] = kiln.lsh_chunk_attention %[[QR]], %[[QR]], %[[LB]], %[[LS]] {{{.*}}kiln.reconstructed = 0 : i64
+// CHECK: kiln.lsh_chunk_attention_grad %[[QR]], %[[QR]], %[[LB]], %[[LS]], %[[OR]]
+// STORE-LABEL: func.func @lsh
 module attributes {kiln.seq_bounds = array<i64: 8>, kiln.seq_names = ["L"]} {
   func.func @stack(%x: tensor<?x4xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>},
                    %t: tensor<?xi32> {kiln.name = "t", kiln.syms = array<i64: 0>}) -> (tensor<1xf32> {kiln.name = "loss"})
@@ -70,5 +80,27 @@ module attributes {kiln.seq_bounds = array<i64: 8>, kiln.seq_names = ["L"]} {
     %loss = kiln.cross_entropy %logits, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
     return %loss : tensor<1xf32>
   }
-}
 
+  // F = LSH attention over x2 (its own qk and v). The backward's F runs on x2' but reads the
+  // forward's buckets and order: no lsh_hash or lsh_sort is cloned.
+  func.func @lsh(%x: tensor<16x4xf32> {kiln.name = "x", kiln.syms = array<i64: -1, -1>}, %t: tensor<16xi32> {kiln.name = "t", kiln.syms = array<i64: -1>}) -> (tensor<1xf32> {kiln.name = "loss"})
+      attributes {kiln.differentiate} {
+    %x1 = kiln.slice %x {axis = 1 : i64, offset = 0 : i64, kiln.reversible = array<i64: 0, 0>} : (tensor<16x4xf32>) -> tensor<16x2xf32>
+    %x2 = kiln.slice %x {axis = 1 : i64, offset = 2 : i64, kiln.reversible = array<i64: 0, 0>} : (tensor<16x4xf32>) -> tensor<16x2xf32>
+    %wf = kiln.param "f0" {kiln.reversible = array<i64: 0, 1>} : tensor<2x2xf32>
+    %af = kiln.linear %x2, %wf {kiln.reversible = array<i64: 0, 1>} : (tensor<16x2xf32>, tensor<2x2xf32>) -> tensor<16x2xf32>
+    %qk = kiln.reshape %af {kiln.reversible = array<i64: 0, 1>} : (tensor<16x2xf32>) -> tensor<1x16x2xf32>
+    %rot = kiln.param "rot" {kiln.reversible = array<i64: 0, 1>} : tensor<2x2x2xf32>
+    %la = kiln.lsh_attention %qk, %qk, %rot {buckets = 4 : i64, hashes = 2 : i64, chunk = 4 : i64, causal, scale = 0.5 : f32, kiln.reversible = array<i64: 0, 1>} : (tensor<1x16x2xf32>, tensor<1x16x2xf32>, tensor<2x2x2xf32>) -> tensor<1x16x2xf32>
+    %f = kiln.reshape %la {kiln.reversible = array<i64: 0, 1>} : (tensor<1x16x2xf32>) -> tensor<16x2xf32>
+    %y1 = kiln.add %x1, %f {kiln.reversible = array<i64: 0, 0>} : (tensor<16x2xf32>, tensor<16x2xf32>) -> tensor<16x2xf32>
+    %wg = kiln.param "g0" {kiln.reversible = array<i64: 0, 2>} : tensor<2x2xf32>
+    %g = kiln.linear %y1, %wg {kiln.reversible = array<i64: 0, 2>} : (tensor<16x2xf32>, tensor<2x2xf32>) -> tensor<16x2xf32>
+    %y2 = kiln.add %x2, %g {kiln.reversible = array<i64: 0, 0>} : (tensor<16x2xf32>, tensor<16x2xf32>) -> tensor<16x2xf32>
+    %y = kiln.concat %y1, %y2 {axis = 1 : i64, kiln.reversible = array<i64: 0, 0>} : (tensor<16x2xf32>, tensor<16x2xf32>) -> tensor<16x4xf32>
+    %wo = kiln.param "wo" : tensor<5x4xf32>
+    %logits = kiln.linear %y, %wo : (tensor<16x4xf32>, tensor<5x4xf32>) -> tensor<16x5xf32>
+    %loss = kiln.cross_entropy %logits, %t : (tensor<16x5xf32>, tensor<16xi32>) -> tensor<1xf32>
+    return %loss : tensor<1xf32>
+  }
+}

@@ -17,22 +17,32 @@
 #include "grad_check.h"
 
 namespace {
-std::string compileArgs(int64_t layers, int64_t d, int64_t ctx, const std::string &mode) {
-  return std::string(KILN_BIN) + "/reformer-compile --train --causal --attention full --layers " + std::to_string(layers) +
+// `attention`: "--attention full", or LSH's options.
+std::string compileArgs(int64_t layers, int64_t d, int64_t ctx, const std::string &mode,
+                        const std::string &attention = "--attention full") {
+  return std::string(KILN_BIN) + "/reformer-compile --train --causal " + attention + " --layers " + std::to_string(layers) +
          " --d-model " + std::to_string(d) + " --heads 2 --vocab 64 --ctx " + std::to_string(ctx) +
          " --quiet --cache-dir " KILN_TEST_CACHE " --reversible-backward " + mode;
 }
 
 // Each layer's attn.k.bias has a zero gradient in exact arithmetic (adding it shifts a query's
 // scores by one constant, which softmax ignores): both sides are rounding noise, compared to
-// the largest gradient instead of to themselves.
-void expectReformerGradients(const std::string &fixture, int64_t layers, int64_t d, const std::string &dir) {
-  auto c = kt::run(compileArgs(layers, d, 64, "reconstruct") + " -o " + dir + "/reformer");
+// the largest gradient instead of to themselves. LSH's rotations are fixed: zero gradients.
+void expectReformerGradients(const std::string &fixture, int64_t layers, int64_t d, const std::string &dir,
+                             const std::string &mode = "reconstruct", const std::string &attention = "--attention full",
+                             size_t perLayer = 16) {
+  auto c = kt::run(compileArgs(layers, d, 64, mode, attention) + " -o " + dir + "/reformer");
   ASSERT_EQ(c.code, 0) << c.output;
   std::map<std::string, ref::T> grads = kt::runFixtureGradients(dir + "/reformer", fixture, {"tokens", "targets"}, dir + "/out");
-  ASSERT_EQ(grads.size(), 1u + 16u * layers + 2u) << "the fixture's parameters";
-  auto kBias = [](const std::string &n) { return n.size() > 12 && n.substr(n.size() - 12) == ".attn.k.bias"; };
-  kt::expectFixtureGradients(grads, dir + "/out", kBias);
+  ASSERT_EQ(grads.size(), 1u + perLayer * layers + 2u) << "the fixture's parameters";
+  auto ends = [](const std::string &n, const std::string &with) {
+    return n.size() > with.size() && n.substr(n.size() - with.size()) == with;
+  };
+  auto kBias = [&](const std::string &n) { return ends(n, ".attn.k.bias"); };
+  kt::expectFixtureGradients(grads, dir + "/out", [&](const std::string &n) { return kBias(n) || ends(n, ".rotations"); });
+  for (auto &[name, g] : grads)
+    if (ends(name, ".rotations"))
+      for (float v : kt::loadNpy(dir + "/out/grad." + name + ".npy").v) ASSERT_EQ(v, 0.0f) << name;
   float largest = 0;
   for (auto &[name, g] : grads)
     for (float v : g.v) largest = std::max(largest, std::abs(v));
@@ -53,6 +63,16 @@ TEST(Reversible, GradientsMatchPyTorchAutogradWithoutReversal) {
 // 3.3e-6 with the activations stored).
 TEST(Reversible, SixteenLayersReconstructedWithinTolerance) {
   expectReformerGradients("reformer_grad_16", 16, 16, kt::workDir("train_reversible_16"));
+}
+
+// LSH attention (4 buckets, 2 rounds, chunks of 8) in F: its backward through the sorted chunks
+// (kiln.lsh_chunk_attention_grad), the forward's buckets reused by the reconstruction, against
+// an explicit PyTorch LSH with the same rotations (tests/fixtures/reformer_lsh_grad); and the
+// same with the activations stored.
+TEST(Reversible, LshAttentionGradientsMatchPyTorch) {
+  const std::string lsh = "--buckets 4 --hashes 2 --chunk 8";
+  expectReformerGradients("reformer_lsh_grad", 2, 32, kt::workDir("train_reversible_lsh"), "reconstruct", lsh, 15);
+  expectReformerGradients("reformer_lsh_grad", 2, 32, kt::workDir("train_reversible_lsh_store"), "store", lsh, 15);
 }
 
 struct Backward {
