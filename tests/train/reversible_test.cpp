@@ -76,6 +76,14 @@ TEST(Reversible, LshAttentionGradientsMatchPyTorch) {
   expectReformerGradients("reformer_lsh_grad", 2, 32, kt::workDir("train_reversible_lsh_store"), "store", lsh, 15);
 }
 
+// A next-token loss over bidirectional attention would let each position read its target.
+TEST(Reversible, TrainingABidirectionalStackIsRefused) {
+  std::string dir = kt::workDir("train_reversible_refused");
+  auto r = kt::run(std::string(KILN_BIN) + "/reformer-compile --train --layers 1 --d-model 32 --heads 2 --ctx 64 --quiet -o " + dir + "/r");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, ::testing::HasSubstr("--train trains a language model (each position predicts the next token): add --causal"));
+}
+
 struct Backward {
   double savedMB = -1, peakMB = -1;
 };
