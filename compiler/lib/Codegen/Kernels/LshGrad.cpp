@@ -75,7 +75,11 @@ Func buildLshChunkAttentionGrad(Builder &B) {
   Func mx("mx"), lser("lse_r"), weight("round_weight");
   mx(y, r, h) = kNeg;
   mx(y, r, h) = max(mx(y, r, h), l.sc(ru, y, r, h));
-  lser(y, r, h) = mx(y, r, h) + log(sum(exp(l.sc(ru, y, r, h) - mx(y, r, h))));
+  Func ex("ex_l"), se("se_l");
+  ex(x, y, r, h) = exp(l.sc(x, y, r, h) - mx(y, r, h));
+  se(y, r, h) = 0.0f;
+  se(y, r, h) += ex(ru, y, r, h);
+  lser(y, r, h) = mx(y, r, h) + log(se(y, r, h));
   // Each round's weight in the merge, softmax over the rounds' lse at each position (relative:
   // a query that sees only itself has lse near -1e9 in every round, where an absolute LSE would
   // round away the log of the round count).
@@ -165,7 +169,11 @@ Func buildLshChunkAttentionGrad(Builder &B) {
   if (B.parallel()) B.s(lser).parallel(yo);
   B.s(l.dot).compute_at(lser, yi).vectorize(x, v, gw);
   B.s(l.dot.update()).vectorize(x, v, gw);
+  // A slot's scores and exponentials vectorized over its pairs; the max and sum over them.
+  B.s(l.sc).compute_at(lser, yi).vectorize(x, v, gw);
+  B.s(ex).compute_at(lser, yi).vectorize(x, v, gw);
   B.s(mx).compute_at(lser, yi);
+  B.s(se).compute_at(lser, yi);
   B.s(weight).compute_root().bound(r, 0, R).reorder(r, i, h).unroll(r);
   if (B.parallel()) B.s(weight).parallel(h);
   if (B.parallel()) B.s(out).parallel(h);
