@@ -9,7 +9,7 @@
 #include <regex>
 #include <sstream>
 
-#include "harness.h"
+#include "grad_check.h"
 
 namespace {
 using ::testing::HasSubstr;
@@ -158,19 +158,6 @@ TEST(Checkpointing, RecomputedFfnKeepsLessSameGradients) {
 }  // namespace
 
 namespace {
-// The loss column of a --log CSV (step,loss,...), one entry per step.
-std::vector<double> losses(const std::string &csv) {
-  std::ifstream f(csv);
-  std::string line;
-  std::vector<double> l;
-  std::getline(f, line);  // header
-  while (std::getline(f, line)) {
-    size_t a = line.find(','), b = line.find(',', a + 1);
-    if (a != std::string::npos) l.push_back(std::stod(line.substr(a + 1, b - a - 1)));
-  }
-  return l;
-}
-
 // kiln-chunk-ffn-grad (--ffn-grad-chunk): with --recompute-ffn all, each FFN's backward runs
 // over chunks of 48 of the 128 d_ff columns (48, 48, 32: a tail chunk), on slices of the weights
 // (views, read before the optimizer updates them in place). The same gradients as one chunk of
@@ -202,7 +189,7 @@ TEST(Checkpointing, ChunkedFfnBackwardSameGradientsLowerPeak) {
     auto t = kt::run(exe + " --train --data " + dir + "/data.npy --seq 100 --steps 6 --seed 2 --log " + exe + ".csv");
     ASSERT_EQ(t.code, 0) << t.output;
   }
-  std::vector<double> lw = losses(whole.exe + ".csv"), lc = losses(chunked.exe + ".csv");
+  std::vector<double> lw = kt::trainLosses(whole.exe + ".csv"), lc = kt::trainLosses(chunked.exe + ".csv");
   ASSERT_EQ(lw.size(), 6u);
   ASSERT_EQ(lc.size(), 6u);
   for (size_t i = 0; i < lw.size(); ++i) EXPECT_NEAR(lc[i], lw[i], 1e-5 * std::abs(lw[i])) << "step " << i + 1;

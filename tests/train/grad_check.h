@@ -1,8 +1,9 @@
-// grad_check.h - how the training tests compare kiln's gradients with a PyTorch fixture's.
+// grad_check.h - how the training tests compare kiln's gradients with a PyTorch fixture's, and read a training log.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -10,6 +11,19 @@
 #include "harness.h"
 
 namespace kt {
+// The loss column of a --log CSV (step,loss,...) that `./model --train` writes, one per step.
+inline std::vector<double> trainLosses(const std::string &csv) {
+  std::ifstream f(csv);
+  std::string line;
+  std::vector<double> l;
+  std::getline(f, line);  // header
+  while (std::getline(f, line)) {
+    size_t a = line.find(','), b = line.find(',', a + 1);
+    if (a != std::string::npos) l.push_back(std::stod(line.substr(a + 1, b - a - 1)));
+  }
+  return l;
+}
+
 // max |got - want| / max |want| (the difference itself when want is all zeros); max |want| in
 // *maxWant.
 inline double maxRelDiff(const ref::T &want, const ref::T &got, double *maxWant = nullptr) {

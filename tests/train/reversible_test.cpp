@@ -129,19 +129,6 @@ TEST(Reversible, ActivationMemoryConstantInDepth) {
   EXPECT_LT(rec[8].peakMB, store[2].peakMB);
 }
 
-// The loss column of a --log CSV (step,loss,...), one entry per step.
-std::vector<double> losses(const std::string &csv) {
-  std::ifstream f(csv);
-  std::string line;
-  std::vector<double> l;
-  std::getline(f, line);  // header
-  while (std::getline(f, line)) {
-    size_t a = line.find(','), b = line.find(',', a + 1);
-    if (a != std::string::npos) l.push_back(std::stod(line.substr(a + 1, b - a - 1)));
-  }
-  return l;
-}
-
 // 40 AdamW steps of a 3-layer stack on a learnable sequence, with full attention and with LSH
 // attention: reconstructed and stored give the same losses (the reconstruction's rounding
 // within 1e-4), and the loss falls.
@@ -158,7 +145,7 @@ TEST(Reversible, TrainsLikeTheStoredBackward) {
       auto r = kt::run(dir + "/" + mode + " --train --data " + dir + "/data.npy --seq 128 --steps 40 --seed 3 --threads 2 --log " +
                        dir + "/" + mode + ".csv --save " + dir + "/" + mode + ".safetensors");
       ASSERT_EQ(r.code, 0) << r.output;
-      l[mode] = losses(dir + "/" + mode + ".csv");
+      l[mode] = kt::trainLosses(dir + "/" + mode + ".csv");
       ASSERT_EQ(l[mode].size(), 40u) << r.output;
     }
     for (size_t i = 0; i < 40; ++i) EXPECT_NEAR(l["reconstruct"][i], l["store"][i], 1e-4 * l["store"][i]) << attention << ", step " << i;
