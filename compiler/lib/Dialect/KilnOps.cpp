@@ -584,10 +584,12 @@ LogicalResult RecurrentOp::verify() {
   if (getHaltWeight().getType() != RankedTensorType::get({x.getDimSize(1)}, x.getElementType()) ||
       getHaltBias().getType() != RankedTensorType::get({1}, x.getElementType()))
     return emitOpError("expected the halting weight [d] and bias [1] of the state's width");
+  if (getBody().empty()) return emitOpError("expected a body");
   Block &body = getBody().front();
   if (body.getNumArguments() != 1 || body.getArgument(0).getType() != x)
     return emitOpError("expected the body to take one argument of the state's type ") << x;
-  auto y = dyn_cast<YieldOp>(body.getTerminator());
+  // A body whose last op is no terminator (malformed input) has none to read.
+  auto y = body.mightHaveTerminator() ? dyn_cast<YieldOp>(body.getTerminator()) : YieldOp();
   if (!y || y.getValues().size() != 1 || y.getValues()[0].getType() != x)
     return emitOpError("expected the body to yield one value of the state's type ") << x;
   auto row = RankedTensorType::get({x.getDimSize(0)}, x.getElementType());
