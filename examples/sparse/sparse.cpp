@@ -5,7 +5,9 @@
 //   strided (--stride s): local, the previous s positions; global, every s-th position before;
 //   fixed (--stride c --summary t): local, the query's own block of c; global, the last t
 //   positions of every block.
-// --combine picks one of the paper's three ways to use the two halves:
+// --pattern window (the last --stride positions) and --pattern layout (--layout's block rows)
+// are single patterns. For the factorized two, --combine picks one of the paper's three ways
+// to use the two halves:
 //   alternate  layer i attends with the local half when i is even, the global half when odd;
 //   merged     every head attends to the union (one merged head; kiln merges the two block
 //              schedules by log-sum-exp inside one kernel);
@@ -24,7 +26,10 @@
 
 struct SparseConfig {
   int64_t layers = 4, d_model = 256, heads = 8, vocab = 256, ctx = 8192, stride = 128, summary = 8;
-  std::string pattern = "strided", combine = "merged";
+  std::string pattern = "strided", combine = "merged", layout;
+  bool train = false, noncausal = false;
+  float lr = 1e-3f;
+  int64_t warmup = 0;
 };
 
 static void build_sparse(kiln::Model &m, const SparseConfig &c) {
@@ -37,27 +42,63 @@ static void build_sparse(kiln::Model &m, const SparseConfig &c) {
   if (c.combine == "heads" && c.heads % 2)
     throw Error("sparse: --combine heads splits the heads in two halves; --heads " + std::to_string(c.heads) + " is odd",
                 SourceLoc::current());
+  const bool factorized = c.pattern == "strided" || c.pattern == "fixed";
+  if (!factorized && c.combine != "merged")
+    throw Error("sparse: --combine " + c.combine + " combines the halves of a factorized pattern (strided, fixed); --pattern " +
+                    c.pattern + " has one",
+                SourceLoc::current());
+  if ((c.pattern == "layout") != !c.layout.empty() || (c.noncausal && c.pattern != "layout"))
+    throw Error("sparse: --layout (and --noncausal) go with --pattern layout, which needs them", SourceLoc::current());
+  std::vector<std::string> rows;
+  for (size_t a = 0; a <= c.layout.size() && !c.layout.empty();) {
+    size_t b = c.layout.find(',', a);
+    if (b == std::string::npos) b = c.layout.size();
+    rows.push_back(c.layout.substr(a, b - a));
+    a = b + 1;
+  }
   auto half = [&](Part part) {
+    if (c.pattern == "window") return Mask::window(c.stride);
+    if (c.pattern == "layout") return Mask::block_layout({.block = c.stride, .rows = rows, .causal = !c.noncausal});
     return c.pattern == "strided" ? Mask::strided({.stride = c.stride, .part = part})
                                   : Mask::fixed({.block = c.stride, .summary = c.summary, .part = part});
   };
   Dim L = m.seq("L", c.ctx);
-  Tensor tokens = m.tokens("tokens", L, c.vocab);
-  Tensor x = add(embedding(m.param("tok_embed.weight", {c.vocab, d}), tokens),
-                 position_embedding(m.param("pos_embed.weight", {c.ctx, d}, {.scale = 0.01f}), tokens));
-  for (int64_t i = 0; i < c.layers; ++i) {
-    std::string p = "layers." + std::to_string(i);
-    std::vector<Tensor> qkv = split(dense(m, p + ".attn.qkv", norm(m, p + ".ln1", x), d, 3 * d), 1, {d, d, d});
-    AttentionOptions ao;
-    if (c.combine == "alternate") ao.mask = half(i % 2 == 0 ? Part::Local : Part::Global);
-    else if (c.combine == "merged") ao.mask = half(Part::Union);
-    else ao.head_masks = {half(Part::Local), half(Part::Global)};
-    Tensor a = attention(split_heads(qkv[0], c.heads), split_heads(qkv[1], c.heads), split_heads(qkv[2], c.heads), ao);
-    x = add(x, dense(m, p + ".attn.proj", merge_heads(a), d, d));
-    Tensor h = gelu(dense(m, p + ".mlp.fc1", norm(m, p + ".ln2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
-    x = add(x, dense(m, p + ".mlp.fc2", h, 4 * d, d));
-  }
-  m.output("logits", linear(norm(m, "ln_f", x), m.param("head.weight", {c.vocab, d})));
+  // The decoder: tokens [n] -> logits [n, vocab].
+  auto decoder = [&](Tensor tokens) {
+    Tensor x = add(embedding(m.param("tok_embed.weight", {c.vocab, d}), tokens),
+                   position_embedding(m.param("pos_embed.weight", {c.ctx, d}, {.scale = 0.01f}), tokens));
+    for (int64_t i = 0; i < c.layers; ++i) {
+      std::string p = "layers." + std::to_string(i);
+      std::vector<Tensor> qkv = split(dense(m, p + ".attn.qkv", norm(m, p + ".ln1", x), d, 3 * d), 1, {d, d, d});
+      AttentionOptions ao;
+      if (c.combine == "alternate") ao.mask = half(i % 2 == 0 ? Part::Local : Part::Global);
+      else if (c.combine == "merged") ao.mask = half(Part::Union);
+      else ao.head_masks = {half(Part::Local), half(Part::Global)};
+      Tensor a = attention(split_heads(qkv[0], c.heads), split_heads(qkv[1], c.heads), split_heads(qkv[2], c.heads), ao);
+      x = add(x, dense(m, p + ".attn.proj", merge_heads(a), d, d));
+      Tensor h = gelu(dense(m, p + ".mlp.fc1", norm(m, p + ".ln2", x), d, 4 * d), {.approx = GeluApprox::Tanh});
+      x = add(x, dense(m, p + ".mlp.fc2", h, 4 * d, d));
+    }
+    return linear(norm(m, "ln_f", x), m.param("head.weight", {c.vocab, d}));
+  };
+  m.output("logits", decoder(m.tokens("tokens", L, c.vocab)));
+  // --train: `gradients`, the mean cross-entropy of the next tokens (`targets`, -1 where a
+  // position has none) and every parameter's gradient, through the sparse attention's backward
+  // over the same block schedules; `eval`, the loss alone; `train_step`, AdamW (--train-lr,
+  // --train-warmup).
+  if (!c.train) return;
+  auto nextTokenLoss = [&](const char *entry) {
+    m.entry(entry);
+    Tensor t = m.tokens("tokens", L, c.vocab);
+    m.loss(cross_entropy(decoder(t), m.targets("targets", L, c.vocab)));
+  };
+  nextTokenLoss("gradients");
+  m.gradients();
+  nextTokenLoss("eval");
+  nextTokenLoss("train_step");
+  m.train({.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.98f, .eps = 1e-9f, .weight_decay = 0.0f},
+           .clip_norm = 1.0f,
+           .warmup_steps = c.warmup});
 }
 
 int main(int argc, char **argv) {
@@ -69,11 +110,18 @@ int main(int argc, char **argv) {
   app.add_option("--heads", c.heads, "attention heads")->capture_default_str();
   app.add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   app.add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
-  app.add_option("--pattern", c.pattern, "factorized pattern")->check(CLI::IsMember({"strided", "fixed"}))->capture_default_str();
+  app.add_option("--pattern", c.pattern, "the pattern: factorized (strided, fixed), a window, or a block layout")
+      ->check(CLI::IsMember({"strided", "fixed", "window", "layout"}))
+      ->capture_default_str();
+  app.add_option("--layout", c.layout, "--pattern layout: one row per query block, '#' a visited key block (\"#..,##.,.##\")");
+  app.add_flag("--noncausal", c.noncausal, "--pattern layout: keys after the query too");
   app.add_option("--combine", c.combine, "how the two halves combine")
       ->check(CLI::IsMember({"alternate", "merged", "heads"}))
       ->capture_default_str();
-  app.add_option("--stride", c.stride, "strided: the stride; fixed: the block")->capture_default_str();
+  app.add_option("--stride", c.stride, "strided: the stride; fixed and layout: the block; window: its width")->capture_default_str();
   app.add_option("--summary", c.summary, "fixed: summary positions per block")->capture_default_str();
+  app.add_flag("--train", c.train, "add the training entries: `gradients`, `eval` and `train_step` (AdamW; ./model --train)");
+  app.add_option("--train-lr", c.lr, "--train: the peak learning rate")->capture_default_str();
+  app.add_option("--train-warmup", c.warmup, "--train: linear warmup steps")->capture_default_str();
   return driver.run(argc, argv, [&](kiln::Model &m) { build_sparse(m, c); });
 }

@@ -298,7 +298,7 @@ func.func @pad_fit(%x: tensor<3x4xf32>, %like: tensor<3x6xf32>) -> tensor<3x6xf3
 // -----
 
 func.func @attention_grad_mask(%q: tensor<2x?x4xf32>, %lse: tensor<2x?xf32>) -> tensor<2x?x4xf32> {
-  // expected-error @+1 {{expected mask "none" or "causal", got "window"}}
+  // expected-error @+1 {{expected a positive pattern_size with mask "window"}}
   %d = kiln.attention_grad %q, %q, %q, %q, %q, %lse {mask = "window", scale = 0.5 : f32, wrt = "query"}
       : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?xf32>) -> tensor<2x?x4xf32>
   return %d : tensor<2x?x4xf32>
@@ -323,9 +323,9 @@ func.func @attention_lse_result_rows(%q: tensor<2x5x4xf32>) -> tensor<2x6xf32> {
 
 // -----
 
-func.func @attention_lse_result_pattern(%q: tensor<2x8x4xf32>) -> tensor<2x8xf32> {
-  // expected-error @+1 {{expected an lse result only with mask "none" or "causal" and no cache}}
-  %o:2 = kiln.attention %q, %q, %q {mask = "window", pattern_size = 2 : i64, scale = 0.5 : f32} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8xf32>)
+func.func @attention_pattern_without_sparse_mask(%q: tensor<2x8x4xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{expected pattern_size, summary, part and layout only with a sparse mask}}
+  %o:2 = kiln.attention %q, %q, %q {mask = "causal", pattern_size = 2 : i64, scale = 0.5 : f32} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8xf32>)
   return %o#1 : tensor<2x8xf32>
 }
 

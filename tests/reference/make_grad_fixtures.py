@@ -12,7 +12,9 @@ tests/fixtures/bert_mlm_grad/: a small BertForMaskedLM's masked-LM loss and grad
 tests/fixtures/transformer_grad/: torch.nn.Transformer's teacher-forced loss and gradients. And
 tests/fixtures/reformer_grad{,_16}/: examples/reformer's reversible stack (full causal attention;
 4 and 16 layers) as plain autograd without reversal; tests/fixtures/reformer_lsh_grad/: the
-same with LSH attention (explicit hashing with the same rotations, sorting and chunks).
+same with LSH attention (explicit hashing with the same rotations, sorting and chunks). And
+tests/fixtures/sparse_grad_<pattern>_<combine>/: examples/sparse --train with each pattern and
+combination, its attention a masked dense softmax (the oracle for the block-sparse backward).
 
     build/peers-venv/bin/python tests/reference/make_grad_fixtures.py [name...]   # any python with torch
 
@@ -361,6 +363,83 @@ def reformer_grad(g, name, layers, d=32, heads=2, vocab=64, n=45, lsh=None):
     save_grad_fixture(name, w, {"tokens": tokens, "targets": targets}, loss)
 
 
+def sparse_mask(n, pattern, part, stride, summary, layout=None, noncausal=False):
+    """The sparse patterns as a dense [n, n] mask: the Sparse Transformer's factorized causal
+    ones, strided local i - s < j <= i, global (i - j) % s == 0; fixed local j // c == i // c,
+    global j % c >= c - t; union either. A window i - w < j <= i (w = stride); a block layout
+    (blocks of `stride`) where layout[i // b][j // b] is '#' (and j <= i unless noncausal)."""
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    causal = j <= i
+    if pattern == "window":
+        return causal & ((i - j) < stride)
+    if pattern == "layout":
+        at = lambda r, c: r < len(layout) and c < len(layout[r]) and layout[r][c] == "#"
+        m = torch.tensor([[at(a // stride, b // stride) for b in range(n)] for a in range(n)])
+        return m if noncausal else m & causal
+    if pattern == "strided":
+        local, glob = (i - j) < stride, (i - j) % stride == 0
+    else:
+        local, glob = (j // stride) == (i // stride), (j % stride) >= stride - summary
+    return causal & {"local": local, "global": glob, "union": local | glob}[part]
+
+
+def sparse_lm_loss(w, tokens, targets, layers, d, heads, pattern, combine, stride, summary, layout=None,
+                   noncausal=False):
+    """examples/sparse --train: pre-norm decoder blocks whose attention is a masked dense softmax
+    with the pattern (a row with no allowed key: zeros) (the oracle for kiln's block-sparse kernels): `alternate` local on even
+    layers and global on odd ones, `merged` the union, `heads` the first half of the heads local
+    and the second global."""
+    n, hd = tokens.shape[0], d // heads
+    lin = lambda x, p: x @ w[p + ".weight"].T + w[p + ".bias"]
+    ln = lambda x, p: F.layer_norm(x, (d,), w[p + ".weight"], w[p + ".bias"], 1e-5)
+    heads_of = lambda x: x.view(n, heads, hd).transpose(0, 1)
+    mask = lambda part: sparse_mask(n, pattern, part, stride, summary, layout, noncausal)
+    x = w["tok_embed.weight"][tokens] + w["pos_embed.weight"][:n]
+    for i in range(layers):
+        p = f"layers.{i}"
+        q, k, v = (heads_of(t) for t in lin(ln(x, p + ".ln1"), p + ".attn.qkv").split(d, dim=1))
+        if combine == "alternate":
+            m = mask("local" if i % 2 == 0 else "global").expand(heads, n, n)
+        elif combine == "merged":
+            m = mask("union").expand(heads, n, n)
+        else:
+            m = torch.cat([mask("local").expand(heads // 2, n, n), mask("global").expand(heads // 2, n, n)])
+        s = (q @ k.transpose(1, 2)) / math.sqrt(hd)
+        # A row the pattern gives no key (the fixed global half's first positions) is zeros, as
+        # kiln defines it (a finite fill keeps its softmax, multiplied by 0, free of NaN).
+        a = torch.where(m.any(-1, keepdim=True), torch.softmax(s.masked_fill(~m, -1e30), -1), 0.0) @ v
+        x = x + lin(a.transpose(0, 1).reshape(n, d), p + ".attn.proj")
+        h = F.gelu(lin(ln(x, p + ".ln2"), p + ".mlp.fc1"), approximate="tanh")
+        x = x + lin(h, p + ".mlp.fc2")
+    logits = ln(x, "ln_f") @ w["head.weight"].T
+    return F.cross_entropy(logits, targets, ignore_index=-1)
+
+
+def sparse_grad(g, name, pattern, combine, layers=2, d=32, heads=2, vocab=64, ctx=64, n=45, stride=8, summary=2,
+                layout=None, noncausal=False):
+    r = lambda *s: torch.randn(*s, generator=g)
+    w = {"tok_embed.weight": r(vocab, d) * 0.5, "pos_embed.weight": r(ctx, d) * 0.1}
+    for i in range(layers):
+        p = f"layers.{i}"
+        for t in ("ln1", "ln2"):
+            w[f"{p}.{t}.weight"], w[f"{p}.{t}.bias"] = 1 + 0.1 * r(d), 0.1 * r(d)
+        w[f"{p}.attn.qkv.weight"], w[f"{p}.attn.qkv.bias"] = r(3 * d, d) / math.sqrt(d), 0.1 * r(3 * d)
+        w[f"{p}.attn.proj.weight"], w[f"{p}.attn.proj.bias"] = r(d, d) / math.sqrt(d), 0.1 * r(d)
+        w[f"{p}.mlp.fc1.weight"], w[f"{p}.mlp.fc1.bias"] = r(4 * d, d) / math.sqrt(d), 0.1 * r(4 * d)
+        w[f"{p}.mlp.fc2.weight"], w[f"{p}.mlp.fc2.bias"] = r(d, 4 * d) / math.sqrt(4 * d), 0.1 * r(d)
+    w["ln_f.weight"], w["ln_f.bias"] = 1 + 0.1 * r(d), 0.1 * r(d)
+    w["head.weight"] = r(vocab, d) / math.sqrt(d)
+    for t in w.values():
+        t.requires_grad_(True)
+    seq = torch.randint(0, vocab, (n + 1,), generator=g)
+    tokens, targets = seq[:n], seq[1:].clone()
+    targets[[3, 30]] = -1
+    loss = sparse_lm_loss(w, tokens, targets, layers, d, heads, pattern, combine, stride, summary, layout, noncausal)
+    loss.backward()
+    save_grad_fixture(name, w, {"tokens": tokens, "targets": targets}, loss)
+
+
 FIXTURES = {
     "gpt2_grad": lambda: gpt2_grad(torch.Generator().manual_seed(2027)),
     "gpt2_adamw": lambda: gpt2_adamw(torch.Generator().manual_seed(2028)),
@@ -374,6 +453,22 @@ FIXTURES = {
     "reformer_lsh_grad": lambda: reformer_grad(torch.Generator().manual_seed(2036), "reformer_lsh_grad", layers=2,
                                                lsh=(4, 2, 8)),
 }
+# examples/sparse's two patterns and three combinations (stride 8, summary 2, 45 positions: blocks
+# of 16, the last one partial).
+for _i, (_pat, _comb) in enumerate([(p_, c_) for p_ in ("strided", "fixed") for c_ in ("merged", "alternate", "heads")]):
+    FIXTURES[f"sparse_grad_{_pat}_{_comb}"] = (lambda i=_i, p_=_pat, c_=_comb: sparse_grad(
+        torch.Generator().manual_seed(2040 + i), f"sparse_grad_{p_}_{c_}", p_, c_,
+        heads=4 if c_ == "heads" else 2))
+# A window of 8 (blocks of 16) and block layouts of 16 (4 rows for ctx 64), causal and not.
+FIXTURES["sparse_grad_window"] = lambda: sparse_grad(torch.Generator().manual_seed(2050), "sparse_grad_window", "window",
+                                                     "merged")
+SPARSE_LAYOUT = "#...,##..,.##.,#.##"
+SPARSE_LAYOUT_NONCAUSAL = "#.#.,.##.,#..#,##.#"
+FIXTURES["sparse_grad_layout"] = lambda: sparse_grad(torch.Generator().manual_seed(2051), "sparse_grad_layout", "layout",
+                                                     "merged", stride=16, layout=SPARSE_LAYOUT.split(","))
+FIXTURES["sparse_grad_layout_noncausal"] = lambda: sparse_grad(
+    torch.Generator().manual_seed(2052), "sparse_grad_layout_noncausal", "layout", "merged", stride=16,
+    layout=SPARSE_LAYOUT_NONCAUSAL.split(","), noncausal=True)
 
 if __name__ == "__main__":
     import sys

@@ -56,7 +56,8 @@ Func generate(Builder &B) {
     case KernelOp::EmbeddingGrad: return buildBackward(B);
     case KernelOp::Pad:
     case KernelOp::PositionIds: return buildDataMovement(B);
-    case KernelOp::AttentionGrad: return buildAttentionGrad(B);
+    case KernelOp::AttentionGrad:
+      return B.op<AttentionGradOp>().getPatternSize() ? buildSparseAttentionGrad(B) : buildAttentionGrad(B);
     case KernelOp::LshChunkAttentionGrad: return buildLshChunkAttentionGrad(B);
     case KernelOp::SumSquares:
     case KernelOp::StepCount:

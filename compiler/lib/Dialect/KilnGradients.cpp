@@ -138,8 +138,6 @@ LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVecto
 
 LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   if (getPast()) return emitOpError("gradient: attention over a cache (past or key_count) is not differentiable");
-  if (getMask() != "none" && getMask() != "causal")
-    return emitOpError() << "gradient: the \"" << getMask() << "\" pattern's backward is not implemented yet (none and causal are)";
   if (g.size() > 1 && g[1]) return emitOpError("gradient: the loss may not depend on an attention's lse result");
   // Every query row's log-sum-exp, for the three gradients: the forward attention writes it
   // as its lse result, from the running max and sum it keeps anyway. Without one yet, this op
@@ -160,8 +158,12 @@ LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallV
   }
   for (StringRef w : {"query", "key", "value"}) {
     Value of = w == "query" ? getQuery() : w == "key" ? getKey() : getValue();
+    // A sparse pattern's gradients state it as the attention does (kiln-tile-sparse-pattern
+    // gives them its block schedule).
     out.push_back(AttentionGradOp::create(b, getLoc(), of.getType(), getQuery(), getKey(), getValue(), o, g[0], lse,
-                                          getMaskAttr(), getScaleAttr(), b.getStringAttr(w)));
+                                          getMaskAttr(), getScaleAttr(), b.getStringAttr(w), getPatternSizeAttr(),
+                                          getSummaryAttr(), getPartAttr(), getLayoutAttr(), getNoncausalAttr()));
+    if (Attribute sp = (*this)->getAttr("kiln.sparse")) out.back().getDefiningOp()->setAttr("kiln.sparse", sp);
   }
   return success();
 }

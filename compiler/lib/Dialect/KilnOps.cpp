@@ -291,6 +291,60 @@ void SliceOp::getKernelAttrs(KernelAttrs &a) {
   a.set("offset", (int64_t)getOffset());
 }
 
+// The sparse pattern attributes kiln.attention and kiln.attention_grad share (the mask,
+// pattern_size, summary, part, layout, noncausal) and a block schedule (kiln.sparse).
+LogicalResult kiln::verify::verifyAttentionPattern(Operation *op, int64_t lq, int64_t lk) {
+  auto str = [&](StringRef n) { auto a = op->getAttrOfType<StringAttr>(n); return a ? a.getValue() : StringRef(); };
+  auto num = [&](StringRef n) -> std::optional<int64_t> {
+    if (auto a = op->getAttrOfType<IntegerAttr>(n)) return a.getInt();
+    return std::nullopt;
+  };
+  StringRef mk = op->getAttr("mask") ? str("mask") : StringRef("none");
+  if (!llvm::is_contained({"none", "causal", "window", "strided", "fixed", "layout"}, mk))
+    return op->emitOpError("expected mask \"none\", \"causal\", \"window\", \"strided\", \"fixed\" or \"layout\", got \"")
+           << mk << "\"";
+  bool pattern = mk != "none" && mk != "causal";
+  std::optional<int64_t> size = num("pattern_size"), summary = num("summary");
+  if (pattern) {
+    if (!size || *size < 1) return op->emitOpError("expected a positive pattern_size with mask \"") << mk << "\"";
+    if (failed(expectDim(op, "query length", lq, "key length", lk))) return failure();
+  } else if (size || summary || op->getAttr("part") || op->getAttr("layout")) {
+    return op->emitOpError("expected pattern_size, summary, part and layout only with a sparse mask");
+  }
+  StringRef part = str("part");
+  if ((mk == "strided" || mk == "fixed") && !llvm::is_contained({"union", "local", "global"}, part))
+    return op->emitOpError("expected part \"union\", \"local\" or \"global\" with mask \"") << mk << "\"";
+  if (mk == "fixed" && (!summary || *summary < 1 || *summary > *size))
+    return op->emitOpError("expected summary in [1, pattern_size] with mask \"fixed\"");
+  if (mk == "layout") {
+    auto rows = op->getAttrOfType<ArrayAttr>("layout");
+    if (!rows || rows.empty()) return op->emitOpError("expected a layout (one string per query block) with mask \"layout\"");
+    for (Attribute r : rows) {
+      auto sa = dyn_cast<StringAttr>(r);
+      StringRef s = sa ? sa.getValue() : StringRef();
+      if (!sa || (int64_t)s.size() != (int64_t)rows.size() || s.find_first_not_of("#.") != StringRef::npos)
+        return op->emitOpError("expected every layout row to have ") << rows.size() << " characters '#' or '.', got \"" << s << "\"";
+    }
+  }
+  if (op->getAttr("noncausal") && mk != "layout") return op->emitOpError("expected noncausal only with mask \"layout\"");
+  // A block schedule (kiln-tile-sparse-pattern's, or edited by hand): one or two parts, the
+  // layout's table and mask only with a layout.
+  if (auto sp = op->getAttrOfType<SparseScheduleAttr>("kiln.sparse")) {
+    if (!pattern) return op->emitOpError("expected kiln.sparse only on an attention with a sparse pattern");
+    if (sp.getParts().empty() || sp.getParts().size() > 2) return op->emitOpError("expected a sparse schedule of one or two parts");
+    for (SparsePartAttr part : sp.getParts()) {
+      bool table = part.getBlocks() == SparseRule::layout_table;
+      bool layoutMask = part.getMask() == SparseMask::layout || part.getExclude() == SparseMask::layout;
+      if ((table || layoutMask) != (mk == "layout") || (mk == "layout" && !table))
+        return op->emitOpError("expected the layout_table rule and the layout mask exactly with mask \"layout\"");
+      if (part.getMask() == SparseMask::none) return op->emitOpError("expected every sparse part to have an element mask");
+      if (part.getQueries() == SparseOrder::summary_gather)
+        return op->emitOpError("expected queries in sequence or stride_transpose order (summary_gather orders keys only)");
+    }
+  }
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   for (auto [role, v] : {std::pair<const char *, Value>{"query", getQuery()}, {"key", getKey()}, {"value", getValue()}})
     if (failed(expectRank(*this, role, v, 3))) return failure();
@@ -300,73 +354,35 @@ LogicalResult AttentionOp::verify() {
       failed(expectDim(*this, "key length", k.getDimSize(1), "value length", v.getDimSize(1))))
     return failure();
   StringRef mk = getMask();
-  if (!llvm::is_contained({"none", "causal", "window", "strided", "fixed", "layout"}, mk))
-    return emitOpError("expected mask \"none\", \"causal\", \"window\", \"strided\", \"fixed\" or \"layout\", got \"")
-           << mk << "\"";
+  if (failed(verifyAttentionPattern(*this, q.getDimSize(1), k.getDimSize(1)))) return failure();
   bool pattern = mk != "none" && mk != "causal";
-  if (pattern) {
-    if (!getPatternSize() || *getPatternSize() < 1) return emitOpError("expected a positive pattern_size with mask \"") << mk << "\"";
-    if (failed(expectDim(*this, "query length", q.getDimSize(1), "key length", k.getDimSize(1)))) return failure();
-    if (getPast()) return emitOpError("expected no past or key count with a sparse pattern");
-  }
-  if ((mk == "strided" || mk == "fixed") && (!getPart() || !llvm::is_contained({"union", "local", "global"}, *getPart())))
-    return emitOpError("expected part \"union\", \"local\" or \"global\" with mask \"") << mk << "\"";
-  if (mk == "fixed" && (!getSummary() || *getSummary() < 1 || *getSummary() > *getPatternSize()))
-    return emitOpError("expected summary in [1, pattern_size] with mask \"fixed\"");
-  if (mk == "layout") {
-    auto rows = getLayout();
-    if (!rows || rows->empty()) return emitOpError("expected a layout (one string per query block) with mask \"layout\"");
-    for (Attribute r : *rows) {
-      StringRef s = cast<StringAttr>(r).getValue();
-      if ((int64_t)s.size() != (int64_t)rows->size() || s.find_first_not_of("#.") != StringRef::npos)
-        return emitOpError("expected every layout row to have ") << rows->size() << " characters '#' or '.', got \"" << s << "\"";
-    }
-  }
-  if (getNoncausal() && mk != "layout") return emitOpError("expected noncausal only with mask \"layout\"");
+  if (pattern && getPast()) return emitOpError("expected no past or key count with a sparse pattern");
   if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
                     !ty(getPast()).getElementType().isInteger(32)))
     return emitOpError("expected past to be a tensor<1xi32>");
   if (getKeyCount() && !getPast()) return emitOpError("expected a key count operand with key_count");
   if (Value lse = getLse()) {  // each query row's log-sum-exp, beside the output
-    if (pattern || getPast()) return emitOpError("expected an lse result only with mask \"none\" or \"causal\" and no cache");
+    if (getPast()) return emitOpError("expected an lse result only without a cache");
     if (failed(expectRank(*this, "lse", lse, 2)) ||
         failed(expectDim(*this, "lse heads", ty(lse).getDimSize(0), "query heads", q.getDimSize(0))) ||
         failed(expectDim(*this, "lse rows", ty(lse).getDimSize(1), "query rows", q.getDimSize(1))))
       return failure();
   }
-  // A block schedule (kiln-tile-sparse-pattern's, or edited by hand): one or two parts, the
-  // layout's table and mask only with a layout.
-  if (auto sp = (*this)->getAttrOfType<SparseScheduleAttr>("kiln.sparse")) {
-    if (!pattern) return emitOpError("expected kiln.sparse only on an attention with a sparse pattern");
-    if (sp.getParts().empty() || sp.getParts().size() > 2) return emitOpError("expected a sparse schedule of one or two parts");
-    for (SparsePartAttr part : sp.getParts()) {
-      bool table = part.getBlocks() == SparseRule::layout_table;
-      bool layoutMask = part.getMask() == SparseMask::layout || part.getExclude() == SparseMask::layout;
-      if ((table || layoutMask) != (mk == "layout") || (mk == "layout" && !table))
-        return emitOpError("expected the layout_table rule and the layout mask exactly with mask \"layout\"");
-      if (part.getMask() == SparseMask::none) return emitOpError("expected every sparse part to have an element mask");
-      if (part.getQueries() == SparseOrder::summary_gather)
-        return emitOpError("expected queries in sequence or stride_transpose order (summary_gather orders keys only)");
-    }
-  }
   return success();
 }
 
-void AttentionOp::getKernelAttrs(KernelAttrs &a) {
-  a.set("mask", getMask());
-  a.setFloat("scale", getScale().convertToFloat());
-  if (getPast()) a.set("valid", getKeyCount() ? "key_count" : "past");
-  if (auto v = getPatternSize()) a.set("pattern_size", (int64_t)*v);
-  if (auto v = getSummary()) a.set("summary", (int64_t)*v);
-  if (auto v = getPart()) a.set("part", *v);
-  if (auto rows = getLayout()) {
+void kiln::verify::patternKernelAttrs(Operation *op, KernelAttrs &a) {
+  if (auto v = op->getAttrOfType<IntegerAttr>("pattern_size")) a.set("pattern_size", v.getInt());
+  if (auto v = op->getAttrOfType<IntegerAttr>("summary")) a.set("summary", v.getInt());
+  if (auto v = op->getAttrOfType<StringAttr>("part")) a.set("part", v.getValue());
+  if (auto rows = op->getAttrOfType<ArrayAttr>("layout")) {
     std::string s;
-    for (Attribute r : *rows) s += (s.empty() ? "" : "/") + cast<StringAttr>(r).getValue().str();
+    for (Attribute r : rows) s += (s.empty() ? "" : "/") + cast<StringAttr>(r).getValue().str();
     a.set("layout", s);
   }
-  if (getNoncausal()) a.set("noncausal", "1");
+  if (op->getAttr("noncausal")) a.set("noncausal", "1");
   // The block schedule the kernel is generated from (an edited one differs from the pattern's).
-  if (auto sp = (*this)->getAttrOfType<SparseScheduleAttr>("kiln.sparse")) {
+  if (auto sp = op->getAttrOfType<SparseScheduleAttr>("kiln.sparse")) {
     std::string parts;
     for (SparsePartAttr p : sp.getParts())
       parts += (parts.empty() ? "" : "+") + stringifySparseOrder(p.getQueries()).str() + "/" +
@@ -374,6 +390,13 @@ void AttentionOp::getKernelAttrs(KernelAttrs &a) {
                stringifySparseMask(p.getMask()).str() + "/" + stringifySparseMask(p.getExclude()).str();
     a.set("sparse", parts);
   }
+}
+
+void AttentionOp::getKernelAttrs(KernelAttrs &a) {
+  a.set("mask", getMask());
+  a.setFloat("scale", getScale().convertToFloat());
+  if (getPast()) a.set("valid", getKeyCount() ? "key_count" : "past");
+  patternKernelAttrs(*this, a);
 }
 Syms AttentionOp::inferSeqLengths(ArrayRef<Syms> in) { return {in[0][0], in[0][1], in[2][2]}; }
 // 2d + 2dv + 4 FLOPs per (query, key) pair computed: all of them, half when causal, or what a
@@ -390,16 +413,18 @@ OpCost AttentionOp::getCost(function_ref<double(Value)> numel) {
   return c;
 }
 
-sparse::Pattern kiln::patternOf(AttentionOp op) {
+sparse::Pattern kiln::patternOf(Operation *op) {
   sparse::Pattern p;
-  if (!op.getPatternSize()) return p;
-  p.kind = op.getMask().str();
-  p.part = op.getPart() ? op.getPart()->str() : "union";
-  p.size = *op.getPatternSize();
-  p.summary = op.getSummary() ? *op.getSummary() : 0;
-  p.causal = !op.getNoncausal();
-  if (auto rows = op.getLayout())
-    for (Attribute r : *rows) p.layout.push_back(cast<StringAttr>(r).getValue().str());
+  auto size = op->getAttrOfType<IntegerAttr>("pattern_size");
+  if (!size) return p;
+  auto str = [&](StringRef n, StringRef dflt) { auto a = op->getAttrOfType<StringAttr>(n); return (a ? a.getValue() : dflt).str(); };
+  p.kind = str("mask", "none");
+  p.part = str("part", "union");
+  p.size = size.getInt();
+  if (auto t = op->getAttrOfType<IntegerAttr>("summary")) p.summary = t.getInt();
+  p.causal = !op->getAttr("noncausal");
+  if (auto rows = op->getAttrOfType<ArrayAttr>("layout"))
+    for (Attribute r : rows) p.layout.push_back(cast<StringAttr>(r).getValue().str());
   if (auto s = op->getAttrOfType<ScheduleAttr>("kiln.schedule"))
     if (auto b = s.getBlock()) p.block = *b;
   if (auto sp = op->getAttrOfType<SparseScheduleAttr>("kiln.sparse"))

@@ -121,6 +121,7 @@ LogicalResult LayerNormGradOp::verify() {
 void LayerNormGradOp::getKernelAttrs(KernelAttrs &a) {
   a.setFloat("eps", getEpsilon().convertToFloat());
   a.set("wrt", getWrt());
+  patternKernelAttrs(*this, a);
 }
 Syms LayerNormGradOp::inferSeqLengths(ArrayRef<Syms> in) { return getWrt() == "input" ? in[0] : Syms{-1}; }
 OpCost LayerNormGradOp::getCost(function_ref<double(Value)> numel) {
@@ -190,12 +191,11 @@ LogicalResult AttentionGradOp::verify() {
   StringRef w = getWrt();
   if (w != "query" && w != "key" && w != "value")
     return emitOpError("expected wrt \"query\", \"key\" or \"value\", got \"") << w << "\"";
-  if (getMask() != "none" && getMask() != "causal")
-    return emitOpError("expected mask \"none\" or \"causal\", got \"") << getMask() << "\"";
   for (auto [role, v] : {std::pair<const char *, Value>{"query", getQuery()}, {"key", getKey()}, {"value", getValue()},
                          {"out", getOut()}, {"grad", getGrad()}})
     if (failed(expectRank(*this, role, v, 3))) return failure();
   auto q = ty(getQuery()), k = ty(getKey()), v = ty(getValue());
+  if (failed(verifyAttentionPattern(*this, q.getDimSize(1), k.getDimSize(1)))) return failure();
   if (failed(expectShape(*this, "out", getOut(), "grad", getGrad())) ||
       failed(expectDim(*this, "key heads", k.getDimSize(0), "query heads", q.getDimSize(0))) ||
       failed(expectDim(*this, "key width", k.getDimSize(2), "query width", q.getDimSize(2))) ||
@@ -215,6 +215,7 @@ void AttentionGradOp::getKernelAttrs(KernelAttrs &a) {
   a.set("mask", getMask());
   a.setFloat("scale", getScale().convertToFloat());
   a.set("wrt", getWrt());
+  patternKernelAttrs(*this, a);
 }
 Syms AttentionGradOp::inferSeqLengths(ArrayRef<Syms> in) {
   return getWrt() == "query" ? in[0] : getWrt() == "key" ? in[1] : in[2];
@@ -226,6 +227,8 @@ OpCost AttentionGradOp::getCost(function_ref<double(Value)> numel) {
   double lqh = numel(getQuery()) / dimOf(getQuery(), 2);
   double d = dimOf(getQuery(), 2), dv = dimOf(getValue(), 2);
   double pairs = lqh * lk * (getMask() == "causal" ? 0.5 : 1.0);
+  sparse::Pattern p = patternOf(*this);  // the blocks the schedule visits
+  if (!p.kind.empty()) pairs = dimOf(getQuery(), 0) * sparse::countWork(p, (int64_t)lk).visited;
   c.flops = pairs * (2 * d + 4 * dv + 8);
   return c;
 }
@@ -249,6 +252,7 @@ void LshChunkAttentionGradOp::getKernelAttrs(KernelAttrs &a) {
   a.setFloat("scale", getScale().convertToFloat());
   if (getCausal()) a.set("causal", "1");
   a.set("wrt", getWrt());
+  patternKernelAttrs(*this, a);
 }
 Syms LshChunkAttentionGradOp::inferSeqLengths(ArrayRef<Syms> in) { return getWrt() == "qk" ? in[0] : in[1]; }
 // Per query and round, two chunks of keys: the scores and dP once more, and the sums wanted

@@ -23,4 +23,10 @@ inline mlir::LogicalResult expectRank(mlir::Operation *op, const char *role, mli
   return op->emitOpError() << "expected the " << role << " to have rank " << rank << ", got " << ty(v);
 }
 
+// kiln.attention's and kiln.attention_grad's sparse pattern attributes and block schedule
+// (KilnOps.cpp); lq and lk the query and key lengths.
+mlir::LogicalResult verifyAttentionPattern(mlir::Operation *op, int64_t lq, int64_t lk);
+// The pattern's kernel attributes (one kernel key per pattern and block schedule).
+void patternKernelAttrs(mlir::Operation *op, KernelAttrs &a);
+
 }  // namespace kiln::verify

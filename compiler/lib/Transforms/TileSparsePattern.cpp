@@ -1,4 +1,5 @@
-// kiln-tile-sparse-pattern: a block schedule for every attention with a sparse pattern.
+// kiln-tile-sparse-pattern: a block schedule for every attention with a sparse pattern, and for
+// its gradients (kiln.attention_grad with the same pattern: the same block size and parts).
 //
 // Algorithm:
 //   1. Block size: a user layout's own block; otherwise the option, or the largest power of two
@@ -24,7 +25,8 @@ namespace {
 struct TileSparsePatternPass : kiln::impl::TileSparsePatternBase<TileSparsePatternPass> {
   using TileSparsePatternBase::TileSparsePatternBase;
   void runOnOperation() override {
-    getOperation().walk([&](kiln::AttentionOp op) {
+    getOperation().walk([&](Operation *op) {
+      if (!isa<kiln::AttentionOp, kiln::AttentionGradOp>(op)) return;
       kiln::sparse::Pattern p = kiln::patternOf(op);
       if (p.kind.empty()) return;
       int64_t b = block;
@@ -40,8 +42,8 @@ struct TileSparsePatternPass : kiln::impl::TileSparsePatternBase<TileSparsePatte
       kiln::mergeSchedule(op, decided);
       if (op->getAttrOfType<kiln::SparseScheduleAttr>("kiln.sparse")) return;
       SmallVector<kiln::SparsePartAttr> parts;
-      for (const kiln::sparse::Part &pt : p.patternParts()) parts.push_back(kiln::partAttr(op.getContext(), pt));
-      op->setAttr("kiln.sparse", kiln::SparseScheduleAttr::get(op.getContext(), parts));
+      for (const kiln::sparse::Part &pt : p.patternParts()) parts.push_back(kiln::partAttr(op->getContext(), pt));
+      op->setAttr("kiln.sparse", kiln::SparseScheduleAttr::get(op->getContext(), parts));
     });
   }
 };

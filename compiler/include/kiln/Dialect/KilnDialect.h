@@ -49,9 +49,9 @@ void mergeSchedule(mlir::Operation *op, const ScheduleFields &decided);
 // ---- #kiln.sparse_schedule and kiln/Support/SparsePattern.h's parts.
 sparse::Part partOf(SparsePartAttr a);
 SparsePartAttr partAttr(mlir::MLIRContext *ctx, const sparse::Part &p);
-// The sparse pattern an attention states (kind empty when it has none), with the block size of
-// its schedule (64 until kiln-tile-sparse-pattern chose one).
-sparse::Pattern patternOf(AttentionOp op);
+// The sparse pattern a kiln.attention or kiln.attention_grad states (kind empty when it has
+// none), with the block size of its schedule (64 until kiln-tile-sparse-pattern chose one).
+sparse::Pattern patternOf(mlir::Operation *op);
 
 // ---- #kiln.view (kiln-fold-views): where a value lies in its buffer. Null: dense, row-major.
 // An op's kiln.view is its first result's: a further result (an attention's lse) is dense.

@@ -301,9 +301,9 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttr
     a cache another entry filled, such as the encoder's keys during decoding).
 
     The optional second result `lse` [H, Lq] is each query row's log-sum-exp of its scaled,
-    masked scores, which the backward reads (the attention's gradient rule asks for it; mask
-    "none" or "causal", no cache): the kernel writes it beside the output, from the same
-    running max and sum, so the scores are never computed again for it.
+    masked scores, which the backward reads (the attention's gradient rule asks for it; no
+    cache): the kernel writes it beside the output, from the same running max and sum, so the
+    scores are never computed again for it (a sparse pattern of two parts: their merged lse).
 
     Sparse patterns (self-attention, Lq = Lk, all causal but a `noncausal` layout):
     "window" (pattern_size w: i - w < j <= i), "strided" (pattern_size s; part "local":
@@ -780,8 +780,12 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
     (`wrt`). The probabilities are recomputed a row at a time from each query row's
     log-sum-exp, never stored whole: with P = softmax(q·kᵀ·scale + mask), dP = grad·vᵀ and
     D = rowsum(grad · out), dS = P · (dP - D); dq = dS·k·scale, dk = dSᵀ·q·scale, dv = Pᵀ·grad.
-    Masks "none" and "causal". `lse` [H, Lq]: every query row's log-sum-exp, computed once
-    for the three gradients (the forward kiln.attention's second result).
+    Masks "none" and "causal", and the sparse patterns with kiln.attention's attributes
+    (pattern_size, summary, part, layout, noncausal): kiln-tile-sparse-pattern gives the op the
+    forward's block schedule, and the kernel visits only its blocks (dq over each query block's
+    key blocks; dk and dv over the query blocks that visit each key block). `lse` [H, Lq]: every
+    query row's log-sum-exp, computed once for the three gradients (the forward kiln.attention's
+    second result; for a pattern of two parts, the merged one).
 
     ```mlir
     %dq = kiln.attention_grad %q, %k, %v, %o, %do, %lse {mask = "causal", scale = 0.125 : f32, wrt = "query"} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>) -> tensor<4x?x64xf32>
@@ -789,7 +793,9 @@ def Kiln_AttentionGradOp : Kiln_Op<"attention_grad", [Pure], "AttentionGrad", ["
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value, AnyRankedTensor:$out,
                    AnyRankedTensor:$grad, AnyRankedTensor:$lse,
-                   DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, StrAttr:$wrt);
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$mask, F32Attr:$scale, StrAttr:$wrt,
+                   OptionalAttr<I64Attr>:$pattern_size, OptionalAttr<I64Attr>:$summary, OptionalAttr<StrAttr>:$part,
+                   OptionalAttr<StrArrayAttr>:$layout, UnitAttr:$noncausal);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

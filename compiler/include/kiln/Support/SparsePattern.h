@@ -102,6 +102,19 @@ struct Math {
     return i;
   }
   B valid(Order o, I x) const { return x < length(o) && pos(o, x) < L; }
+  // Whether key order o holds original position i (a summary gather: the summary positions
+  // only), and its index there.
+  B holds(Order o, I i) const {
+    if (o == Order::SummaryGather) return i % s() >= s() - ops.lit(p.summary);
+    return ops.truth(true);
+  }
+  I invKey(Order o, I i) const {
+    if (o == Order::SummaryGather) {
+      I t = ops.lit(p.summary);
+      return (i / s()) * t + i % s() - (s() - t);
+    }
+    return inv(o, i);
+  }
 
   B allowed(Pred pr, I i, I j) const {
     I sz = ops.lit(p.size);

@@ -44,6 +44,8 @@ Func buildLoss(Builder &B);
 Func buildBackward(Builder &B);
 // AttentionGrad.cpp: attention's gradient with respect to its query, key or value.
 Func buildAttentionGrad(Builder &B);
+// SparseAttentionGrad.cpp: a block-sparse attention's gradients, over its block schedule.
+Func buildSparseAttentionGrad(Builder &B);
 // Optimizer.cpp: gradient norms, the step counter, the learning rate, AdamW.
 Func buildOptimizer(Builder &B);
 

@@ -3,28 +3,9 @@
 // a .mlir file states them): each part (kiln/Support/SparsePattern.h) on the online block engine
 // over its visited key blocks, two parts merged by log-sum-exp.
 #include "BlockAttention.h"
-#include "kiln/Support/SparsePattern.h"
+#include "SparseExpr.h"
 
 namespace kiln::codegen {
-namespace {
-
-// SparsePattern.h's arithmetic on Halide expressions.
-struct ExprOps {
-  using I = Expr;
-  using B = Expr;
-  Func table;  // the user layout: 1 where (query block, key block) is visited
-  int n = 0;   // layout rows
-  Expr lit(int64_t v) const { return Expr((int)v); }
-  Expr truth(bool b) const { return b ? Internal::const_true() : Internal::const_false(); }
-  Expr sel(Expr c, Expr a, Expr b) const { return select(c, a, b); }
-  Expr min(Expr a, Expr b) const { return Halide::min(a, b); }
-  Expr max(Expr a, Expr b) const { return Halide::max(a, b); }
-  Expr layout(Expr r, Expr c) const {
-    return r >= 0 && c >= 0 && r < n && c < n && table(clamp(c, 0, n - 1), clamp(r, 0, n - 1)) != 0;
-  }
-};
-
-}  // namespace
 
 Func buildSparseAttention(Builder &B) {
   const KernelSpec &k = B.k;
@@ -38,19 +19,15 @@ Func buildSparseAttention(Builder &B) {
 
   /* THE ALGORITHM */
   ExprOps ops;
+  setLayoutTable(ops, p);
   std::vector<std::vector<int64_t>> tables;  // a layout's key blocks per query block
-  if (p.kind == "layout") {
-    ops.n = (int)p.layout.size();
-    Buffer<uint8_t> t(ops.n, ops.n, "layout");
-    for (int r = 0; r < ops.n; ++r)
-      for (int c = 0; c < ops.n; ++c) t(c, r) = p.layoutAt(r, c);
-    ops.table(Var("c0"), Var("c1")) = t(Var("c0"), Var("c1"));
-    for (int r = 0; r < ops.n; ++r) tables.push_back(sparse::tableBlocks(p, r));
-  }
+  for (int r = 0; r < ops.n; ++r) tables.push_back(sparse::tableBlocks(p, r));
   sparse::Math<ExprOps> m{p, ops, L};
   Var e("e"), i("i"), h("h");
   std::vector<sparse::Part> parts = p.parts();
   std::vector<Func> P;  // per part: Tuple(o, lse)(e, x, h), x in the part's query order
+  // With the lse result (for the backward), each part's P at root, read by both outputs.
+  const bool withLse = !k.more_outputs.empty();
   Func out("out"), merge("merge");
   for (size_t n = 0; n < parts.size(); ++n) {
     const sparse::Part &pt = parts[n];
@@ -60,14 +37,9 @@ Func buildSparseAttention(Builder &B) {
     ba.valueWidth = E;
     ba.nkb = m.blocks(pt.k);
     if (pt.rule == sparse::Rule::Table) {
-      size_t maxSlots = 1;
-      for (auto &t : tables) maxSlots = std::max(maxSlots, t.size());
-      Buffer<int32_t> idx((int)maxSlots, ops.n, "idx" + std::to_string(n)), cnt(ops.n, "cnt" + std::to_string(n));
-      for (int r = 0; r < ops.n; ++r) {
-        cnt(r) = (int32_t)tables[r].size();
-        for (size_t s = 0; s < maxSlots; ++s) idx((int)s, r) = s < tables[r].size() ? (int32_t)tables[r][s] : 0;
-      }
-      int rows = ops.n, ms = (int)maxSlots;
+      BlockTable t = blockTable(tables, std::to_string(n));
+      Buffer<int32_t> idx = t.idx, cnt = t.cnt;
+      int rows = t.rows, ms = t.slots;
       ba.keyBlock = [=](Expr qo, Expr j) { return idx(clamp(j, 0, ms - 1), clamp(qo, 0, rows - 1)); };
       ba.slots = Expr(ms);
       ba.slotLimit = [=](Expr qo) { return cnt(clamp(qo, 0, rows - 1)); };
@@ -83,21 +55,27 @@ Func buildSparseAttention(Builder &B) {
     ba.ok = [=](Expr qx, Expr kx, Expr qrow, Expr krow, Expr) {
       return qx < m.length(pt.q) && qrow < L && kx < m.length(pt.k) && krow < L && m.allowedPart(pt, qrow, krow);
     };
-    P.push_back(onlineBlockAttention(B, B.in[0], B.in[1], B.in[2], ba, std::to_string(n), out, h));
+    P.push_back(onlineBlockAttention(B, B.in[0], B.in[1], B.in[2], ba, std::to_string(n), out, h, false, withLse));
   }
   auto rowOf = [&](size_t n) { return clamp(m.inv(parts[n].q, i), 0, m.blocks(parts[n].q) * Bq - 1); };
+  Func lse("lse");
   if (P.size() == 1) {
     out(e, i, h) = P[0](e, rowOf(0), h)[0];
+    if (withLse) lse(i, h) = P[0](0, rowOf(0), h)[1];
   } else {  // log-sum-exp merge of the two parts' normalized outputs, weights once per row
     Expr s1 = P[0](0, rowOf(0), h)[1], s2 = P[1](0, rowOf(1), h)[1];
     Expr mx = max(s1, s2), w1 = exp(s1 - mx), w2 = exp(s2 - mx);
     merge(i, h) = Tuple(w1 / (w1 + w2), w2 / (w1 + w2));
     out(e, i, h) = P[0](e, rowOf(0), h)[0] * merge(i, h)[0] + P[1](e, rowOf(1), h)[0] * merge(i, h)[1];
+    // The merged row's log-sum-exp (a row no part reaches keeps about -1e30).
+    if (withLse) lse(i, h) = mx + log(w1 + w2);
   }
+  if (withLse) B.more_out.push_back(lse);
   B.log << sparse::picture(p, 16 * p.block);
 
   /* THE SCHEDULE: GPU */
   if (B.gpu) {
+    if (withLse) throw std::runtime_error("kernel " + k.kind + ": the lse result has a CPU schedule only (for now)");
     B.gpuRows(out, {e, i, h});
     return out;
   }
@@ -113,6 +91,10 @@ Func buildSparseAttention(Builder &B) {
   if (P.size() > 1) {
     B.s(merge).compute_at(out, io);
     B.vectorize(merge, i, 256);
+  }
+  if (withLse) {
+    B.s(lse).split(i, io, ii, 256, TailStrategy::GuardWithIf);
+    if (B.parallel()) B.s(lse).parallel(io);
   }
   return out;
 }

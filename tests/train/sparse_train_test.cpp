@@ -1,0 +1,79 @@
+// sparse_train_test.cpp - block-sparse attention in training: examples/sparse --train, whose
+// backward (kiln.attention_grad with the pattern, kiln-tile-sparse-pattern's block schedule)
+// visits only the forward's blocks.
+//   - Gradients against PyTorch autograd on the same network with a masked dense softmax as its
+//     attention (tests/fixtures/sparse_grad_*, tests/reference/make_grad_fixtures.py): strided
+//     and fixed with each of the three combinations (merged: two parts and their log-sum-exp
+//     merge; alternate: one part per layer; heads: one attention per half of the heads), a
+//     window, and block layouts, causal and not. 45 positions: blocks of 16, the last partial.
+//   - A short training run: the loss falls.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "grad_check.h"
+
+namespace {
+struct Variant {
+  std::string fixture, args;
+  int64_t heads = 2;
+};
+
+class SparseGradients : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(SparseGradients, MatchPyTorchMaskedDenseAttention) {
+  const Variant &v = GetParam();
+  std::string dir = kt::workDir("train_" + v.fixture);
+  auto c = kt::run(std::string(KILN_BIN) + "/sparse-compile --train --layers 2 --d-model 32 --heads " + std::to_string(v.heads) +
+                   " --vocab 64 --ctx 64 --summary 2 " + v.args + " --quiet --cache-dir " KILN_TEST_CACHE " -o " + dir + "/sparse");
+  ASSERT_EQ(c.code, 0) << c.output;
+  std::map<std::string, ref::T> grads = kt::runFixtureGradients(dir + "/sparse", v.fixture, {"tokens", "targets"}, dir + "/out");
+  ASSERT_EQ(grads.size(), 2u + 12u * 2 + 3u) << "the fixture's parameters";
+  kt::expectFixtureGradients(grads, dir + "/out");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Patterns, SparseGradients,
+    ::testing::Values(Variant{"sparse_grad_strided_merged", "--pattern strided --combine merged --stride 8"},
+                      Variant{"sparse_grad_strided_alternate", "--pattern strided --combine alternate --stride 8"},
+                      Variant{"sparse_grad_strided_heads", "--pattern strided --combine heads --stride 8", 4},
+                      Variant{"sparse_grad_fixed_merged", "--pattern fixed --combine merged --stride 8"},
+                      Variant{"sparse_grad_fixed_alternate", "--pattern fixed --combine alternate --stride 8"},
+                      Variant{"sparse_grad_fixed_heads", "--pattern fixed --combine heads --stride 8", 4},
+                      Variant{"sparse_grad_window", "--pattern window --stride 8"},
+                      Variant{"sparse_grad_layout", "--pattern layout --stride 16 --layout '#...,##..,.##.,#.##'"},
+                      Variant{"sparse_grad_layout_noncausal",
+                              "--pattern layout --stride 16 --layout '#.#.,.##.,#..#,##.#' --noncausal"}),
+    [](const ::testing::TestParamInfo<Variant> &i) { return i.param.fixture; });
+
+TEST(SparseTraining, CombiningAPatternWithoutHalvesIsRefused) {
+  std::string dir = kt::workDir("train_sparse_refused");
+  auto r = kt::run(std::string(KILN_BIN) + "/sparse-compile --pattern window --combine alternate --layers 1 --d-model 32 --heads 2 "
+                   "--ctx 64 --quiet -o " + dir + "/s");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, ::testing::HasSubstr("--combine alternate combines the halves of a factorized pattern"));
+  r = kt::run(std::string(KILN_BIN) + "/sparse-compile --pattern layout --layers 1 --d-model 32 --heads 2 --ctx 64 --quiet -o " +
+              dir + "/s");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, ::testing::HasSubstr("--layout (and --noncausal) go with --pattern layout"));
+}
+
+// 40 AdamW steps of a 2-layer strided decoder (stride 16, union) on a learnable sequence of 256
+// positions: the loss falls.
+TEST(SparseTraining, StridedDecoderTrains) {
+  std::string dir = kt::workDir("train_sparse_steps");
+  std::vector<int32_t> data = kt::randomIds(6000, 64, 12);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = i % 7 == 3 ? data[i] : (int32_t)(i % 13);  // learnable
+  kt::saveIds(dir + "/data.npy", data);
+  auto c = kt::run(std::string(KILN_BIN) + "/sparse-compile --train --train-lr 3e-3 --layers 2 --d-model 32 --heads 2 --vocab 64 "
+                   "--ctx 256 --stride 16 --quiet --cache-dir " KILN_TEST_CACHE " -o " + dir + "/sparse");
+  ASSERT_EQ(c.code, 0) << c.output;
+  auto r = kt::run(dir + "/sparse --train --data " + dir + "/data.npy --seq 256 --steps 40 --seed 3 --threads 2 --log " + dir +
+                   "/log.csv --save " + dir + "/trained.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<double> l = kt::trainLosses(dir + "/log.csv");
+  ASSERT_EQ(l.size(), 40u) << r.output;
+  for (double x : l) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_LT(l.back(), 0.7 * l.front()) << "the loss falls";
+  std::cout << "strided decoder: loss " << l.front() << " -> " << l.back() << " in 40 steps\n";
+}
+}  // namespace
