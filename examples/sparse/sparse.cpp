@@ -6,7 +6,8 @@
 //   fixed (--stride c --summary t): local, the query's own block of c; global, the last t
 //   positions of every block.
 // --pattern window (the last --stride positions) and --pattern layout (--layout's block rows)
-// are single patterns. For the factorized two, --combine picks one of the paper's three ways
+// are single patterns; --pattern causal is dense causal attention, the same decoder to compare
+// with. For the factorized two, --combine picks one of the paper's three ways
 // to use the two halves:
 //   alternate  layer i attends with the local half when i is even, the global half when odd;
 //   merged     every head attends to the union (one merged head; kiln merges the two block
@@ -57,6 +58,7 @@ static void build_sparse(kiln::Model &m, const SparseConfig &c) {
     a = b + 1;
   }
   auto half = [&](Part part) {
+    if (c.pattern == "causal") return Mask::causal();
     if (c.pattern == "window") return Mask::window(c.stride);
     if (c.pattern == "layout") return Mask::block_layout({.block = c.stride, .rows = rows, .causal = !c.noncausal});
     return c.pattern == "strided" ? Mask::strided({.stride = c.stride, .part = part})
@@ -110,8 +112,9 @@ int main(int argc, char **argv) {
   app.add_option("--heads", c.heads, "attention heads")->capture_default_str();
   app.add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   app.add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
-  app.add_option("--pattern", c.pattern, "the pattern: factorized (strided, fixed), a window, or a block layout")
-      ->check(CLI::IsMember({"strided", "fixed", "window", "layout"}))
+  app.add_option("--pattern", c.pattern,
+                 "the pattern: factorized (strided, fixed), a window, a block layout, or causal (dense, for comparison)")
+      ->check(CLI::IsMember({"strided", "fixed", "window", "layout", "causal"}))
       ->capture_default_str();
   app.add_option("--layout", c.layout, "--pattern layout: one row per query block, '#' a visited key block (\"#..,##.,.##\")");
   app.add_flag("--noncausal", c.noncausal, "--pattern layout: keys after the query too");

@@ -68,17 +68,18 @@ TEST(TrainingErrors, AnOpWithoutAGradientRuleIsNamedAtItsLine) {
   EXPECT_THAT(err, HasSubstr("errors_test.cpp:" + std::to_string(line)));
   EXPECT_THAT(err, HasSubstr("'kiln.depthwise_conv' has no gradient rule, and the loss depends on it"));
 
-  rc = compileModel("sparse_rule", [&](kiln::Model &m) {
+  rc = compileModel("cache_rule", [&](kiln::Model &m) {
     kiln::Dim L = m.seq("L", 8);
     auto x = kiln::split_heads(kiln::embedding(m.param("e", {10, 4}), m.tokens("tokens", L, 10)), 2);
+    auto past = m.input("past", {1}, {.dtype = kiln::DType::I32, .vocab = 8});
     line = __LINE__ + 1;
-    auto a = kiln::attention(x, x, x, {.mask = kiln::Mask::strided({.stride = 2})});
+    auto a = kiln::attention(x, x, x, {.mask = kiln::Mask::causal(), .past = past});
     m.loss(kiln::cross_entropy(kiln::linear(kiln::merge_heads(a), m.param("w", {10, 4})), m.targets("targets", L, 10)));
     m.gradients();
   }, err);
   EXPECT_NE(rc, 0);
   EXPECT_THAT(err, HasSubstr("errors_test.cpp:" + std::to_string(line)));
-  EXPECT_THAT(err, HasSubstr("the \"strided\" pattern's backward is not implemented yet"));
+  EXPECT_THAT(err, HasSubstr("attention over a cache (past or key_count) is not differentiable"));
 }
 
 TEST(TrainingErrors, TargetsOutsideTheVocabularyAreRejected) {

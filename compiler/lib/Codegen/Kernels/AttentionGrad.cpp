@@ -15,34 +15,9 @@
 // reduced a vector of keys at a time. CPU schedules. Causal: a block's sums stop at its last
 // row's last visible key (start at its first key's first visible query); the masked pairs
 // inside that range are exact zeros.
-#include "Kernels.h"
+#include "Product.h"
 
 namespace kiln::codegen {
-namespace {
-// s(x, y, h) = Σ_r A(r, y, h) · Bt(x, r, h): vectors along x (Bt's contiguous dim), A's values
-// broadcast along y. `acc` is a register block's sum.
-struct Product {
-  Func s, acc;
-  RDom r;
-};
-Product product(const std::string &name, Func A, Func Bt, int depth, Var x, Var y, Var h) {
-  Product p{Func(name), Func(name + "_acc"), RDom(0, depth, "r_" + name)};
-  p.acc(x, y, h) = 0.0f;
-  p.acc(x, y, h) += A(p.r, y, h) * Bt(x, p.r, h);
-  p.s(x, y, h) = p.acc(x, y, h);
-  return p;
-}
-// A product computed at `f`'s loop `at`: tiles of 2 vectors along x by 8 rows y, each a
-// register block summed over r, computed whole (every operand read is clamped).
-void scheduleProduct(Builder &B, Product &p, Func f, Var at, Var x, Var y, Var h) {
-  const int v = B.vec();
-  Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
-  const TailStrategy g = TailStrategy::GuardWithIf;
-  B.s(p.s).compute_at(f, at).split(x, xo, xi, 2 * v, g).split(y, yo, yi, 8, g).reorder(xi, yi, xo, yo).vectorize(xi, v);
-  B.s(p.acc).compute_at(p.s, xo).bound_extent(x, 2 * v).bound_extent(y, 8).vectorize(x, v).unroll(x).unroll(y);
-  B.s(p.acc.update()).reorder(x, y, p.r, h).vectorize(x, v).unroll(x).unroll(y);
-}
-}  // namespace
 
 Func buildAttentionGrad(Builder &B) {
   const KernelSpec &k = B.k;
@@ -124,8 +99,8 @@ Func buildAttentionGrad(Builder &B) {
     /* THE SCHEDULE */
     Var task = resultTasks(i, D);
     accUpdate(rk, D);
-    scheduleProduct(B, sRow, out, task, j, i, h);
-    scheduleProduct(B, dp, out, task, j, i, h);
+    scheduleProduct(B, sRow, out, task, j, i);
+    scheduleProduct(B, dp, out, task, j, i);
     B.s(dRow).compute_at(out, task);
     B.s(ds).compute_at(out, task).vectorize(j, v, gw);
     return out;
@@ -159,10 +134,10 @@ Func buildAttentionGrad(Builder &B) {
   const int Dc = value ? Dv : D;
   Var task = resultTasks(j, Dc);
   accUpdate(rq, Dc);
-  scheduleProduct(B, sCol, out, task, i, j, h);
+  scheduleProduct(B, sCol, out, task, i, j);
   B.s(p).compute_at(out, task).vectorize(i, v, gw);
   if (!value) {
-    scheduleProduct(B, dpc, out, task, i, j, h);
+    scheduleProduct(B, dpc, out, task, i, j);
     B.s(ds).compute_at(out, task).vectorize(i, v, gw);
   }
   return out;

@@ -15,34 +15,10 @@
 //     user layout, the layout's columns as a table.
 // Per (block, slot) the scores, dP and dS of the 64 x 64 pairs are computed in register tiles,
 // then summed into the block's rows; nothing [L, L] is stored.
+#include "Product.h"
 #include "SparseExpr.h"
 
 namespace kiln::codegen {
-namespace {
-// s(x, y, rest) = Σ_r A(r, y) · Bt(x, r): vectors along x, A broadcast along y.
-struct Product {
-  Func s, acc;
-  RDom r;
-};
-Product product(const std::string &name, const std::function<Expr(Expr r)> &A, const std::function<Expr(Expr r)> &Bt,
-                int depth, const std::vector<Var> &args) {
-  Product p{Func(name), Func(name + "_acc"), RDom(0, depth, "r_" + name)};
-  std::vector<Expr> a(args.begin(), args.end());
-  p.acc(a) = 0.0f;
-  p.acc(a) += A(p.r) * Bt(p.r);
-  p.s(a) = p.acc(a);
-  return p;
-}
-// Computed per slot: tiles of 2 vectors along x by 8 rows y, each a register block over r.
-void scheduleProduct(Builder &B, Product &p, Func f, RVar at, Var x, Var y) {
-  const int v = B.vec();
-  Var xo("xo"), xi("xi"), yo("yo"), yi("yi");
-  const TailStrategy g = TailStrategy::GuardWithIf;
-  B.s(p.s).compute_at(f, at).split(x, xo, xi, 2 * v, g).split(y, yo, yi, 8, g).reorder(xi, yi, xo, yo).vectorize(xi, v);
-  B.s(p.acc).compute_at(p.s, xo).bound_extent(x, 2 * v).bound_extent(y, 8).vectorize(x, v).unroll(x).unroll(y);
-  B.s(p.acc.update()).reorder(x, y, p.r).vectorize(x, v).unroll(x).unroll(y);
-}
-}  // namespace
 
 Func buildSparseAttentionGrad(Builder &B) {
   const KernelSpec &k = B.k;
