@@ -109,36 +109,47 @@ Func buildSparseAttentionGrad(Builder &B) {
     Expr qrow = queries ? qr(qi, bo, h) : qr(qi, j, bo, h), krow = queries ? kr(ki, j, bo, h) : kr(ki, bo, h);
     auto qrowAt = [&](Expr q_) { return queries ? qr(q_, bo, h) : qr(q_, j, bo, h); };
     auto krowAt = [&](Expr k_) { return queries ? kr(k_, j, bo, h) : kr(k_, bo, h); };
-    Func acc("acc" + sfx), sum("sum" + sfx), pr("p" + sfx), ds("ds" + sfx);
+    Func acc("acc" + sfx), pr("p" + sfx), ds("ds" + sfx);
+    // The slot's rows copied once per slot into tiles the products read contiguously (vectors
+    // along the slot's rows, or along the features with the features clamped): a product
+    // reading them through the row table directly would gather every vector.
+    Var f("f");
+    Func aT("a_t" + sfx), bT("b_t" + sfx), cR("c_rows" + sfx), cR2("c_rows2" + sfx);
     Product S, dP;
     Product part;
     if (queries) {
+      aT(ki, f, j, bo, h) = K(clamp(f, 0, D - 1), krowAt(ki), h);       // k, along keys
+      bT(ki, f, j, bo, h) = V(clamp(f, 0, E - 1), krowAt(ki), h);       // v, along keys
+      cR(c, ki, j, bo, h) = K(clamp(c, 0, D - 1), krowAt(ki), h);       // k, along features
       // Scores s(ki, qi), vectors along the slot's keys.
-      S = product("s" + sfx, [&](Expr r) { return Q(r, qrowAt(qi), h); }, [&](Expr r) { return K(r, krowAt(ki), h); }, D,
+      S = product("s" + sfx, [&](Expr r) { return Q(r, qrowAt(qi), h); }, [&](Expr r) { return aT(ki, r, j, bo, h); }, D,
                   {ki, qi, j, bo, h});
-      dP = product("dp" + sfx, [&](Expr r) { return G(r, qrowAt(qi), h); }, [&](Expr r) { return V(r, krowAt(ki), h); }, E,
+      dP = product("dp" + sfx, [&](Expr r) { return G(r, qrowAt(qi), h); }, [&](Expr r) { return bT(ki, r, j, bo, h); }, E,
                    {ki, qi, j, bo, h});
       ds(ki, qi, j, bo, h) = select(ok, exp(S.s(ki, qi, j, bo, h) * scale - LSE(qrow, h)) * (dP.s(ki, qi, j, bo, h) - drow(qrow, h)), 0.0f);
       // The block's rows' sums over the slot's keys: part(c, qi) = Σ_ki dS(ki, qi) k(c, ki).
-      RDom rk(0, Bk, "rk" + sfx);
-      part = product("dq" + sfx, [&](Expr r) { return ds(r, qi, j, bo, h); },
-                     [&](Expr r) { return K(min(c, D - 1), krowAt(r), h); }, Bk, {c, qi, j, bo, h});
+      part = product("dq" + sfx, [&](Expr r) { return ds(r, qi, j, bo, h); }, [&](Expr r) { return cR(c, r, j, bo, h); }, Bk,
+                     {c, qi, j, bo, h});
       acc(c, qi, bo, h) = 0.0f;
       acc(c, qi, bo, h) += part.s(c, qi, rs, bo, h);
     } else {
+      aT(qi, f, j, bo, h) = Q(clamp(f, 0, D - 1), qrowAt(qi), h);       // q, along queries
+      bT(qi, f, j, bo, h) = G(clamp(f, 0, E - 1), qrowAt(qi), h);       // grad, along queries
       // Scores s(qi, ki), vectors along the slot's queries.
-      S = product("s" + sfx, [&](Expr r) { return K(r, krowAt(ki), h); }, [&](Expr r) { return Q(r, qrowAt(qi), h); }, D,
+      S = product("s" + sfx, [&](Expr r) { return K(r, krowAt(ki), h); }, [&](Expr r) { return aT(qi, r, j, bo, h); }, D,
                   {qi, ki, j, bo, h});
       pr(qi, ki, j, bo, h) = select(ok, exp(S.s(qi, ki, j, bo, h) * scale - LSE(qrow, h)), 0.0f);
       if (value) {
-        part = product("dv" + sfx, [&](Expr r) { return pr(r, ki, j, bo, h); },
-                       [&](Expr r) { return G(min(c, E - 1), qrowAt(r), h); }, Bk, {c, ki, j, bo, h});
+        cR(c, qi, j, bo, h) = G(clamp(c, 0, E - 1), qrowAt(qi), h);     // grad, along features
+        part = product("dv" + sfx, [&](Expr r) { return pr(r, ki, j, bo, h); }, [&](Expr r) { return cR(c, r, j, bo, h); }, Bk,
+                       {c, ki, j, bo, h});
       } else {
-        dP = product("dp" + sfx, [&](Expr r) { return V(r, krowAt(ki), h); }, [&](Expr r) { return G(r, qrowAt(qi), h); }, E,
+        cR(c, qi, j, bo, h) = Q(clamp(c, 0, D - 1), qrowAt(qi), h);     // q, along features
+        dP = product("dp" + sfx, [&](Expr r) { return V(r, krowAt(ki), h); }, [&](Expr r) { return bT(qi, r, j, bo, h); }, E,
                      {qi, ki, j, bo, h});
         ds(qi, ki, j, bo, h) = pr(qi, ki, j, bo, h) * (dP.s(qi, ki, j, bo, h) - drow(qrow, h));
-        part = product("dk" + sfx, [&](Expr r) { return ds(r, ki, j, bo, h); },
-                       [&](Expr r) { return Q(min(c, D - 1), qrowAt(r), h); }, Bk, {c, ki, j, bo, h});
+        part = product("dk" + sfx, [&](Expr r) { return ds(r, ki, j, bo, h); }, [&](Expr r) { return cR(c, r, j, bo, h); }, Bk,
+                       {c, ki, j, bo, h});
       }
       acc(c, ki, bo, h) = 0.0f;
       acc(c, ki, bo, h) += part.s(c, ki, rs, bo, h);
@@ -158,6 +169,10 @@ Func buildSparseAttentionGrad(Builder &B) {
       B.s(res).vectorize(c, std::min(v, W), gw);
       B.s(acc).compute_at(res, t).vectorize(c, std::min(v, W), gw);
       B.s(acc.update()).reorder(c, rv, rs).vectorize(c, std::min(v, W), gw);
+      // The slot's tiles: vectors along their first var.
+      B.s(aT).compute_at(acc, rs).vectorize(queries ? ki : qi, v, gw);
+      B.s(cR).compute_at(acc, rs).vectorize(c, v, gw);
+      if (queries || !value) B.s(bT).compute_at(acc, rs).vectorize(queries ? ki : qi, v, gw);
       if (queries) {
         B.s(qr).compute_at(res, t);
         B.s(kr).compute_at(acc, rs);
