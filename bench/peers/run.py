@@ -5,6 +5,10 @@
     build/peers-venv/bin/python bench/peers/run.py [--threads 2] [--repeat 5] [--rounds 3]
                                                [--only gpt2_small_forward,...] [--quick]
 
+Cases: gpt2_small_forward, gpt2_small_decode, gpt2_small_decode_batch, gpt2_small_generate, the
+training steps, bert_base_forward, attention_causal, sparse_gradients (examples/sparse --train's
+gradients against PyTorch's backward with a masked scaled_dot_product_attention).
+
 It writes Hugging Face GPT-2 small and BERT-base checkpoints (random weights, seed 0,
 save_pretrained) and their ONNX exports under build/peers (bench/peers/checkpoints.py), compiles
 kiln's examples from those config.json files, and then, for every case, alternates `rounds`
@@ -445,6 +449,51 @@ def main():
             fl = 12 * 4 * 64 * L * (L + 1) / 2 / 1e9
             row("attention_causal", L, statistics.median(k), "torch_sdpa", statistics.median(p), rss, fl,
                 check("attention_causal", got, ref, "o"))
+    if want("sparse_gradients"):
+        # examples/sparse --train (strided, 4 layers, d 256, 8 heads, stride 128): one `gradients`
+        # run (forward, loss, backward; no optimizer) against PyTorch's forward and backward of
+        # the same decoder with scaled_dot_product_attention over the pattern as a boolean mask.
+        # Every parameter's gradient is checked.
+        import sparse_peer
+        from safetensors.numpy import save_file
+        layers, d, heads, vocab, stride = 4, 256, 8, 256, 128
+        for L in ([2048] if a.quick else [2048, 8192]):
+            exe = os.path.join(OUT, "sparse-strided-%d" % L)
+            if stale(exe, os.path.join(BIN, "sparse-compile")):
+                sh([os.path.join(BIN, "sparse-compile"), "--train", "--pattern", "strided", "--ctx", str(L), "-o", exe])
+            w = sparse_peer.random_weights(np.random.default_rng(L), layers, d, vocab, L)
+            wpath = os.path.join(tmp, "sparse%d.safetensors" % L)
+            save_file(w, wpath)
+            ids = rng.integers(0, vocab, L + 1)
+            tokp, tgtp = os.path.join(tmp, "st%d.npy" % L), os.path.join(tmp, "sy%d.npy" % L)
+            np.save(tokp, ids[:L].astype(np.int64))
+            np.save(tgtp, ids[1:].astype(np.int64))
+            tw = {k: torch.from_numpy(v.copy()).requires_grad_(True) for k, v in w.items()}
+            tt, ty = torch.from_numpy(ids[:L].astype(np.int64)), torch.from_numpy(ids[1:].astype(np.int64))
+            mask = sparse_peer.strided_mask(L, stride)
+
+            def tstep():
+                for t in tw.values():
+                    t.grad = None
+                l = sparse_peer.loss(tw, tt, ty, layers, d, heads, mask)
+                l.backward()
+                return l
+            k, p = [], []
+            out_dir = os.path.join(tmp, "sg%d" % L)
+            for _ in range(rounds):
+                ms, rss, _ = run_kiln([exe, "--weights", wpath, "--entry", "gradients", "--input", "tokens=" + tokp,
+                                       "--input", "targets=" + tgtp], a.threads, a.repeat, out_dir)
+                k.append(ms)
+                p.append(median_ms(tstep, a.repeat))
+            rel = check("sparse_gradients", np.load(os.path.join(out_dir, "loss.npy")), [float(tstep().detach())], "loss")
+            for name, t in tw.items():
+                rel = max(rel, check("sparse_gradients", np.load(os.path.join(out_dir, "grad.%s.npy" % name)).reshape(t.shape),
+                                     t.grad.numpy(), "grad." + name))
+            pairs = float(mask.sum()) * heads
+            lin = 2 * L * layers * 12 * d * d + 2 * L * d * vocab
+            fl = 3 * (lin + 4 * (d // heads) * pairs) / 1e9  # forward and backward (about twice the forward)
+            row("sparse_gradients", L, statistics.median(k), "torch_sdpa_mask", statistics.median(p), rss, fl, rel,
+                note="strided s=%d: %.1f%% of the causal pairs" % (stride, 100 * pairs / heads / (L * (L + 1) / 2)))
     log("done: %d rows, every output matched its peer" % len(ROWS))
 
 
