@@ -462,6 +462,12 @@ for _i, (_pat, _comb) in enumerate([(p_, c_) for p_ in ("strided", "fixed") for 
 # A window of 8 (blocks of 16) and block layouts of 16 (4 rows for ctx 64), causal and not.
 FIXTURES["sparse_grad_window"] = lambda: sparse_grad(torch.Generator().manual_seed(2050), "sparse_grad_window", "window",
                                                      "merged")
+# Longer: 300 positions, stride (block) 16, summary 4, blocks of 16: many key blocks per query
+# block and query blocks per key block.
+for _i, _pat in enumerate(("strided", "fixed")):
+    FIXTURES[f"sparse_grad_{_pat}_long"] = (lambda i=_i, p_=_pat: sparse_grad(
+        torch.Generator().manual_seed(2053 + i), f"sparse_grad_{p_}_long", p_, "merged", d=16, ctx=320, n=300, stride=16,
+        summary=4))
 SPARSE_LAYOUT = "#...,##..,.##.,#.##"
 SPARSE_LAYOUT_NONCAUSAL = "#.#.,.##.,#..#,##.#"
 FIXTURES["sparse_grad_layout"] = lambda: sparse_grad(torch.Generator().manual_seed(2051), "sparse_grad_layout", "layout",

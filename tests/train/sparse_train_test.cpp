@@ -5,7 +5,8 @@
 //     attention (tests/fixtures/sparse_grad_*, tests/reference/make_grad_fixtures.py): strided
 //     and fixed with each of the three combinations (merged: two parts and their log-sum-exp
 //     merge; alternate: one part per layer; heads: one attention per half of the heads), a
-//     window, and block layouts, causal and not. 45 positions: blocks of 16, the last partial.
+//     window, and block layouts, causal and not. 45 positions: blocks of 16, the last partial;
+//     and strided and fixed over 300 positions (19 blocks of 16: many slots per block).
 //   - A short training run: the loss falls.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@ namespace {
 struct Variant {
   std::string fixture, args;
   int64_t heads = 2;
+  std::string size = "--d-model 32 --ctx 64 --summary 2";
 };
 
 class SparseGradients : public ::testing::TestWithParam<Variant> {};
@@ -23,8 +25,8 @@ class SparseGradients : public ::testing::TestWithParam<Variant> {};
 TEST_P(SparseGradients, MatchPyTorchMaskedDenseAttention) {
   const Variant &v = GetParam();
   std::string dir = kt::workDir("train_" + v.fixture);
-  auto c = kt::run(std::string(KILN_BIN) + "/sparse-compile --train --layers 2 --d-model 32 --heads " + std::to_string(v.heads) +
-                   " --vocab 64 --ctx 64 --summary 2 " + v.args + " --quiet --cache-dir " KILN_TEST_CACHE " -o " + dir + "/sparse");
+  auto c = kt::run(std::string(KILN_BIN) + "/sparse-compile --train --layers 2 --heads " + std::to_string(v.heads) +
+                   " --vocab 64 " + v.size + " " + v.args + " --quiet --cache-dir " KILN_TEST_CACHE " -o " + dir + "/sparse");
   ASSERT_EQ(c.code, 0) << c.output;
   std::map<std::string, ref::T> grads = kt::runFixtureGradients(dir + "/sparse", v.fixture, {"tokens", "targets"}, dir + "/out");
   ASSERT_EQ(grads.size(), 2u + 12u * 2 + 3u) << "the fixture's parameters";
@@ -39,6 +41,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"sparse_grad_fixed_merged", "--pattern fixed --combine merged --stride 8"},
                       Variant{"sparse_grad_fixed_alternate", "--pattern fixed --combine alternate --stride 8"},
                       Variant{"sparse_grad_fixed_heads", "--pattern fixed --combine heads --stride 8", 4},
+                      Variant{"sparse_grad_strided_long", "--pattern strided --stride 16", 2, "--d-model 16 --ctx 320 --summary 4"},
+                      Variant{"sparse_grad_fixed_long", "--pattern fixed --stride 16", 2, "--d-model 16 --ctx 320 --summary 4"},
                       Variant{"sparse_grad_window", "--pattern window --stride 8"},
                       Variant{"sparse_grad_layout", "--pattern layout --stride 16 --layout '#...,##..,.##.,#.##'"},
                       Variant{"sparse_grad_layout_noncausal",
