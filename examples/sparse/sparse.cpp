@@ -26,7 +26,7 @@
 #include "kiln/dsl/Blocks.h"
 
 struct SparseConfig {
-  int64_t layers = 4, d_model = 256, heads = 8, vocab = 256, ctx = 8192, stride = 128, summary = 8;
+  int64_t layers = 4, d_model = 256, heads = 8, vocab = 256, ctx = 8192, stride = 128, summary = 8, batch = 1;
   std::string pattern = "strided", combine = "merged", layout;
   bool train = false, noncausal = false;
   float lr = 1e-3f;
@@ -64,7 +64,8 @@ static void build_sparse(kiln::Model &m, const SparseConfig &c) {
     return c.pattern == "strided" ? Mask::strided({.stride = c.stride, .part = part})
                                   : Mask::fixed({.block = c.stride, .summary = c.summary, .part = part});
   };
-  Dim L = m.seq("L", c.ctx);
+  // --batch: up to B sequences per run, their rows one after another (each attends within itself).
+  Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
   // The decoder: tokens [n] -> logits [n, vocab].
   auto decoder = [&](Tensor tokens) {
     Tensor x = add(embedding(m.param("tok_embed.weight", {c.vocab, d}), tokens),
@@ -83,7 +84,7 @@ static void build_sparse(kiln::Model &m, const SparseConfig &c) {
     }
     return linear(norm(m, "ln_f", x), m.param("head.weight", {c.vocab, d}));
   };
-  m.output("logits", decoder(m.tokens("tokens", L, c.vocab)));
+  m.output("logits", decoder(m.tokens("tokens", N, c.vocab)));
   // --train: `gradients`, the mean cross-entropy of the next tokens (`targets`, -1 where a
   // position has none) and every parameter's gradient, through the sparse attention's backward
   // over the same block schedules; `eval`, the loss alone; `train_step`, AdamW (--train-lr,
@@ -91,8 +92,8 @@ static void build_sparse(kiln::Model &m, const SparseConfig &c) {
   if (!c.train) return;
   auto nextTokenLoss = [&](const char *entry) {
     m.entry(entry);
-    Tensor t = m.tokens("tokens", L, c.vocab);
-    m.loss(cross_entropy(decoder(t), m.targets("targets", L, c.vocab)));
+    Tensor t = m.tokens("tokens", N, c.vocab);
+    m.loss(cross_entropy(decoder(t), m.targets("targets", N, c.vocab)));
   };
   nextTokenLoss("gradients");
   m.gradients();
@@ -112,6 +113,7 @@ int main(int argc, char **argv) {
   app.add_option("--heads", c.heads, "attention heads")->capture_default_str();
   app.add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
   app.add_option("--ctx", c.ctx, "maximum sequence length (compiled bound)")->capture_default_str();
+  app.add_option("--batch", c.batch, "maximum sequences per run (compiled bound; ./model --train --batch)")->capture_default_str();
   app.add_option("--pattern", c.pattern,
                  "the pattern: factorized (strided, fixed), a window, a block layout, or causal (dense, for comparison)")
       ->check(CLI::IsMember({"strided", "fixed", "window", "layout", "causal"}))

@@ -15,22 +15,6 @@
 namespace {
 using ::testing::HasSubstr;
 
-// [rows, cols] int32 ids as a .npy file.
-void saveIds2(const std::string &path, const std::vector<int32_t> &ids, int64_t rows) {
-  std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
-                  std::to_string((int64_t)ids.size() / rows) + "), }";
-  while ((10 + h.size() + 1) % 64) h.push_back(' ');
-  h.push_back('\n');
-  FILE *f = fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-  uint16_t hl = (uint16_t)h.size();
-  fwrite(&hl, 2, 1, f);
-  fwrite(h.data(), 1, h.size(), f);
-  fwrite(ids.data(), 4, ids.size(), f);
-  fclose(f);
-}
-
 std::string compileExample(const std::string &model, const std::string &flags, const std::string &dir) {
   auto c = kt::run(std::string(KILN_BIN) + "/" + model + "-compile " + flags + " --quiet --cache-dir " KILN_TEST_CACHE +
                    " -o " + dir + "/" + model);
@@ -106,7 +90,7 @@ TEST(Batch, InferenceOverABatchEqualsEachSequenceAlone) {
   ASSERT_FALSE(bert.empty());
   const int64_t B = 3, L = 19;
   std::vector<int32_t> all = kt::randomIds(B * L, 120, 7);
-  saveIds2(dir + "/batch.npy", all, B);
+  kt::saveIdRows(dir + "/batch.npy", all, B);
   auto r = kt::run(bert + " --random-weights --seed 4 --input tokens=" + dir + "/batch.npy --output-dir " + dir + "/outb");
   ASSERT_EQ(r.code, 0) << r.output;
   ref::T batch = kt::loadNpy(dir + "/outb/hidden.npy");
@@ -124,14 +108,14 @@ TEST(Batch, InferenceOverABatchEqualsEachSequenceAlone) {
     double rel = kt::maxRelDiff(alone, rows);
     EXPECT_LE(rel, 1e-5) << "sequence " << b << " of the batch against itself alone";
   }
-  saveIds2(dir + "/four.npy", kt::randomIds(4 * 5, 120, 8), 4);
+  kt::saveIdRows(dir + "/four.npy", kt::randomIds(4 * 5, 120, 8), 4);
   r = kt::run(bert + " --random-weights --input tokens=" + dir + "/four.npy --output-dir " + dir + "/out4");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("batch size B = 4 exceeds the compiled bound 3"));
 
   std::string gpt2 = compileExample("gpt2", "--batch 2 --layers 1 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
   ASSERT_FALSE(gpt2.empty());
-  saveIds2(dir + "/two.npy", kt::randomIds(2 * 5, 120, 9), 2);
+  kt::saveIdRows(dir + "/two.npy", kt::randomIds(2 * 5, 120, 9), 2);
   r = kt::run(gpt2 + " --random-weights --entry prefill --input tokens=" + dir + "/two.npy --output-dir " + dir + "/outg");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("entry 'prefill' runs one sequence at a time (it slices the rows of a sequence): give "
@@ -182,7 +166,7 @@ TEST(Batch, BatchedDecodeEqualsEachSequenceDecodedAlone) {
   ASSERT_FALSE(exe.empty());
   const int64_t B = 3, L = 7, V = 120;
   std::vector<int32_t> prompts = kt::randomIds(B * L, (int)V, 11), next = {7, 55, 101};
-  saveIds2(dir + "/prompts.npy", prompts, B);
+  kt::saveIdRows(dir + "/prompts.npy", prompts, B);
   kt::saveIds(dir + "/next.npy", next);
   kt::saveIds(dir + "/past.npy", {(int32_t)L});
   auto r = kt::run(exe + " --random-weights --seed 5 --entry forward,decode_batch --input tokens=" + dir +

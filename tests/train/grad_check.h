@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -11,6 +12,22 @@
 #include "harness.h"
 
 namespace kt {
+// [rows, cols] int32 ids as a .npy file (a batch of sequences).
+inline void saveIdRows(const std::string &path, const std::vector<int32_t> &ids, int64_t rows) {
+  std::string h = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                  std::to_string((int64_t)ids.size() / rows) + "), }";
+  while ((10 + h.size() + 1) % 64) h.push_back(' ');
+  h.push_back('\n');
+  FILE *f = fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+  uint16_t hl = (uint16_t)h.size();
+  fwrite(&hl, 2, 1, f);
+  fwrite(h.data(), 1, h.size(), f);
+  fwrite(ids.data(), 4, ids.size(), f);
+  fclose(f);
+}
+
 // The loss column of a --log CSV (step,loss,...) that `./model --train` writes, one per step.
 inline std::vector<double> trainLosses(const std::string &csv) {
   std::ifstream f(csv);

@@ -7,6 +7,7 @@
 //     merge; alternate: one part per layer; heads: one attention per half of the heads), a
 //     window, and block layouts, causal and not. 45 positions: blocks of 16, the last partial;
 //     and strided and fixed over 300 positions (19 blocks of 16: many slots per block).
+//   - A batch of two sequences attends within each.
 //   - A short training run: the loss falls.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -48,6 +49,29 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"sparse_grad_layout_noncausal",
                               "--pattern layout --stride 16 --layout '#.#.,.##.,#..#,##.#' --noncausal"}),
     [](const ::testing::TestParamInfo<Variant> &i) { return i.param.fixture; });
+
+// --batch 2: the rows of two sequences one after another, each attending within itself. Two
+// copies of the fixture's sequence give its loss and gradients (the mean of two equal halves);
+// a second sequence attending into the first would change both.
+TEST(SparseTraining, ABatchAttendsWithinEachSequence) {
+  std::string dir = kt::workDir("train_sparse_batch");
+  auto c = kt::run(std::string(KILN_BIN) + "/sparse-compile --train --batch 2 --layers 2 --heads 2 --vocab 64 --d-model 32 "
+                   "--ctx 64 --summary 2 --pattern strided --stride 8 --quiet --cache-dir " KILN_TEST_CACHE " -o " + dir + "/sparse");
+  ASSERT_EQ(c.code, 0) << c.output;
+  std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/sparse_grad_strided_merged";
+  for (std::string in : {"tokens", "targets"}) {
+    ref::T t = kt::loadNpy(fx + "/" + in + ".npy");
+    std::vector<int32_t> two;
+    for (int copy = 0; copy < 2; ++copy)
+      for (float v : t.v) two.push_back((int32_t)v);
+    kt::saveIdRows(dir + "/" + in + ".npy", two, 2);
+  }
+  auto r = kt::run(dir + "/sparse --entry gradients --weights " + fx + "/weights.safetensors --input tokens=" + dir +
+                   "/tokens.npy --input targets=" + dir + "/targets.npy --output-dir " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NEAR(kt::loadNpy(dir + "/out/loss.npy").v.at(0), kt::loadNpy(fx + "/loss.npy").v.at(0), 1e-5 * 4.6);
+  kt::expectFixtureGradients(kt::loadWeights(fx + "/grads.safetensors"), dir + "/out");
+}
 
 TEST(SparseTraining, CombiningAPatternWithoutHalvesIsRefused) {
   std::string dir = kt::workDir("train_sparse_refused");
