@@ -13,7 +13,7 @@
 //   * dk, dv per key block, over the query blocks that visit it: for a range rule the forward's
 //     [lo, hi] grow with the query block, so they are a range too, found once per call; for a
 //     user layout, the layout's columns as a table.
-// Per (block, slot) the scores, dP and dS of the 64 x 64 pairs are computed in register tiles,
+// Per (block, slot) the scores, dP and dS of the block x block pairs are computed in register tiles,
 // then summed into the block's rows; nothing [L, L] is stored.
 #include "Product.h"
 #include "SparseExpr.h"
@@ -98,7 +98,6 @@ Func buildSparseAttentionGrad(Builder &B) {
     Expr ok = obRaw >= 0 && obRaw < nOther && qx < m.length(pt.q) && qpos < L && kx < m.length(pt.k) && kpos < L &&
               m.allowedPart(pt, qpos, kpos);
     Func qr("qrow" + sfx), kr("krow" + sfx);  // rows of the block's and the slot's positions
-    std::vector<Var> blockArgs = {bo, h}, slotArgs = {j, bo, h};
     if (queries) {
       qr(qi, bo, h) = row(qpos);
       kr(ki, j, bo, h) = row(kpos);
@@ -106,7 +105,7 @@ Func buildSparseAttentionGrad(Builder &B) {
       qr(qi, j, bo, h) = row(qpos);
       kr(ki, bo, h) = row(kpos);
     }
-    Expr qrow = queries ? qr(qi, bo, h) : qr(qi, j, bo, h), krow = queries ? kr(ki, j, bo, h) : kr(ki, bo, h);
+    Expr qrow = queries ? qr(qi, bo, h) : qr(qi, j, bo, h);  // the pair's query row (its lse and D)
     auto qrowAt = [&](Expr q_) { return queries ? qr(q_, bo, h) : qr(q_, j, bo, h); };
     auto krowAt = [&](Expr k_) { return queries ? kr(k_, j, bo, h) : kr(k_, bo, h); };
     Func acc("acc" + sfx), pr("p" + sfx), ds("ds" + sfx);
@@ -114,7 +113,7 @@ Func buildSparseAttentionGrad(Builder &B) {
     // along the slot's rows, or along the features with the features clamped): a product
     // reading them through the row table directly would gather every vector.
     Var f("f");
-    Func aT("a_t" + sfx), bT("b_t" + sfx), cR("c_rows" + sfx), cR2("c_rows2" + sfx);
+    Func aT("a_t" + sfx), bT("b_t" + sfx), cR("c_rows" + sfx);
     Product S, dP;
     Product part;
     if (queries) {
