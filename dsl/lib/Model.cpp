@@ -125,6 +125,14 @@ Tensor Model::targets(const std::string &name, Dim length, int64_t vocab, int64_
   return input(name, {length}, {.dtype = DType::I32, .vocab = vocab, .ignore_index = ignore_index}, loc);
 }
 
+Tensor Model::targets(const std::string &name, Dim length, int64_t vocab, Ahead ahead, SourceLoc loc) {
+  if (ahead.k < 1 || ahead.k > 1024)
+    throw Error("targets '" + name + "': the target must be 1 to 1024 positions ahead, got " + std::to_string(ahead.k), loc);
+  Tensor t = targets(name, length, vocab, ahead.ignore_index, loc);
+  nodes_[t.id()].ahead = ahead.k;
+  return t;
+}
+
 Tensor Model::targets(const std::string &name, Dim length, int64_t vocab, MaskedLM mlm, SourceLoc loc) {
   if (mlm.mask_token < 0 || mlm.mask_token >= vocab)
     throw Error("targets '" + name + "': the mask token must be an id in [0, " + std::to_string(vocab) + "), got " +
@@ -149,7 +157,25 @@ void Model::loss(Tensor t, LossOptions opt, SourceLoc loc) {
                     shape_str(t.shape()),
                 loc);
   if (!std::isfinite(opt.weight)) throw Error("loss: the weight must be finite", loc);
-  Tensor term = opt.weight == 1.0f ? t : kiln::scale(t, opt.weight, loc);
+  if (!(opt.until >= 0.0f && opt.until <= 1.0f))
+    throw Error("loss: until must be a fraction of the training steps in (0, 1], or 0 for a term that always counts, got " +
+                    std::to_string(opt.until),
+                loc);
+  Tensor term;
+  if (opt.until > 0.0f) {  // weight · t while this step is within the first until · T, else 0 · t
+    auto counter = [&](const char *name) {  // this entry's state, made by its first scheduled term
+      for (size_t i = 0; i < nodes_.size(); ++i)
+        if (nodes_[i].kind == OpKind::State && nodes_[i].name == name && nodes_[i].entry == current_entry()) return (int)i;
+      return state(name, {1}, loc).id();
+    };
+    Node w{.kind = OpKind::LossWeight, .inputs = {counter("optimizer.step"), counter("optimizer.steps")}, .shape = {1}};
+    w.factor = opt.weight;
+    w.until = opt.until;
+    w.loc = loc;
+    term = kiln::mul(t, add(w), loc);
+  } else {
+    term = opt.weight == 1.0f ? t : kiln::scale(t, opt.weight, loc);
+  }
   for (auto &o : outputs_)
     if (o.first == "loss" && nodes_[o.second].entry == current_entry()) {
       o.second = kiln::add(Tensor(this, o.second), term, loc).id();

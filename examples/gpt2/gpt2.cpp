@@ -23,9 +23,9 @@
 
 struct Gpt2Config {
   int64_t layers = 12, d_model = 768, heads = 12, vocab = 50257, ctx = 1024, batch = 1;
-  bool train = false, checkpoint = false;
-  float lr = 1e-3f;
-  int64_t warmup = 0, decay_steps = 0;
+  bool train = false, checkpoint = false, aux_layers = false;
+  float lr = 1e-3f, ahead_weight = 0.5f;
+  int64_t warmup = 0, decay_steps = 0, ahead = 1;
 };
 
 static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
@@ -132,18 +132,44 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   // `eval`, the same loss alone; `train_step`, the loss, its backward and AdamW (--train-lr,
   // --train-warmup, --train-decay-steps; weight decay 0.1 on matrices, as GPT-2's training did).
   if (!c.train) return;
-  auto nextTokenLoss = [&](const char *entry) {
+  // Auxiliary losses (Al-Rfou et al. 2018) in `gradients` and `train_step`, not in `eval`:
+  // --train-aux-layers: the output of every block l < n but the last (l = 1 .. n-1) predicts the
+  // next tokens through the shared head (ln_f, then the tied embedding), weight 1, at the
+  // training steps t <= l/(2n) · T only (T = --steps); --train-ahead K: heads aux.ahead.k
+  // ([vocab, d], on ln_f's output) predict the tokens k = 2 .. K ahead (inputs "targets.k"),
+  // weight --train-ahead-weight each.
+  auto nextTokenLoss = [&](const char *entry, bool aux) {
     m.entry(entry);
     Tensor t = m.tokens("tokens", N, c.vocab);
     Tensor targets = m.targets("targets", N, c.vocab);
     Tensor w = m.param("transformer.wte.weight", {c.vocab, d});
     Tensor p = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
-    m.loss(cross_entropy(decoder(add(embedding(w, t), position_embedding(p, t)), Tensor(), w, false, false), targets));
+    if (!aux || (!c.aux_layers && c.ahead < 2)) {
+      m.loss(cross_entropy(decoder(add(embedding(w, t), position_embedding(p, t)), Tensor(), w, false, false), targets));
+      return;
+    }
+    Tensor x = add(embedding(w, t), position_embedding(p, t));
+    Tensor g = m.param("transformer.ln_f.weight", {d}, {.init = Init::Ones}),
+           beta = m.param("transformer.ln_f.bias", {d}, {.init = Init::Zeros});
+    auto head = [&](Tensor y) { return linear(layer_norm(y, g, beta, {.eps = 1e-5f}), w); };  // the shared head
+    for (int64_t i = 0; i < c.layers; ++i) {
+      x = c.checkpoint ? m.checkpoint([&] { return block(i, x, Tensor(), false); }) : block(i, x, Tensor(), false);
+      if (c.aux_layers && i + 1 < c.layers)
+        m.loss(cross_entropy(head(x), targets),
+               {.until = (float)(i + 1) / (float)(2 * c.layers)});
+    }
+    Tensor h = layer_norm(x, g, beta, {.eps = 1e-5f});
+    m.loss(cross_entropy(linear(h, w), targets));
+    for (int64_t k = 2; k <= c.ahead; ++k) {
+      std::string name = "aux.ahead." + std::to_string(k) + ".weight";
+      Tensor tk = m.targets("targets." + std::to_string(k), N, c.vocab, Ahead{.k = k});
+      m.loss(cross_entropy(linear(h, m.param(name, {c.vocab, d})), tk), {.weight = c.ahead_weight});
+    }
   };
-  nextTokenLoss("gradients");
+  nextTokenLoss("gradients", true);
   m.gradients();
-  nextTokenLoss("eval");
-  nextTokenLoss("train_step");
+  nextTokenLoss("eval", false);
+  nextTokenLoss("train_step", true);
   TrainOptions opt{.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
                    .clip_norm = 1.0f,
                    .warmup_steps = c.warmup};
@@ -178,5 +204,14 @@ int main(int argc, char **argv) {
   driver.app().add_option("--train-warmup", c.warmup, "--train: linear warmup steps")->capture_default_str();
   driver.app().add_option("--train-decay-steps", c.decay_steps,
                           "--train: cosine decay to 0.1 x lr at this step (0: constant)")->capture_default_str();
+  driver.app().add_flag("--train-aux-layers", c.aux_layers,
+                        "--train: every block's output but the last also predicts the next tokens through the shared "
+                        "head, block l of n until step l/(2n) of --steps (gradients, train_step)");
+  driver.app()
+      .add_option("--train-ahead", c.ahead,
+                  "--train: extra heads predict the tokens 2 .. K ahead (inputs targets.2 .. targets.K; 1: none)")
+      ->check(CLI::Range(int64_t(1), int64_t(16)))
+      ->capture_default_str();
+  driver.app().add_option("--train-ahead-weight", c.ahead_weight, "--train: each extra head's weight in the loss")->capture_default_str();
   return driver.run(argc, argv, [&](kiln::Model &m) { build_gpt2(m, c); });
 }

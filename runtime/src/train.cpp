@@ -1,14 +1,17 @@
 // train.cpp - `--train`: the compiled training step run over a token file.
 //
 // Each step takes B (--batch) seeded windows of T + 1 tokens from the data (tokens = the first T,
-// targets = the last T; for a masked-LM entry, whose "targets" input has a mask_rate, T tokens
-// masked by kilnrt_tokens_mask from a third seeded stream) as a [B, T] batch, runs the entry that updates the
-// parameters (inputs "tokens" and "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV
+// targets = the last T; T + k with targets k ahead, Model::targets with Ahead; for a masked-LM
+// entry, whose "targets" input has a mask_rate, T tokens masked by kilnrt_tokens_mask from a
+// third seeded stream) as a [B, T] batch, runs the entry that updates the parameters (inputs
+// "tokens" and "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV
 // row and, every few steps, a progress line. The window of step k depends only on the seed and k,
 // so a run resumed from a checkpoint (whose optimizer.step says where it stopped) sees the same
 // data as one that never stopped. --lr writes the state optimizer.lr, the schedule's peak (zero:
-// the model's own). Checkpoints (parameters and the optimizer.* states) are written to a
+// the model's own); --steps writes optimizer.steps, where the model has it (an auxiliary loss
+// term's schedule: LossOptions::until). Checkpoints (parameters and the optimizer.* states) are written to a
 // temporary name and renamed.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -62,42 +65,63 @@ void readTokens(const Cli &cli, const kiln_entry_info &en, const std::string &pa
                          std::to_string(k) + " is outside the vocabulary [0, " + std::to_string(in.max_value) + ")");
 }
 
-// How an entry's windows become its inputs: next-token (tokens = the first T of T + 1 ids,
-// targets = the last T) or masked-LM (T ids, masked by kilnrt_tokens_mask).
+// How an entry's windows become its inputs: next-token (tokens = the first T of T + K ids; the
+// input "targets" the next T, and each target input `ahead` = k positions on the T from k: K is
+// the largest k) or masked-LM (T ids, masked by kilnrt_tokens_mask).
 struct Windows {
   const kiln_tensor_info *mlm = nullptr;  // the entry's masked-LM "targets", or null
   int64_t vocab = 0;
+  struct Target {
+    const char *name;
+    int64_t ahead;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Target> ahead;  // next-token targets, each `ahead` positions on
   std::vector<int32_t> tokens, targets;
-  int64_t span(int64_t T) const { return mlm ? T : T + 1; }  // ids a window reads
+  int64_t reach() const {
+    int64_t k = 1;
+    for (const Target &t : ahead) k = std::max(k, t.ahead);
+    return k;
+  }
+  int64_t span(int64_t T) const { return mlm ? T : T + reach(); }  // ids a window reads
   // One window per sequence of the batch (`at[b]`; window b masked with maskSeeds[b]).
   void set(const Cli &cli, kilnrt_session *s, const std::vector<const int32_t *> &at, int64_t T,
            const std::vector<uint64_t> &maskSeeds) {
     const int64_t B = (int64_t)at.size();
     tokens.resize(B * T);
-    targets.resize(B * T);
+    if (mlm) targets.resize(B * T);
+    for (Target &t : ahead) t.ids.resize(B * T);
     for (int64_t b = 0; b < B; ++b) {
-      int32_t *tok = tokens.data() + b * T, *tgt = targets.data() + b * T;
+      int32_t *tok = tokens.data() + b * T;
       if (mlm) {
-        cli.check(kilnrt_tokens_mask(at[b], T, vocab, mlm->mask_token, mlm->mask_rate, maskSeeds[b], tok, tgt));
+        cli.check(kilnrt_tokens_mask(at[b], T, vocab, mlm->mask_token, mlm->mask_rate, maskSeeds[b], tok, targets.data() + b * T));
       } else {
         memcpy(tok, at[b], (size_t)T * 4);
-        memcpy(tgt, at[b] + 1, (size_t)T * 4);
+        for (Target &t : ahead) memcpy(t.ids.data() + b * T, at[b] + t.ahead, (size_t)T * 4);
       }
     }
     // One window: a 1-D sequence (a model without a batch takes only that).
-    kilnrt_tensor ti{KILN_I32, B > 1 ? 2 : 1, {B > 1 ? B : T, T}, tokens.data()};
-    kilnrt_tensor tt{KILN_I32, B > 1 ? 2 : 1, {B > 1 ? B : T, T}, targets.data()};
-    cli.check(kilnrt_session_set_input(s, "tokens", &ti));
-    cli.check(kilnrt_session_set_input(s, "targets", &tt));
+    auto put = [&](const char *name, int32_t *ids) {
+      kilnrt_tensor ti{KILN_I32, B > 1 ? 2 : 1, {B > 1 ? B : T, T}, ids};
+      cli.check(kilnrt_session_set_input(s, name, &ti));
+    };
+    put("tokens", tokens.data());
+    if (mlm) put("targets", targets.data());
+    for (Target &t : ahead) put(t.name, t.ids.data());
   }
 };
-Windows windowsOf(const kiln_model_info &m, const kiln_entry_info &e) {
+Windows windowsOf(const Cli &cli, const kiln_model_info &m, const kiln_entry_info &e) {
   Windows w;
   for (int i = 0; i < e.n_inputs; ++i) {
     const kiln_tensor_info &in = m.io[e.inputs[i]];
-    if (strcmp(in.name, "targets") == 0 && in.mask_rate > 0) w.mlm = &in;
+    bool named = strcmp(in.name, "targets") == 0;
+    if (named && in.mask_rate > 0) w.mlm = &in;
+    else if (in.ahead > 0 || named) w.ahead.push_back({in.name, in.ahead > 0 ? in.ahead : 1, {}});
     if (strcmp(in.name, "tokens") == 0) w.vocab = in.max_value;
   }
+  if (w.mlm && !w.ahead.empty())
+    cli.die(1, std::string("--train: entry '") + e.name + "' has masked-LM targets and targets ahead ('" + w.ahead[0].name +
+                   "'): one kind per entry");
   return w;
 }
 }  // namespace
@@ -130,11 +154,13 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   }
   Tokens data, evalData;
   readTokens(cli, *en, f.data, "--data", data);
-  Windows win = windowsOf(m, *en), evalWin;
+  Windows win = windowsOf(cli, m, *en), evalWin;
   const int64_t n = data.size(), T = f.seq, span = win.span(T);
-  const std::string spanText = win.mlm ? "--seq = " + std::to_string(T) : "--seq + 1 = " + std::to_string(T + 1);
+  auto spanText = [&](const Windows &w) {
+    return w.mlm ? "--seq = " + std::to_string(T) : "--seq + " + std::to_string(w.reach()) + " = " + std::to_string(w.span(T));
+  };
   if (n < span)
-    cli.die(1, "--data '" + f.data + "' holds " + std::to_string(n) + " tokens, fewer than one window of " + spanText);
+    cli.die(1, "--data '" + f.data + "' holds " + std::to_string(n) + " tokens, fewer than one window of " + spanText(win));
   const int32_t *ids = data.ids();
   // --eval-data: the mean loss of the first min(64, available) non-overlapping windows, by the
   // entry that returns a loss without updating anything.
@@ -145,10 +171,10 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
         ev = &m.entries[e];
     if (!ev) cli.die(1, "--eval-data: the model has no evaluation entry (one returning \"loss\" that trains nothing)");
     readTokens(cli, *ev, f.eval_data, "--eval-data", evalData);
-    evalWin = windowsOf(m, *ev);
+    evalWin = windowsOf(cli, m, *ev);
     if (evalData.size() < evalWin.span(T))
       cli.die(1, "--eval-data '" + f.eval_data + "' holds " + std::to_string(evalData.size()) +
-                     " tokens, fewer than one window of " + spanText);
+                     " tokens, fewer than one window of " + spanText(evalWin));
   } else if (f.eval_every) {
     cli.die(1, "--eval-every needs --eval-data");
   }
@@ -169,6 +195,12 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     cli.check(kilnrt_session_state(s, "optimizer.lr", &peak));
     ((float *)peak.data)[0] = (float)*f.lr;
   }
+  for (int i = 0; i < m.n_states; ++i)  // the run's total, which a loss term's weight schedule reads (LossOptions::until)
+    if (strcmp(m.states[i].name, "optimizer.steps") == 0) {
+      kilnrt_tensor total{};
+      cli.check(kilnrt_session_state(s, "optimizer.steps", &total));
+      ((float *)total.data)[0] = (float)f.steps;
+    }
   kilnrt_tensor stepState{};
   cli.check(kilnrt_session_state(s, "optimizer.step", &stepState));
   const int64_t first = (int64_t)((const float *)stepState.data)[0] + 1;

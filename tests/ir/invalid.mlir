@@ -348,6 +348,22 @@ func.func @adamw_step_moment_not_a_state(%p: tensor<4xf32>, %s: tensor<1xf32>) -
 
 // -----
 
+func.func @loss_weight_until(%s: tensor<1xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{expected until in [0, 1] (a fraction of the training steps), got 1.5}}
+  %w = kiln.loss_weight %s, %s {weight = 1.0 : f32, until = 1.5 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
+  return %w : tensor<1xf32>
+}
+
+// -----
+
+func.func @loss_weight_total(%s: tensor<1xf32>, %t: tensor<2xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{expected the total to be a [1] f32 scalar, got 'tensor<2xf32>'}}
+  %w = kiln.loss_weight %s, %t {weight = 1.0 : f32, until = 0.5 : f32} : (tensor<1xf32>, tensor<2xf32>) -> tensor<1xf32>
+  return %w : tensor<1xf32>
+}
+
+// -----
+
 func.func @adamw_step_scalar(%p: tensor<4xf32>, %t: tensor<2xf32>, %s: tensor<1xf32>) -> tensor<4xf32> {
   %m = kiln.state "optimizer.m.p" : tensor<4xf32>
   %v = kiln.state "optimizer.v.p" : tensor<4xf32>

@@ -105,8 +105,9 @@ func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x1
 // CHECK: kiln.sum_squares
 // CHECK: kiln.step_count
 // CHECK: kiln.learning_rate %{{.*}}, %{{.*}} {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
+// CHECK: kiln.loss_weight %{{.*}}, %{{.*}} {until = 2.500000e-01 : f32, weight = 5.000000e-01 : f32}
 // CHECK: kiln.adamw_step %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, clip_norm = 1.000000e+00 : f32, eps = 9.99999993E-9 : f32, weight_decay = 0.00999999977 : f32}
-func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
+func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) {
   %p = kiln.param "p" : tensor<64xf32>
   %s = kiln.state "optimizer.step" : tensor<1xf32>
   %m = kiln.state "optimizer.m.p" : tensor<64xf32>
@@ -115,6 +116,8 @@ func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
   %t = kiln.step_count %s : (tensor<1xf32>) -> tensor<1xf32>
   %peak = kiln.state "optimizer.lr" : tensor<1xf32>
   %lr = kiln.learning_rate %t, %peak {lr = 1.0e-3 : f32, warmup = 10 : i64, decay_steps = 100 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
+  %total = kiln.state "optimizer.steps" : tensor<1xf32>
+  %w = kiln.loss_weight %s, %total {weight = 0.5 : f32, until = 0.25 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
   %p1 = kiln.adamw_step %p, %m, %v, %g, %sq, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>
-  return %sq, %lr : tensor<1xf32>, tensor<1xf32>
+  return %sq, %lr, %w : tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
 }

@@ -75,8 +75,9 @@ def gpt2_weights(g, layers, d, vocab, ctx):
     return w
 
 
-def gpt2_logits(w, tokens, layers, d, heads):
-    """GPT-2's forward pass: the logits of every position (the head tied to wte)."""
+def gpt2_logits(w, tokens, layers, d, heads, hidden=None):
+    """GPT-2's forward pass: the logits of every position (the head tied to wte). A list given as
+    `hidden` receives each block's output."""
     x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][: len(tokens)]
     for i in range(layers):
         p = f"transformer.h.{i}."
@@ -87,6 +88,8 @@ def gpt2_logits(w, tokens, layers, d, heads):
         h = F.layer_norm(x, (d,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], 1e-5)
         h = F.gelu(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
         x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+        if hidden is not None:
+            hidden.append(x)
     x = F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
     return x @ w["transformer.wte.weight"].T
 

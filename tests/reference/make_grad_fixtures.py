@@ -8,7 +8,9 @@ them), the tokens and targets, the loss, and every parameter's gradient (grads.s
 under kiln's parameter names). And tests/fixtures/gpt2_adamw/: 20 training steps of a smaller
 one by torch.optim.AdamW with kiln's schedule and clipping on the windows kiln's --train draws:
 the initial and final weights, the data, each step's loss and learning rate. And
-tests/fixtures/bert_mlm_grad/: a small BertForMaskedLM's masked-LM loss and gradients; and
+tests/fixtures/gpt2_aux_{grad,adamw}/: the same with Al-Rfou et al.'s auxiliary losses
+(intermediate blocks through the shared head, dropped on schedule; heads for tokens further
+ahead). And tests/fixtures/bert_mlm_grad/: a small BertForMaskedLM's masked-LM loss and gradients; and
 tests/fixtures/transformer_grad/: torch.nn.Transformer's teacher-forced loss and gradients. And
 tests/fixtures/reformer_grad{,_16}/: examples/reformer's reversible stack (full causal attention;
 4 and 16 layers) as plain autograd without reversal; tests/fixtures/reformer_lsh_grad/: the
@@ -203,9 +205,10 @@ def mix(x):
     return x ^ (x >> 31)
 
 
-def window_start(seed, step, n, T):
-    """The first token of step `step`'s window (./model --train --seed S), as runtime/src/train.cpp."""
-    return mix((mix(seed ^ 0x7261696E) + step) & M64) % (n - T)
+def window_start(seed, step, n, T, reach=1):
+    """The first token of step `step`'s window (./model --train --seed S) of T + reach tokens, as
+    runtime/src/train.cpp."""
+    return mix((mix(seed ^ 0x7261696E) + step) & M64) % (n - T - reach + 1)
 
 
 def gpt2_adamw(g, steps=20, layers=2, d=32, heads=2, vocab=64, ctx=32, T=19, n=150, seed=5,
@@ -250,6 +253,84 @@ def gpt2_adamw(g, steps=20, layers=2, d=32, heads=2, vocab=64, ctx=32, T=19, n=1
     np.save(os.path.join(out, "data.npy"), data.numpy().astype(np.int64))
     np.save(os.path.join(out, "losses.npy"), np.array(losses, dtype=np.float32))
     np.save(os.path.join(out, "lrs.npy"), np.array(rates, dtype=np.float32))
+
+
+def gpt2_aux_loss(w, tokens, targets, layers, d, heads, ahead_weight=0.5, step=None, total=None):
+    """examples/gpt2 --train-aux-layers --train-ahead K's loss (Al-Rfou et al. 2018's auxiliary
+    losses): the next-token loss; block l's output (l = 1 .. layers-1) through the shared head
+    (ln_f, the tied embedding), weight 1, while step <= l / (2 layers) * total (always when
+    total is None); and heads aux.ahead.k predicting targets[k] (the token k ahead), weight
+    ahead_weight each. targets: {k: ids}, k = 1 the next token."""
+    hidden = []
+    logits = gpt2_logits(w, tokens, layers, d, heads, hidden)
+    loss = F.cross_entropy(logits, targets[1], ignore_index=-1)
+    norm = lambda x: F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
+    for l in range(1, layers):
+        if total is None or step <= l / (2 * layers) * total:
+            loss = loss + F.cross_entropy(norm(hidden[l - 1]) @ w["transformer.wte.weight"].T, targets[1], ignore_index=-1)
+    h = norm(hidden[-1])
+    for k in sorted(targets):
+        if k >= 2:
+            loss = loss + ahead_weight * F.cross_entropy(h @ w[f"aux.ahead.{k}.weight"].T, targets[k], ignore_index=-1)
+    return loss
+
+
+def gpt2_aux_grad(g, layers=3, d=32, heads=2, vocab=64, ctx=32, n=19, K=3):
+    """gpt2_aux_loss's gradients: every term counts (the `gradients` entry outside --train);
+    targets.k for k = 2 .. K, a few -1: tests/fixtures/gpt2_aux_grad/."""
+    w = gpt2_weights(g, layers, d, vocab, ctx)
+    for k in range(2, K + 1):
+        w[f"aux.ahead.{k}.weight"] = torch.randn(vocab, d, generator=g) * 0.2
+    for t in w.values():
+        t.requires_grad_(True)
+    seq = torch.randint(0, vocab, (n + K,), generator=g)
+    tokens = seq[:n]
+    targets = {k: seq[k:n + k].clone() for k in range(1, K + 1)}
+    targets[1][[4, 11]] = -1
+    targets[2][[0, 17]] = -1
+    loss = gpt2_aux_loss(w, tokens, targets, layers, d, heads)
+    loss.backward()
+    inputs = {"tokens": tokens, "targets": targets[1]}
+    inputs.update({f"targets.{k}": targets[k] for k in range(2, K + 1)})
+    save_grad_fixture("gpt2_aux_grad", w, inputs, loss)
+
+
+def gpt2_aux_adamw(g, steps=10, layers=3, d=32, heads=2, vocab=64, ctx=32, T=19, n=150, seed=5, lr=3e-3, warmup=3, K=2):
+    """examples/gpt2 --train --train-aux-layers --train-ahead 2 (--train-lr 3e-3 --train-warmup 3,
+    constant after it) for `steps` steps of `./gpt2 --train --seq T --steps 10 --seed 5`: the
+    windows hold T + K tokens; block 1's term counts at step 1 only (1/6 of 10), block 2's at
+    steps 1 .. 3 (2/6 of 10). torch.optim.AdamW as gpt2_adamw: tests/fixtures/gpt2_aux_adamw/."""
+    w = gpt2_weights(g, layers, d, vocab, ctx)
+    for k in range(2, K + 1):
+        w[f"aux.ahead.{k}.weight"] = torch.randn(vocab, d, generator=g) * 0.2
+    name = lambda k: k[len("transformer."):] if k.startswith("transformer.") else k
+    init = {name(k): v.clone() for k, v in w.items()}
+    for t in w.values():
+        t.requires_grad_(True)
+    data = torch.randint(0, vocab, (n,), generator=g)
+    decayed = [t for t in w.values() if t.dim() >= 2]
+    plain = [t for t in w.values() if t.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
+                            lr=lr, betas=(0.9, 0.95), eps=1e-8)
+    losses = []
+    for step in range(1, steps + 1):
+        for group in opt.param_groups:
+            group["lr"] = lr * step / warmup if step <= warmup else lr
+        s = window_start(seed, step, n, T, K)
+        targets = {k: data[s + k:s + k + T] for k in range(1, K + 1)}
+        opt.zero_grad()
+        loss = gpt2_aux_loss(w, data[s:s + T], targets, layers, d, heads, step=step, total=steps)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(w.values()), 1.0)
+        opt.step()
+        losses.append(loss.item())
+
+    out = os.path.join(ROOT, "gpt2_aux_adamw")
+    os.makedirs(out, exist_ok=True)
+    save_safetensors(os.path.join(out, "init.safetensors"), init)
+    save_safetensors(os.path.join(out, "final.safetensors"), {name(k): v.detach() for k, v in w.items()})
+    np.save(os.path.join(out, "data.npy"), data.numpy().astype(np.int64))
+    np.save(os.path.join(out, "losses.npy"), np.array(losses, dtype=np.float32))
 
 
 def lsh_attention(qk, v, rot, chunk, causal, margins):
@@ -443,6 +524,8 @@ def sparse_grad(g, name, pattern, combine, layers=2, d=32, heads=2, vocab=64, ct
 FIXTURES = {
     "gpt2_grad": lambda: gpt2_grad(torch.Generator().manual_seed(2027)),
     "gpt2_adamw": lambda: gpt2_adamw(torch.Generator().manual_seed(2028)),
+    "gpt2_aux_grad": lambda: gpt2_aux_grad(torch.Generator().manual_seed(2060)),
+    "gpt2_aux_adamw": lambda: gpt2_aux_adamw(torch.Generator().manual_seed(2061)),
     "bert_mlm_grad": lambda: bert_mlm_grad(torch.Generator().manual_seed(2029)),
     "transformer_grad": lambda: transformer_grad(torch.Generator().manual_seed(2030)),
     "gpt2_grad_b3": lambda: gpt2_grad_batch(torch.Generator().manual_seed(2031)),

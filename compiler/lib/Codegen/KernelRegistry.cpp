@@ -62,6 +62,7 @@ Func generate(Builder &B) {
     case KernelOp::SumSquares:
     case KernelOp::StepCount:
     case KernelOp::LearningRate:
+    case KernelOp::LossWeight:
     case KernelOp::AdamWStep: return buildOptimizer(B);
     case KernelOp::LshSort:  // the runtime's (kilnrt_kernel_lsh_sort)
     case KernelOp::None: break;

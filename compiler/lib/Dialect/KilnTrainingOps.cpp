@@ -1,6 +1,8 @@
 // KilnTrainingOps.cpp - the training ops (KilnOps.td's last section): the loss, constants and
 // the backward's kernels. Each op's verifier and its hooks, in KilnOps.td's order. Verifier
 // messages start with "expected"; dynamic dims (`?`) match anything.
+#include <cmath>
+
 #include "VerifyUtils.h"
 #include "kiln/Dialect/KilnDialect.h"
 #include "mlir/IR/Builders.h"
@@ -292,6 +294,20 @@ void LearningRateOp::getKernelAttrs(KernelAttrs &a) {
   a.set("warmup", (int64_t)getWarmup());
   a.set("decay_steps", (int64_t)getDecaySteps());
   a.setFloat("min_ratio", getMinRatio().convertToFloat());
+}
+
+LogicalResult LossWeightOp::verify() {
+  if (failed(expectScalar(*this, "step", getStep())) || failed(expectScalar(*this, "total", getTotal())) ||
+      failed(expectScalar(*this, "result", getResult())))
+    return failure();
+  float w = getWeight().convertToFloat(), u = getUntil().convertToFloat();
+  if (!std::isfinite(w)) return emitOpError("expected a finite weight");
+  if (!(u >= 0.0f && u <= 1.0f)) return emitOpError("expected until in [0, 1] (a fraction of the training steps), got ") << u;
+  return success();
+}
+void LossWeightOp::getKernelAttrs(KernelAttrs &a) {
+  a.setFloat("weight", getWeight().convertToFloat());
+  a.setFloat("until", getUntil().convertToFloat());
 }
 
 LogicalResult AdamWStepOp::verify() {

@@ -108,6 +108,9 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     case OpKind::CrossEntropy:
       r = CrossEntropyOp::create(b, loc, t, in(0), in(1), b.getI64IntegerAttr(n.ignore_index));
       break;
+    case OpKind::LossWeight:
+      r = LossWeightOp::create(b, loc, t, in(0), in(1), b.getF32FloatAttr(n.factor), b.getF32FloatAttr(n.until));
+      break;
     case OpKind::CacheWrite:
       r = CacheWriteOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value());
       break;
@@ -194,6 +197,7 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
       if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
       if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
       if (n.ignore_index < 0) f.setArgAttr(a, "kiln.ignore_id", b.getI64IntegerAttr(n.ignore_index));
+      if (n.ahead > 0) f.setArgAttr(a, "kiln.ahead", b.getI64IntegerAttr(n.ahead));  // targets k ahead: what --train sets
       if (n.mask_rate > 0) {  // masked-LM targets: what --train masks
         f.setArgAttr(a, "kiln.mask_rate", b.getF32FloatAttr(n.mask_rate));
         f.setArgAttr(a, "kiln.mask_token", b.getI64IntegerAttr(n.mask_token));

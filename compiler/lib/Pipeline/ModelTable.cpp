@@ -28,7 +28,7 @@ std::string cstr(StringRef s) {
 std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> syms, ArrayRef<int64_t> bounds, int64_t vocab,
                        StringRef init, float scale, bool optional = false, bool transposed = false,
                        int64_t panelCols = 0, int64_t ignoreId = 0, float maskRate = 0, int64_t maskToken = 0,
-                       ArrayRef<int64_t> factors = {}) {
+                       ArrayRef<int64_t> factors = {}, int64_t ahead = 0) {
   std::ostringstream os, dims;
   int rank = 0;
   for (int64_t d = 0; d < t.getRank(); ++d) {
@@ -44,7 +44,7 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
   os << "}, " << vocab << ", "
      << (init == "ones" ? "KILN_INIT_ONES" : init == "zeros" ? "KILN_INIT_ZEROS" : "KILN_INIT_NORMAL") << ", "
      << "(float)" << scale << ", " << (optional ? 1 : 0) << ", " << (transposed ? 1 : 0) << ", " << panelCols << ", " << ignoreId << ", (float)"
-     << maskRate << ", " << maskToken << "}";
+     << maskRate << ", " << maskToken << ", " << ahead << "}";
   return os.str();
 }
 
@@ -108,11 +108,12 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
       auto ignoreId = f.getArgAttrOfType<IntegerAttr>(i, "kiln.ignore_id");
       auto maskRate = f.getArgAttrOfType<FloatAttr>(i, "kiln.mask_rate");
       auto maskToken = f.getArgAttrOfType<IntegerAttr>(i, "kiln.mask_token");
+      auto ahead = f.getArgAttrOfType<IntegerAttr>(i, "kiln.ahead");
       ioInfo[n.str()] = tensorInfo(n.getValue(), cast<RankedTensorType>(f.getArgument(i).getType()),
                                    lengths->of(f.getArgument(i)), bnd, v ? v.getInt() : 0, "normal", 0,
                                    f.getArgAttr(i, "kiln.optional") != nullptr, false, 0,
                                    ignoreId ? ignoreId.getInt() : 0, maskRate ? (float)maskRate.getValueAsDouble() : 0.0f,
-                                   maskToken ? maskToken.getInt() : 0, factors);
+                                   maskToken ? maskToken.getInt() : 0, factors, ahead ? ahead.getInt() : 0);
       ins.push_back(ioIndex(n));
     }
     auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());

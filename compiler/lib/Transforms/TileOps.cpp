@@ -313,6 +313,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::LshChunkAttentionGrad:
         case kiln::KernelOp::StepCount:
         case kiln::KernelOp::LearningRate:
+        case kiln::KernelOp::LossWeight:
         case kiln::KernelOp::AdamWStep:
           if (gpu) {
             s.gpu_threads = gpuRowThreads(rt.getRank(), inner);

@@ -61,6 +61,9 @@ typedef struct kiln_tensor_info {
                          "tokens" and keeps their ids as targets, ignore_id elsewhere; 0 = next-token
                          targets */
   int64_t mask_token; /* masked-LM target inputs: the mask id */
+  int64_t ahead;      /* target inputs: --train sets position i to the token `ahead` positions after
+                         token i (Al-Rfou et al.'s multiple targets); 0 = the input "targets"
+                         takes the next token (1), other inputs are not set by --train */
 } kiln_tensor_info;
 
 /* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the

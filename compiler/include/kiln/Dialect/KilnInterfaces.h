@@ -63,6 +63,7 @@ enum class KernelOp {
   SumSquares,
   StepCount,
   LearningRate,
+  LossWeight,
   AdamWStep,
 };
 

@@ -868,6 +868,25 @@ def Kiln_LearningRateOp : Kiln_Op<"learning_rate", [Pure], "LearningRate", ["get
   let hasVerifier = 1;
 }
 
+def Kiln_LossWeightOp : Kiln_Op<"loss_weight", [Pure], "LossWeight", ["getKernelAttrs"]> {
+  let summary = "a loss term's weight at this step: `weight` while the term counts, then 0";
+  let description = [{
+    An auxiliary loss term that counts for the first part of training only (Model::loss with
+    LossOptions::until). `step` is the state optimizer.step as the forward reads it: the steps
+    already taken, s, so this step is t = s + 1; `total` is the state optimizer.steps, the run's
+    total T (`./model --train --steps T` writes it; 0 outside such a run). The result is
+    `weight` when T <= 0, or until = 0, or t <= until · T; else 0. The term is multiplied by it
+    (kiln.mul), so a dropped term adds exactly 0 to the loss and to every gradient.
+
+    ```mlir
+    %w = kiln.loss_weight %step, %total {weight = 1.0 : f32, until = 0.25 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$step, AnyRankedTensor:$total, F32Attr:$weight, F32Attr:$until);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_AdamWStepOp : Kiln_Op<"adamw_step", [], "AdamWStep", ["getKernelAttrs", "getCost"]> {
   let summary = "in place: a parameter's AdamW step with its two moments, as torch.optim.AdamW, in one pass";
   let description = [{

@@ -1,6 +1,6 @@
 // Optimizer.cpp - the training step's optimizer: the gradients' sum of squares (for global-norm
 // clipping), the step counter, the learning-rate schedule, and AdamW's moments and parameter
-// update, as torch.optim.AdamW computes them. The step counter and AdamW run in place (kiln's
+// update, as torch.optim.AdamW computes them; and an auxiliary loss term's weight schedule. The step counter and AdamW run in place (kiln's
 // in-place ops: the kernel's output is its first input's buffer, each element read before it is
 // written); AdamW's kernel also writes the two moments' buffers, its further outputs.
 #include "Kernels.h"
@@ -67,6 +67,13 @@ Func buildOptimizer(Builder &B) {
       out(v) = rate;
       return out;
     }
+    case KernelOp::LossWeight: {  // t = s + 1 counts while t <= until · T (always when T <= 0)
+      LossWeightOp op = B.op<LossWeightOp>();
+      const float w = op.getWeight().convertToFloat(), until = op.getUntil().convertToFloat();
+      Expr s = B.in[0](0), total = B.in[1](0);
+      out(v) = until > 0.0f ? select(total <= 0.0f || s + 1.0f <= until * total, w, 0.0f) : Expr(w);
+      break;
+    }
     case KernelOp::AdamWStep: {
       // One pass: each element of p, m, v and g read once, p, m and v written (a Tuple: the
       // result, then the moments' buffers, the kernel's further outputs).
@@ -87,7 +94,7 @@ Func buildOptimizer(Builder &B) {
     }
     default: throw std::runtime_error("kernel " + k.kind + " is not the optimizer's");
   }
-  B.rowwise(out, v, /*inPlace=*/k.op != KernelOp::LearningRate);
+  B.rowwise(out, v, /*inPlace=*/k.op != KernelOp::LearningRate && k.op != KernelOp::LossWeight);
   return out;
 }
 

@@ -120,6 +120,7 @@ struct Node {
   GeluApprox approx = GeluApprox::Erf;
   Mask mask;
   float eps = 0, factor = 1;
+  float until = 0;  // loss_weight: the fraction of the training steps its term counts for
   int64_t axis = 0, offset = 0, vocab = 0;
   std::vector<int64_t> perm;
   Init init = Init::Normal;
@@ -139,6 +140,7 @@ struct Node {
   int reversible_part = 0;   // ... and its part: 0 the halves, sums and concat; 1 F; 2 G
   float mask_rate = 0;       // masked-LM target inputs: the fraction --train masks, and the mask id
   int64_t mask_token = 0;
+  int64_t ahead = 0;  // target inputs: --train's target is the token this many positions on (0: "targets"' convention)
   int state_batch = -1;  // a state: the batch symbol it holds one copy per sequence of (-1: one copy)
   SourceLoc loc;
 };
@@ -181,8 +183,22 @@ struct MaskedLM {
   float rate = 0.15f;
 };
 
+// Targets `k` positions ahead (Al-Rfou et al. 2018's multiple targets): position i's target is
+// the token at i + k. `./model --train` fills such an input from the same window as the
+// entry's "targets" (the next token, k = 1), which then spans T + k ids.
+struct Ahead {
+  int64_t k = 2;
+  int64_t ignore_index = -1;
+};
+
 struct LossOptions {
   float weight = 1.0f;
+  // A term for the first part of training only (an auxiliary loss that is dropped, as Al-Rfou et
+  // al. 2018 drop each intermediate layer's): with `until` in (0, 1], the term counts at the
+  // training steps t <= until · T (t from 1; T the run's total, `./model --train --steps T`)
+  // and is multiplied by 0 after them (kiln.loss_weight). Outside such a run (T unknown: an
+  // entry run on its own) it always counts. 0: always.
+  float until = 0.0f;
 };
 
 // AdamW as torch.optim.AdamW: decoupled weight decay, bias-corrected moments.
@@ -242,6 +258,8 @@ class Model {
   // Masked-LM targets (-1 where a position is not masked): --train masks the entry's "tokens"
   // (MaskedLM) and sets these, instead of shifting the window by one.
   Tensor targets(const std::string &name, Dim length, int64_t vocab, MaskedLM mlm, SourceLoc loc = SourceLoc::current());
+  // Targets k positions ahead (Ahead): --train sets them with the entry's "targets".
+  Tensor targets(const std::string &name, Dim length, int64_t vocab, Ahead ahead, SourceLoc loc = SourceLoc::current());
   // Adds weight · t (a [1] scalar of this entry, such as a cross_entropy) to the entry's loss,
   // its output "loss" (the sum of every term added).
   void loss(Tensor t, LossOptions opt = {}, SourceLoc loc = SourceLoc::current());
