@@ -5,10 +5,11 @@
 # OUT/ngram.txt and, with gnuplot or matplotlib, OUT/curve.png. Not run by ./test.sh.
 #
 #   bench/train/run.sh [OUT]     (default build/train-demo; STEPS=8000 SEQ=128 LAYERS=4 D=128: about 4 minutes on 2 cores)
+#   EXTRA='--train-aux-layers --train-ahead 2' bench/train/run.sh OUT   (more gpt2-compile flags: the auxiliary losses)
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$ROOT/build/train-demo}
-STEPS=${STEPS:-8000} SEQ=${SEQ:-128} LAYERS=${LAYERS:-4} D=${D:-128}
+STEPS=${STEPS:-8000} SEQ=${SEQ:-128} LAYERS=${LAYERS:-4} D=${D:-128} EXTRA=${EXTRA:-}
 mkdir -p "$OUT"
 python3 "$ROOT/bench/train/bytes.py" data "$OUT"
 : > "$OUT/ngram.txt"
@@ -17,7 +18,7 @@ for order in 1 2 3; do
 done
 cat "$OUT/ngram.txt"
 "$ROOT/build/bin/gpt2-compile" --train --layers "$LAYERS" --d-model "$D" --heads 4 --vocab 256 --ctx "$SEQ" \
-  --train-lr 2e-3 --train-warmup 100 --train-decay-steps "$STEPS" --quiet -o "$OUT/bytes-gpt"
+  --train-lr 2e-3 --train-warmup 100 --train-decay-steps "$STEPS" $EXTRA --quiet -o "$OUT/bytes-gpt"
 "$OUT/bytes-gpt" --train --data "$OUT/train.npy" --eval-data "$OUT/val.npy" --seq "$SEQ" --steps "$STEPS" \
   --eval-every $((STEPS / 20)) --seed 1 --log "$OUT/log.csv" --save "$OUT/ckpt.safetensors"
 o3=$(sed -n 's/order 3: \(.*\) nats/\1/p' "$OUT/ngram.txt")

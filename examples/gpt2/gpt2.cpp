@@ -17,7 +17,10 @@
 //   ./gpt2 --weights model.safetensors --tokens 464,3290,318
 //
 // --train adds `gradients` (tokens, targets -> loss and grad.<param>), `eval` (the loss) and
-// `train_step` (AdamW in place), which `./gpt2 --train --data bytes.npy ...` runs.
+// `train_step` (AdamW in place), which `./gpt2 --train --data bytes.npy ...` runs;
+// --train-aux-layers and --train-ahead K add Al-Rfou et al.'s auxiliary losses to `gradients`
+// and `train_step` (intermediate blocks through the shared head, dropped on a schedule; heads
+// for the tokens 2 .. K ahead).
 #include "kiln/Driver/Driver.h"
 #include "kiln/dsl/Ops.h"
 
