@@ -53,6 +53,30 @@ inline double maxRelDiff(const ref::T &want, const ref::T &got, double *maxWant 
   return maxRef > 0 ? maxDiff / maxRef : maxDiff;
 }
 
+// The weights a `--train` run saved (`got`) against a PyTorch fixture's final.safetensors after
+// the same steps, from its init.safetensors: each within 1e-4 of max |torch|, and each moved
+// (else the comparison would prove nothing). GPT-2's c_attn key bias adds q·b_k to every
+// score of a row, which softmax cancels: its exact gradient is zero and what either side
+// computes is rounding noise that Adam scales to steps of up to lr, so its query and value
+// thirds are compared.
+inline void expectTrainedWeights(const std::string &fixtureDir, const std::string &got, const std::string &what) {
+  std::map<std::string, ref::T> want = loadWeights(fixtureDir + "/final.safetensors"),
+                                init = loadWeights(fixtureDir + "/init.safetensors"), have = loadWeights(got);
+  for (auto &[name, wAll] : want) {
+    std::string k = have.count(name) ? name : "transformer." + name;
+    ASSERT_TRUE(have.count(k)) << name;
+    ASSERT_EQ(have[k].shape, wAll.shape) << name;
+    ref::T w = wAll;
+    if (name.ends_with("attn.c_attn.bias")) {
+      const size_t d = w.v.size() / 3;
+      for (ref::T *t : {&w, &have[k], &init.at(name)}) t->v.erase(t->v.begin() + d, t->v.begin() + 2 * d);
+    }
+    double rel = maxRelDiff(w, have[k]);
+    EXPECT_LE(rel, 1e-4) << name << " after " << what << ": max |kiln - torch| / max |torch| = " << rel;
+    EXPECT_GT(maxRelDiff(w, init.at(name)), 1e-4) << name << " did not move: the comparison would prove nothing";
+  }
+}
+
 // Every reference gradient (parameter name -> tensor: a PyTorch fixture's, finite differences)
 // against the grad.<name>.npy an entry wrote into `outDir`: the same shape, a reference that is
 // not all zeros, and max |kiln - ref| <= 1e-4 max |ref|. Names `skip` accepts are the caller's to check.
