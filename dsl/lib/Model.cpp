@@ -161,6 +161,7 @@ void Model::loss(Tensor t, LossOptions opt, SourceLoc loc) {
     throw Error("loss: until must be a fraction of the training steps in (0, 1], or 0 for a term that always counts, got " +
                     std::to_string(opt.until),
                 loc);
+  if (!opt.name.empty()) output("loss." + opt.name, kiln::scale(t, 1.0f, loc), loc);  // its own kernel: t may be the loss
   Tensor term;
   if (opt.until > 0.0f) {  // weight · t while this step is within the first until · T, else 0 · t
     auto counter = [&](const char *name) {  // this entry's state, made by its first scheduled term

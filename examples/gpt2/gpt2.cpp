@@ -162,7 +162,7 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
                {.until = (float)(i + 1) / (float)(2 * c.layers)});
     }
     Tensor h = layer_norm(x, g, beta, {.eps = 1e-5f});
-    m.loss(cross_entropy(linear(h, w), targets));
+    m.loss(cross_entropy(linear(h, w), targets), {.name = "next"});  // --train logs it as loss.next
     for (int64_t k = 2; k <= c.ahead; ++k) {
       std::string name = "aux.ahead." + std::to_string(k) + ".weight";
       Tensor tk = m.targets("targets." + std::to_string(k), N, c.vocab, Ahead{.k = k});

@@ -4,7 +4,7 @@
 // targets = the last T; T + k with targets k ahead, Model::targets with Ahead; for a masked-LM
 // entry, whose "targets" input has a mask_rate, T tokens masked by kilnrt_tokens_mask from a
 // third seeded stream) as a [B, T] batch, runs the entry that updates the parameters (inputs
-// "tokens" and "targets", outputs "loss", "lr" and "grad_sumsq"), logs a CSV
+// "tokens" and "targets", outputs "loss", "lr" and "grad_sumsq", and any "loss.<term>"), logs a CSV
 // row and, every few steps, a progress line. The window of step k depends only on the seed and k,
 // so a run resumed from a checkpoint (whose optimizer.step says where it stopped) sees the same
 // data as one that never stopped. --lr writes the state optimizer.lr, the schedule's peak (zero:
@@ -206,11 +206,18 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   const int64_t first = (int64_t)((const float *)stepState.data)[0] + 1;
   if (first > f.steps) cli.die(1, "--steps " + std::to_string(f.steps) + ": the checkpoint is already at step " +
                                       std::to_string(first - 1));
+  std::vector<const char *> terms;  // the loss terms the entry outputs by name (LossOptions::name): "loss.<name>"
+  for (int k = 0; k < en->n_outputs; ++k)
+    if (const char *o = m.io[en->outputs[k]].name; strncmp(o, "loss.", 5) == 0) terms.push_back(o);
   FILE *log = nullptr;
   if (!f.log.empty()) {
     log = fopen(f.log.c_str(), first > 1 ? "a" : "w");
     if (!log) cli.die(1, "cannot write --log '" + f.log + "': " + strerror(errno));
-    if (first == 1) fprintf(log, "step,loss,eval_loss,lr,grad_norm,tokens_per_s,elapsed_s\n");
+    if (first == 1) {
+      fprintf(log, "step,loss,eval_loss,lr,grad_norm,tokens_per_s,elapsed_s");
+      for (const char *t : terms) fprintf(log, ",%s", t);
+      fprintf(log, "\n");
+    }
   }
   std::unique_ptr<FILE, int (*)(FILE *)> lguard(log, [](FILE *p) { return p ? fclose(p) : 0; });
   auto save = [&](int64_t step) {
@@ -248,13 +255,24 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
       snprintf(buf, sizeof buf, "%.6g", evaluate());
       evalCell = buf;
     }
+    std::string termCells, termText;
+    for (const char *t : terms) {
+      char buf[96];
+      float v = scalar(cli, s, t);
+      snprintf(buf, sizeof buf, ",%.6g", v);
+      termCells += buf;
+      snprintf(buf, sizeof buf, " (%s %.4f)", t, v);
+      termText += buf;
+    }
     if (log) {
-      fprintf(log, "%lld,%.6g,%s,%.6g,%.6g,%.1f,%.3f\n", (long long)step, loss, evalCell.c_str(), lr, gn, B * T / secs, elapsed);
+      fprintf(log, "%lld,%.6g,%s,%.6g,%.6g,%.1f,%.3f%s\n", (long long)step, loss, evalCell.c_str(), lr, gn, B * T / secs,
+              elapsed, termCells.c_str());
       fflush(log);
     }
     if (!f.quiet && (step % every == 0 || step == first || step == f.steps || !evalCell.empty()))
-      fprintf(stderr, "step %lld/%lld  loss %.4f%s%s  lr %.3g  grad norm %.3g  %.0f tok/s  %.1f s\n", (long long)step,
-              (long long)f.steps, loss, evalCell.empty() ? "" : "  eval loss ", evalCell.c_str(), lr, gn, B * T / secs, elapsed);
+      fprintf(stderr, "step %lld/%lld  loss %.4f%s%s%s  lr %.3g  grad norm %.3g  %.0f tok/s  %.1f s\n", (long long)step,
+              (long long)f.steps, loss, termText.c_str(), evalCell.empty() ? "" : "  eval loss ", evalCell.c_str(), lr, gn,
+              B * T / secs, elapsed);
     if (f.save_every > 0 && step % f.save_every == 0 && step != f.steps) {
       save(step);
       lastSaved = step;

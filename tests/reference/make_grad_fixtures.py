@@ -260,10 +260,11 @@ def gpt2_aux_loss(w, tokens, targets, layers, d, heads, ahead_weight=0.5, step=N
     losses): the next-token loss; block l's output (l = 1 .. layers-1) through the shared head
     (ln_f, the tied embedding), weight 1, while step <= l / (2 layers) * total (always when
     total is None); and heads aux.ahead.k predicting targets[k] (the token k ahead), weight
-    ahead_weight each. targets: {k: ids}, k = 1 the next token."""
+    ahead_weight each. targets: {k: ids}, k = 1 the next token. Returns the loss and its first
+    term, the next-token loss."""
     hidden = []
     logits = gpt2_logits(w, tokens, layers, d, heads, hidden)
-    loss = F.cross_entropy(logits, targets[1], ignore_index=-1)
+    loss = nxt = F.cross_entropy(logits, targets[1], ignore_index=-1)
     norm = lambda x: F.layer_norm(x, (d,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], 1e-5)
     for l in range(1, layers):
         if total is None or step <= l / (2 * layers) * total:
@@ -272,7 +273,7 @@ def gpt2_aux_loss(w, tokens, targets, layers, d, heads, ahead_weight=0.5, step=N
     for k in sorted(targets):
         if k >= 2:
             loss = loss + ahead_weight * F.cross_entropy(h @ w[f"aux.ahead.{k}.weight"].T, targets[k], ignore_index=-1)
-    return loss
+    return loss, nxt
 
 
 def gpt2_aux_grad(g, layers=3, d=32, heads=2, vocab=64, ctx=32, n=19, K=3):
@@ -288,7 +289,7 @@ def gpt2_aux_grad(g, layers=3, d=32, heads=2, vocab=64, ctx=32, n=19, K=3):
     targets = {k: seq[k:n + k].clone() for k in range(1, K + 1)}
     targets[1][[4, 11]] = -1
     targets[2][[0, 17]] = -1
-    loss = gpt2_aux_loss(w, tokens, targets, layers, d, heads)
+    loss, _ = gpt2_aux_loss(w, tokens, targets, layers, d, heads)
     loss.backward()
     inputs = {"tokens": tokens, "targets": targets[1]}
     inputs.update({f"targets.{k}": targets[k] for k in range(2, K + 1)})
@@ -312,18 +313,19 @@ def gpt2_aux_adamw(g, steps=10, layers=3, d=32, heads=2, vocab=64, ctx=32, T=19,
     plain = [t for t in w.values() if t.dim() < 2]
     opt = torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95), eps=1e-8)
-    losses = []
+    losses, next_losses = [], []
     for step in range(1, steps + 1):
         for group in opt.param_groups:
             group["lr"] = lr * step / warmup if step <= warmup else lr
         s = window_start(seed, step, n, T, K)
         targets = {k: data[s + k:s + k + T] for k in range(1, K + 1)}
         opt.zero_grad()
-        loss = gpt2_aux_loss(w, data[s:s + T], targets, layers, d, heads, step=step, total=steps)
+        loss, nxt = gpt2_aux_loss(w, data[s:s + T], targets, layers, d, heads, step=step, total=steps)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(w.values()), 1.0)
         opt.step()
         losses.append(loss.item())
+        next_losses.append(nxt.item())
 
     out = os.path.join(ROOT, "gpt2_aux_adamw")
     os.makedirs(out, exist_ok=True)
@@ -331,6 +333,7 @@ def gpt2_aux_adamw(g, steps=10, layers=3, d=32, heads=2, vocab=64, ctx=32, T=19,
     save_safetensors(os.path.join(out, "final.safetensors"), {name(k): v.detach() for k, v in w.items()})
     np.save(os.path.join(out, "data.npy"), data.numpy().astype(np.int64))
     np.save(os.path.join(out, "losses.npy"), np.array(losses, dtype=np.float32))
+    np.save(os.path.join(out, "next_losses.npy"), np.array(next_losses, dtype=np.float32))
 
 
 def lsh_attention(qk, v, rot, chunk, causal, margins):

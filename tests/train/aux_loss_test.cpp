@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "grad_check.h"
 #include "kiln/dsl/Ops.h"
 
@@ -29,7 +31,8 @@ TEST(AuxLosses, GradientsOfEveryTermMatchPyTorch) {
 
 // Ten steps of `./gpt2 --train --steps 10`: block 1's term counts at step 1, block 2's at steps
 // 1-3, then only the next-token loss and the head two ahead (weight 0.5) remain. Each step's
-// loss and the final weights against torch.optim.AdamW on the same windows of T + 2 tokens.
+// loss, its next-token term and the final weights against torch.optim.AdamW on the same
+// windows of T + 2 tokens.
 TEST(AuxLosses, TenStepsDropTheIntermediateTermsOnScheduleAsTorch) {
   std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/gpt2_aux_adamw";
   std::string dir = kt::workDir("train_aux_adamw");
@@ -48,6 +51,16 @@ TEST(AuxLosses, TenStepsDropTheIntermediateTermsOnScheduleAsTorch) {
   std::vector<double> got = kt::trainLosses(dir + "/log.csv");
   ASSERT_EQ(got.size(), 10u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], losses.v[i], 1e-4 * losses.v[i]) << "loss at step " << i + 1;
+  // The next-token term on its own (LossOptions::name "next"): the log's column loss.next.
+  ref::T next = kt::loadNpy(fx + "/next_losses.npy");
+  std::ifstream log(dir + "/log.csv");
+  std::string header, row;
+  std::getline(log, header);
+  EXPECT_TRUE(header.ends_with(",loss.next")) << header;
+  for (size_t i = 0; std::getline(log, row) && i < next.v.size(); ++i) {
+    double v = std::stod(row.substr(row.rfind(',') + 1));
+    EXPECT_NEAR(v, next.v[i], 1e-4 * next.v[i]) << "loss.next at step " << i + 1;
+  }
   ASSERT_TRUE(kt::loadWeights(fx + "/final.safetensors").count("aux.ahead.2.weight"));
   kt::expectTrainedWeights(fx, dir + "/final.safetensors", "10 steps");
 }

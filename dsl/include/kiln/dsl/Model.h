@@ -199,6 +199,10 @@ struct LossOptions {
   // and is multiplied by 0 after them (kiln.loss_weight). Outside such a run (T unknown: an
   // entry run on its own) it always counts. 0: always.
   float until = 0.0f;
+  // Non-empty: the entry also outputs the term before its weight as "loss.<name>" (`--train`
+  // logs each such output beside the total, so the next-token loss of a run with auxiliary
+  // terms can be followed on its own).
+  std::string name;
 };
 
 // AdamW as torch.optim.AdamW: decoupled weight decay, bias-corrected moments.
