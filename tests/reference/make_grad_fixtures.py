@@ -211,6 +211,15 @@ def window_start(seed, step, n, T, reach=1):
     return mix((mix(seed ^ 0x7261696E) + step) & M64) % (n - T - reach + 1)
 
 
+def gpt2_optimizer(w, lr):
+    """examples/gpt2's AdamW: betas 0.9, 0.95, eps 1e-8, weight decay 0.1 on matrices, none on
+    vectors."""
+    decayed = [t for t in w.values() if t.dim() >= 2]
+    plain = [t for t in w.values() if t.dim() < 2]
+    return torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
+                             lr=lr, betas=(0.9, 0.95), eps=1e-8)
+
+
 def gpt2_adamw(g, steps=20, layers=2, d=32, heads=2, vocab=64, ctx=32, T=19, n=150, seed=5,
                lr=3e-3, warmup=5, decay=15, min_ratio=0.1):
     """examples/gpt2's train_step for `steps` steps (gpt2-compile --train --train-lr 3e-3
@@ -222,10 +231,7 @@ def gpt2_adamw(g, steps=20, layers=2, d=32, heads=2, vocab=64, ctx=32, T=19, n=1
     for t in w.values():
         t.requires_grad_(True)
     data = torch.randint(0, vocab, (n,), generator=g)
-    decayed = [t for t in w.values() if t.dim() >= 2]
-    plain = [t for t in w.values() if t.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.95), eps=1e-8)
+    opt = gpt2_optimizer(w, lr)
     losses, rates = [], []
     for step in range(1, steps + 1):
         if step <= warmup:
@@ -309,10 +315,7 @@ def gpt2_aux_adamw(g, steps=10, layers=3, d=32, heads=2, vocab=64, ctx=32, T=19,
     for t in w.values():
         t.requires_grad_(True)
     data = torch.randint(0, vocab, (n,), generator=g)
-    decayed = [t for t in w.values() if t.dim() >= 2]
-    plain = [t for t in w.values() if t.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decayed, "weight_decay": 0.1}, {"params": plain, "weight_decay": 0.0}],
-                            lr=lr, betas=(0.9, 0.95), eps=1e-8)
+    opt = gpt2_optimizer(w, lr)
     losses, next_losses = [], []
     for step in range(1, steps + 1):
         for group in opt.param_groups:
