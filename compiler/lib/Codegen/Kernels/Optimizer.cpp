@@ -1,8 +1,9 @@
 // Optimizer.cpp - the training step's optimizer: the gradients' sum of squares (for global-norm
 // clipping), the step counter, the learning-rate schedule, and AdamW's moments and parameter
-// update, as torch.optim.AdamW computes them; and an auxiliary loss term's weight schedule. The step counter and AdamW run in place (kiln's
-// in-place ops: the kernel's output is its first input's buffer, each element read before it is
-// written); AdamW's kernel also writes the two moments' buffers, its further outputs.
+// update, as torch.optim.AdamW computes them; and an auxiliary loss term's weight schedule.
+// The step counter and AdamW run in place (kiln's in-place ops: the kernel's output is its first
+// input's buffer, each element read before it is written); AdamW's kernel also writes the two
+// moments' buffers, its further outputs.
 #include "Kernels.h"
 
 namespace kiln::codegen {
