@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "cli.h"
@@ -183,7 +184,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
                  "entry point to run; A,B,... runs several in order in one session, each once per --repeat "
                  "(states carry over: a KV cache that forward fills, decode_batch reads)")
       ->capture_default_str();
-  app.add_option("--threads", threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1024));
+  app.add_option("--threads", threads, "worker threads (default: all cores; under mpirun, the cores over the ranks on this machine)")->check(CLI::Range(1, 1024));
   app.add_option("--repeat", repeat, "run N times and print the median time")->check(CLI::Range(1, 1000000));
   app.add_flag("--version", version, "print the kiln version, model hash and target");
   app.add_option("--prompt", prompt, "text for the token input, through the tokenizer");
@@ -239,6 +240,9 @@ int run(const kiln_model_info &model, int argc, char **argv) {
            model.gpu_api != KILN_GPU_NONE ? (model.gpu_resident ? " (buffers on the device)" : " (buffers on the host)") : "");
     return 0;
   }
+  if (!threads)  // ranks of one machine under mpirun share its cores
+    if (const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && atoi(local) > 1)
+      threads = std::max(1, (int)std::thread::hardware_concurrency() / atoi(local));
   if (threads) kilnrt_threads_set(threads);
   kilnrt_session *s;
   cli.check(kilnrt_session_create(&model, &s));

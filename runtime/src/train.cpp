@@ -11,6 +11,15 @@
 // the model's own); --steps writes optimizer.steps, where the model has it (an auxiliary loss
 // term's schedule: LossOptions::until). Checkpoints (parameters and the optimizer.* states) are written to a
 // temporary name and renamed.
+//
+// Data parallel (`mpirun -np P`, kilnrt_group_join): every rank draws the same B windows and
+// takes rows [r·B/P, (r+1)·B/P). Before each step it sets its share of the batch's loss count
+// (its rows over B; masked-LM: its masked positions over all of them, summed over the ranks),
+// which weights its gradients in the step's kiln.all_reduce, so the update is the one of the
+// mean loss over the whole batch; the logged loss and terms are the share-weighted sums of
+// the ranks' own (each rank's is the mean over its rows), and the evaluation windows are dealt
+// out over the ranks and their sums added. Rank 0 writes the log and the checkpoints; rank r > 0
+// writes its own log beside it (log.rank<r>.csv), with its rows, tokens and own loss.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -126,8 +135,19 @@ Windows windowsOf(const Cli &cli, const kiln_model_info &m, const kiln_entry_inf
 }
 }  // namespace
 
+// --log F for rank r > 0 of a group: F with ".rank<r>" before its extension.
+std::string rankLog(const std::string &log, int32_t rank) {
+  if (rank == 0 || log.empty()) return log;
+  size_t slash = log.rfind('/'), dot = log.rfind('.');
+  std::string tag = ".rank" + std::to_string(rank);
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return log + tag;
+  return log.substr(0, dot) + tag + log.substr(dot);
+}
+
 int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   const kiln_model_info &m = cli.model;
+  int32_t rank = 0, P = 1;
+  cli.check(kilnrt_group_join(&rank, &P));
   // The training entry: the one returning "grad_sumsq" (kiln-apply-optimizer's).
   const kiln_entry_info *en = nullptr;
   for (int e = 0; e < m.n_entries; ++e)
@@ -137,6 +157,14 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   if (f.steps < 1) cli.die(1, "--steps must be at least 1");
   if (f.seq < 1) cli.die(1, "--seq must be at least 1");
   if (f.batch < 1) cli.die(1, "--batch must be at least 1");
+  if (f.batch < P)
+    cli.die(1, "--batch " + std::to_string(f.batch) + " is smaller than the " + std::to_string(P) +
+                   " ranks of this mpirun: each rank takes at least one row of the batch");
+  // This rank's rows of the global batch of f.batch windows.
+  const int64_t lo = rank * f.batch / P, hi = (rank + 1) * f.batch / P, rows = hi - lo;
+  const std::string perRank = P > 1 ? " (" + std::to_string(rows) + " rows per rank: --batch " + std::to_string(f.batch) +
+                                          " over " + std::to_string(P) + " ranks)"
+                                    : "";
   for (int i = 0; i < en->n_inputs; ++i) {  // the batch and the sequence within the compiled bounds
     const kiln_tensor_info &in = m.io[en->inputs[i]];
     if (in.rank < 1) continue;
@@ -145,11 +173,11 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
       cli.die(1, "--seq " + std::to_string(f.seq) + " exceeds the compiled bound " + std::to_string(m.sym_max[len.sym]) +
                      " of " + m.sym_names[len.sym]);
     bool batched = in.rank > 1 && is_batch_sym(&m, in.dims[0].sym);
-    if (!batched && f.batch > 1)
-      cli.die(1, "--batch " + std::to_string(f.batch) + ": input '" + in.name + "' of entry '" + en->name +
+    if (!batched && rows > 1)
+      cli.die(1, "--batch " + std::to_string(f.batch) + perRank + ": input '" + in.name + "' of entry '" + en->name +
                      "' takes one sequence (the model was compiled without a batch of more than one: Model::batch)");
-    if (batched && f.batch > m.sym_max[in.dims[0].sym])
-      cli.die(1, "--batch " + std::to_string(f.batch) + " exceeds the compiled bound " +
+    if (batched && rows > m.sym_max[in.dims[0].sym])
+      cli.die(1, "--batch " + std::to_string(f.batch) + perRank + " exceeds the compiled bound " +
                      std::to_string(m.sym_max[in.dims[0].sym]) + " of " + m.sym_names[in.dims[0].sym]);
   }
   Tokens data, evalData;
@@ -178,14 +206,15 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   } else if (f.eval_every) {
     cli.die(1, "--eval-every needs --eval-data");
   }
-  auto evaluate = [&]() {
+  auto evaluate = [&]() {  // window w on rank w mod P
     int64_t windows = std::min<int64_t>(64, (evalData.size() - evalWin.span(T) + T) / T);
     double sum = 0;
-    for (int64_t w = 0; w < windows; ++w) {  // masked-LM: the same masks in every evaluation
+    for (int64_t w = rank; w < windows; w += P) {  // masked-LM: the same masks in every evaluation
       evalWin.set(cli, s, {evalData.ids() + w * T}, T, {mix(0x6576616cULL + (uint64_t)w)});
       cli.check(kilnrt_session_run(s, ev->name));
       sum += scalar(cli, s, "loss");
     }
+    cli.check(kilnrt_group_sum(&sum, 1));
     return sum / (double)windows;
   };
 
@@ -210,40 +239,66 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   for (int k = 0; k < en->n_outputs; ++k)
     if (const char *o = m.io[en->outputs[k]].name; strncmp(o, "loss.", 5) == 0) terms.push_back(o);
   FILE *log = nullptr;
-  if (!f.log.empty()) {
-    log = fopen(f.log.c_str(), first > 1 ? "a" : "w");
-    if (!log) cli.die(1, "cannot write --log '" + f.log + "': " + strerror(errno));
+  const std::string logPath = rankLog(f.log, rank);
+  if (!logPath.empty()) {
+    log = fopen(logPath.c_str(), first > 1 ? "a" : "w");
+    if (!log) cli.die(1, "cannot write --log '" + logPath + "': " + strerror(errno));
     if (first == 1) {
       fprintf(log, "step,loss,eval_loss,lr,grad_norm,tokens_per_s,elapsed_s");
+      if (P > 1) fprintf(log, ",rank,rows,rank_tokens,rank_loss");
       for (const char *t : terms) fprintf(log, ",%s", t);
       fprintf(log, "\n");
     }
   }
   std::unique_ptr<FILE, int (*)(FILE *)> lguard(log, [](FILE *p) { return p ? fclose(p) : 0; });
   auto save = [&](int64_t step) {
-    if (f.save.empty()) return;
+    if (f.save.empty() || rank != 0) return;
     cli.check(kilnrt_session_save_weights(s, f.save.c_str()));
     if (!f.quiet) fprintf(stderr, "step %lld: checkpoint %s\n", (long long)step, f.save.c_str());
   };
   const int64_t every = std::max<int64_t>(1, f.steps / 20);
   int64_t t0 = kilnrt_time_now_ns(), lastSaved = first - 1;
   const int64_t B = f.batch;
-  std::vector<const int32_t *> starts(B);
-  std::vector<uint64_t> maskSeeds(B);
+  const bool quiet = f.quiet || rank != 0;  // progress from rank 0
+  if (P > 1 && !f.quiet)
+    fprintf(stderr, "rank %d of %d: rows [%lld, %lld) of each batch of %lld windows, %lld tokens per step\n", rank, P,
+            (long long)lo, (long long)hi, (long long)B, (long long)(rows * T));
+  std::vector<const int32_t *> starts(rows);
+  std::vector<uint64_t> maskSeeds(rows);
+  std::vector<double> reduced(1 + terms.size());
   for (int64_t step = first; step <= f.steps; ++step) {
     // The data stream, apart from init's; masks, a third stream. Window b > 0 of a step is drawn
     // from the step's draw, so window 0 is the same at every batch size.
     uint64_t r = mix(mix(f.seed ^ 0x7261696eULL) + (uint64_t)step), mk = mix(mix(f.seed ^ 0x6d61736bULL) + (uint64_t)step);
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = lo; b < hi; ++b) {  // this rank's rows of the global batch
       uint64_t rb = b ? mix(r + (uint64_t)b) : r;
-      starts[b] = ids + (int64_t)(rb % (uint64_t)(n - span + 1));
-      maskSeeds[b] = b ? mix(mk + (uint64_t)b) : mk;
+      starts[b - lo] = ids + (int64_t)(rb % (uint64_t)(n - span + 1));
+      maskSeeds[b - lo] = b ? mix(mk + (uint64_t)b) : mk;
     }
     win.set(cli, s, starts, T, maskSeeds);
     int64_t s0 = kilnrt_time_now_ns();
+    double share = 1;
+    if (P > 1) {  // the share of the loss count: rows, or masked positions summed over the ranks
+      share = (double)rows / (double)B;
+      if (win.mlm) {
+        double counts[2] = {0, 0};
+        for (int32_t t : win.targets) counts[0] += t >= 0;
+        counts[1] = counts[0];
+        cli.check(kilnrt_group_sum(counts + 1, 1));
+        if (counts[1] > 0) share = counts[0] / counts[1];
+      }
+      cli.check(kilnrt_group_set_share(share));
+    }
     cli.check(kilnrt_session_run(s, en->name));
+    const float rankLoss = scalar(cli, s, "loss");
+    reduced[0] = rankLoss;  // the mean over the batch: the ranks' means weighted by their shares
+    for (size_t k = 0; k < terms.size(); ++k) reduced[1 + k] = scalar(cli, s, terms[k]);
+    if (P > 1) {
+      for (double &v : reduced) v *= share;
+      cli.check(kilnrt_group_sum(reduced.data(), (int64_t)reduced.size()));
+    }
     double secs = (kilnrt_time_now_ns() - s0) / 1e9, elapsed = (kilnrt_time_now_ns() - t0) / 1e9;
-    float loss = scalar(cli, s, "loss"), lr = scalar(cli, s, "lr"), gn = std::sqrt(scalar(cli, s, "grad_sumsq"));
+    float loss = (float)reduced[0], lr = scalar(cli, s, "lr"), gn = std::sqrt(scalar(cli, s, "grad_sumsq"));
     if (!std::isfinite(loss) || !std::isfinite(gn))
       cli.die(1, "step " + std::to_string(step) + ": the loss is not finite (" + std::to_string(loss) +
                      ", gradient norm " + std::to_string(gn) + "); stopped" +
@@ -256,9 +311,15 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
       evalCell = buf;
     }
     std::string termCells, termText;
-    for (const char *t : terms) {
+    if (P > 1) {
       char buf[96];
-      float v = scalar(cli, s, t);
+      snprintf(buf, sizeof buf, ",%d,%lld,%lld,%.6g", rank, (long long)rows, (long long)(rows * T), rankLoss);
+      termCells += buf;
+    }
+    for (size_t k = 0; k < terms.size(); ++k) {
+      const char *t = terms[k];
+      char buf[96];
+      float v = (float)reduced[1 + k];
       snprintf(buf, sizeof buf, ",%.6g", v);
       termCells += buf;
       snprintf(buf, sizeof buf, " (%s %.4f)", t, v);
@@ -269,7 +330,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
               elapsed, termCells.c_str());
       fflush(log);
     }
-    if (!f.quiet && (step % every == 0 || step == first || step == f.steps || !evalCell.empty()))
+    if (!quiet && (step % every == 0 || step == first || step == f.steps || !evalCell.empty()))
       fprintf(stderr, "step %lld/%lld  loss %.4f%s%s%s  lr %.3g  grad norm %.3g  %.0f tok/s  %.1f s\n", (long long)step,
               (long long)f.steps, loss, termText.c_str(), evalCell.empty() ? "" : "  eval loss ", evalCell.c_str(), lr, gn,
               B * T / secs, elapsed);
@@ -279,6 +340,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     }
   }
   save(f.steps);
+  cli.check(kilnrt_group_leave());
   return 0;
 }
 

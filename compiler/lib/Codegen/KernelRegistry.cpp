@@ -64,7 +64,8 @@ Func generate(Builder &B) {
     case KernelOp::LearningRate:
     case KernelOp::LossWeight:
     case KernelOp::AdamWStep: return buildOptimizer(B);
-    case KernelOp::LshSort:  // the runtime's (kilnrt_kernel_lsh_sort)
+    case KernelOp::LshSort:  // the runtime's (kiln::runtimeKernel)
+    case KernelOp::AllReduce:
     case KernelOp::None: break;
   }
   throw std::runtime_error("no Halide kernel for op kind '" + k.kind + "'");

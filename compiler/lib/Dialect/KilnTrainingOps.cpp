@@ -277,6 +277,14 @@ LogicalResult expectScalar(Operation *op, const char *role, Value v) {
 LogicalResult SumSquaresOp::verify() { return expectScalar(*this, "result", getResult()); }
 Syms SumSquaresOp::inferSeqLengths(ArrayRef<Syms>) { return Syms{-1}; }
 
+LogicalResult AllReduceOp::verify() {
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "expected the result to have the input's type " << getInput().getType() << ", got "
+                         << getResult().getType();
+  if (!ty(getInput()).getElementType().isF32()) return emitOpError() << "expected f32 values, got " << getInput().getType();
+  return success();
+}
+
 LogicalResult StepCountOp::verify() {
   if (failed(expectScalar(*this, "step", getStep()))) return failure();
   return expectScalar(*this, "result", getResult());

@@ -220,7 +220,7 @@ std::vector<KernelRef> collectKernels(ModuleOp module) {
   std::set<std::string> seen;
   module.walk([&](Operation *op) {
     auto n = op->getAttrOfType<StringAttr>("kiln.kernel");
-    if (n && isKernelOp(op) && !isa<LshSortOp>(op) && seen.insert(n.str()).second)
+    if (n && isKernelOp(op) && runtimeKernel(op).empty() && seen.insert(n.str()).second)
       out.push_back({n.str(), KernelSpec::of(op)});
   });
   return out;

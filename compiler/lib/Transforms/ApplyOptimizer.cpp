@@ -2,11 +2,14 @@
 //
 // Algorithm, per func.func with the `kiln.train` dictionary (after kiln-differentiate):
 //   1. Its "grad.<name>" results and the kiln.param ops they belong to.
-//   2. Before the return: the step counter (a state, incremented in place), the step's learning
+//   2. After each gradient's last kernel, a kiln.all_reduce: the sum over the ranks of a data
+//      parallel run (mpirun), each rank's gradient weighted by its share of the batch; the
+//      optimizer reads the reduced gradients, so every rank takes the same step.
+//   3. Before the return: the step counter (a state, incremented in place), the step's learning
 //      rate, the sum of every gradient's squares; then per parameter one kiln.adamw_step: its
 //      two moments (states) and the parameter updated in place by one kernel. Parameters named
 //      in `no_decay` get weight_decay 0.
-//   3. The gradients leave the results; "lr" and "grad_sumsq" join them.
+//   4. The gradients leave the results; "lr" and "grad_sumsq" join them.
 // Kernels run in the function's order: every gradient (and every read of a parameter by the
 // backward) comes before the first update.
 #include "kiln/Transforms/Passes.h"
@@ -63,7 +66,16 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   }
   if (grads.empty()) return f.emitError("kiln-apply-optimizer: entry '") << f.getName() << "' has no gradients (run kiln-differentiate first)";
 
-  // 2. The optimizer, before the return.
+  // Data parallel: each gradient summed over the ranks, weighted by their shares of the batch,
+  // as soon as the backward has it (in a process alone, a copy).
+  for (auto &[p, g] : grads) {
+    OpBuilder ab(f.getContext());
+    if (Operation *def = g.getDefiningOp()) ab.setInsertionPointAfter(def);
+    else ab.setInsertionPointToStart(&body);
+    g = kiln::AllReduceOp::create(ab, p.getLoc(), g.getType(), g);
+  }
+
+  // 3. The optimizer, before the return.
   OpBuilder b(ret);
   Location loc = f.getLoc();
   auto scalar = RankedTensorType::get({1}, b.getF32Type());
@@ -89,7 +101,7 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
                               b.getF32FloatAttr(noDecay.contains(name) ? 0.0f : *wd), b.getF32FloatAttr(*clip));
   }
 
-  // 3. The results: the entry's own (its loss), the learning rate and the squared norm.
+  // 4. The results: the entry's own (its loss), the learning rate and the squared norm.
   keep.push_back(rate);
   keepNames.push_back("lr");
   keep.push_back(sumsq);

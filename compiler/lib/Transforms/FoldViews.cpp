@@ -122,7 +122,7 @@ kiln::ViewAttr viewAttr(MLIRContext *ctx, kiln::ViewKind kind, const Layout &l) 
 
 // A Halide kernel that reads operand `idx` through its buffer descriptor.
 bool readsInPlace(Operation *user, unsigned idx) {
-  if (!kiln::isKernelOp(user) || isa<kiln::LshSortOp>(user)) return false;
+  if (!kiln::isKernelOp(user) || !kiln::runtimeKernel(user).empty()) return false;
   if (kiln::writesInPlace(user) && (idx == 0 || llvm::is_contained(kiln::alsoWritten(user), idx))) return false;
   return true;
 }
@@ -279,7 +279,7 @@ class Folder {
           placements.push_back({t.getInput().getDefiningOp(), kiln::ViewKind::write, al});
           break;
         }
-        if (view || !kiln::isKernelOp(def) || isa<kiln::LshSortOp>(def) || kiln::writesInPlace(def) ||
+        if (view || !kiln::isKernelOp(def) || !kiln::runtimeKernel(def).empty() || kiln::writesInPlace(def) ||
             l.strides.back() != 1)
           return;
         placements.push_back({def, kiln::ViewKind::write, l});
@@ -297,7 +297,7 @@ class Folder {
     ArrayRef<int64_t> perm = t.getPermutation();
     Operation *prod = a.getDefiningOp();
     if (!prod || prod->getBlock() != &body_ || !a.hasOneUse() || !kiln::isKernelOp(prod) || kiln::viewOf(a) ||
-        isa<kiln::LshSortOp>(prod) || kiln::writesInPlace(prod))
+        !kiln::runtimeKernel(prod).empty() || kiln::writesInPlace(prod))
       return;
     std::optional<Layout> tl = denseLayout(t.getType());
     if (!tl || perm.back() != (int64_t)perm.size() - 1) return;  // the innermost dim stays innermost

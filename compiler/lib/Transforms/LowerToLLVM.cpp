@@ -290,7 +290,7 @@ class EntryLowering {
     auto name = op->getAttrOfType<StringAttr>("kiln.kernel");
     if (!name) return op->emitError("expected kiln.kernel: run kiln-outline-kernels first");
     int64_t index = kernelIndex_[op];
-    bool onHost = resident_ && isa<kiln::LshSortOp>(op);  // a host kernel: operands down, result up
+    bool onHost = resident_ && !kiln::runtimeKernel(op).empty();  // a host kernel: operands down, result up
     if (onHost)
       for (unsigned i = 0; i < n; ++i) toHost(views_[i], index, loc);
     SmallVector<Value> args(views_.begin(), views_.begin() + n + nr);

@@ -6,7 +6,7 @@
 //      operand and result types.
 //   2. Write the canonical text as `kiln.kernel_spec` and the name kiln_<kind>_<hash(spec,
 //      target)> as `kiln.kernel`. Equal specs give equal names: the kernel is generated once.
-//      lsh_sort is served by the runtime (kilnrt_kernel_lsh_sort).
+//      lsh_sort and all_reduce are served by the runtime (kiln::runtimeKernel).
 //   3. An op that must be expanded first (lsh_attention, recurrent) is an error naming the pass.
 #include "kiln/Dialect/KernelSpec.h"
 #include "kiln/Transforms/Passes.h"
@@ -30,8 +30,8 @@ struct OutlineKernelsPass : kiln::impl::OutlineKernelsBase<OutlineKernelsPass> {
         return WalkResult::interrupt();
       }
       if (!kiln::isKernelOp(op)) return WalkResult::advance();
-      if (isa<kiln::LshSortOp>(op)) {
-        op->setAttr("kiln.kernel", StringAttr::get(op->getContext(), "kilnrt_kernel_lsh_sort"));
+      if (StringRef rt = kiln::runtimeKernel(op); !rt.empty()) {
+        op->setAttr("kiln.kernel", StringAttr::get(op->getContext(), rt));
         return WalkResult::advance();
       }
       kiln::KernelSpec spec = kiln::KernelSpec::of(op);

@@ -187,6 +187,19 @@ kilnrt_status kilnrt_sample(const float *logits, int64_t vocab, const kilnrt_gen
 kilnrt_status kilnrt_tokens_mask(const int32_t *ids, int64_t n, int64_t vocab, int64_t mask_token, float rate,
                                  uint64_t seed, int32_t *tokens, int32_t *targets);
 
+/* ---- data parallel: the ranks of an `mpirun -np P` run ---- */
+/* Joins the process group: under Open MPI's mpirun with more than one rank
+ * (OMPI_COMM_WORLD_SIZE > 1), loads libmpi.so.40 with dlopen and initializes MPI; anywhere else
+ * the group is this process alone (rank 0 of 1) and nothing is loaded. Idempotent. */
+kilnrt_status kilnrt_group_join(int32_t *rank, int32_t *size);
+/* This rank's share of the global batch's loss count (its rows, or its masked positions), which
+ * weights its gradients in the training step's kiln.all_reduce: the shares of the ranks sum to 1. */
+kilnrt_status kilnrt_group_set_share(double share);
+/* Sums `n` values over the ranks, in place (alone: nothing to do). */
+kilnrt_status kilnrt_group_sum(double *values, int64_t n);
+/* Leaves the group (MPI_Finalize), once every rank is done. */
+kilnrt_status kilnrt_group_leave(void);
+
 /* ---- host checks, timing ---- */
 /* USER_ERROR naming the missing features when this CPU lacks any of `features` (comma list). */
 kilnrt_status kilnrt_cpu_check(const char *features);

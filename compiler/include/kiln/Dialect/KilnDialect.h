@@ -65,6 +65,14 @@ inline bool isFoldedView(mlir::Operation *op) {
   return v && v.getKind() != ViewKind::write;
 }
 
+// The kernel the runtime serves itself for `op` (it takes halide_buffer_t views like the
+// generated ones), or empty: Halide generates it.
+inline llvm::StringRef runtimeKernel(mlir::Operation *op) {
+  if (mlir::isa<LshSortOp>(op)) return "kilnrt_kernel_lsh_sort";
+  if (mlir::isa<AllReduceOp>(op)) return "kilnrt_kernel_all_reduce";
+  return {};
+}
+
 // An op whose kernel writes its first operand's buffer (a state or a parameter) and returns
 // it: kiln.cache_write and the optimizer's updates. Its result shares that buffer.
 inline bool writesInPlace(mlir::Operation *op) {

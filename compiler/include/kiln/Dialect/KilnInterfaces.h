@@ -65,6 +65,7 @@ enum class KernelOp {
   LearningRate,
   LossWeight,
   AdamWStep,
+  AllReduce,  // served by the runtime (kilnrt_kernel_all_reduce), not generated
 };
 
 // The semantic attributes in a kernel's key, as canonical text (sorted keys).

@@ -912,4 +912,24 @@ def Kiln_AdamWStepOp : Kiln_Op<"adamw_step", [], "AdamWStep", ["getKernelAttrs",
   let hasVerifier = 1;
 }
 
+def Kiln_AllReduceOp : Kiln_Op<"all_reduce", [], "AllReduce"> {
+  let summary = "data parallel: the sum over the processes of each one's share times its value";
+  let description = [{
+    In a process group of P ranks (`mpirun -np P`), each rank r's result is
+    Σ_r share_r · input_r, where share_r is rank r's part of the global batch's loss count
+    (its rows, or its masked positions for a masked-LM loss), which the runtime sets before
+    each step. The shares sum to 1, so a mean over the rank's rows becomes the mean over the
+    global batch. In a process alone the result is the input. kiln-apply-optimizer puts one on
+    every gradient, before the gradient norm and the updates; a runtime kernel
+    (kilnrt_kernel_all_reduce), not Halide, and not pure: it communicates.
+
+    ```mlir
+    %g1 = kiln.all_reduce %g : (tensor<128x512xf32>) -> tensor<128x512xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 #endif

@@ -74,8 +74,8 @@ struct KernelRef {
   std::string name;
   KernelSpec spec;
 };
-// The distinct kernels of a module after the kernels phase, in first-use order (lsh_sort, which
-// the runtime serves, is not among them).
+// The distinct kernels of a module after the kernels phase, in first-use order (the kernels the
+// runtime serves, kiln::runtimeKernel, are not among them).
 std::vector<KernelRef> collectKernels(mlir::ModuleOp module);
 
 }  // namespace kiln

@@ -1,0 +1,151 @@
+// data_parallel_test.cpp - `mpirun -np 2 ./model --train`: each rank takes its rows of the
+// same seeded global batch, the gradients are summed over the ranks (kiln.all_reduce, weighted
+// by each rank's share of the loss count) and every rank takes the same step. Two ranks must
+// give the losses, gradient norms and final weights of one process with the whole batch;
+// each rank's log shows its own rows, tokens and loss.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "grad_check.h"
+
+namespace {
+using ::testing::HasSubstr;
+
+// Open MPI as CI runs it: as root, two ranks on however many cores, shared memory only.
+const std::string kMpirun =
+    "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 2 ";
+
+std::string compileExample(const std::string &model, const std::string &flags, const std::string &dir) {
+  auto c = kt::run(std::string(KILN_BIN) + "/" + model + "-compile " + flags + " --quiet --cache-dir " KILN_TEST_CACHE +
+                   " -o " + dir + "/" + model);
+  EXPECT_EQ(c.code, 0) << c.output;
+  return c.code == 0 ? dir + "/" + model : "";
+}
+
+// A --log CSV by column name: rows of cells.
+struct Log {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  double at(size_t row, const std::string &col) const {
+    for (size_t c = 0; c < header.size(); ++c)
+      if (header[c] == col) return std::stod(rows.at(row).at(c));
+    ADD_FAILURE() << "no column " << col;
+    return 0;
+  }
+};
+Log readLog(const std::string &path) {
+  Log l;
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << path;
+  std::string line;
+  auto split = [](const std::string &s) {
+    std::vector<std::string> v;
+    std::stringstream ss(s);
+    for (std::string c; std::getline(ss, c, ',');) v.push_back(c);
+    if (!s.empty() && s.back() == ',') v.push_back("");
+    return v;
+  };
+  if (std::getline(f, line)) l.header = split(line);
+  while (std::getline(f, line)) l.rows.push_back(split(line));
+  return l;
+}
+
+std::vector<int32_t> learnable(int n, int vocab, int offset) {
+  std::vector<int32_t> d(n);
+  for (int i = 0; i < n; ++i) d[i] = (int32_t)((i * 7 + i / 13) % (vocab - offset) + offset);
+  return d;
+}
+
+// Every column both runs share (the loss, the gradient norm, the rate, the evaluation) at every
+// step, to 1e-5 relative.
+void expectSameSteps(const Log &one, const Log &two, size_t steps) {
+  ASSERT_EQ(one.rows.size(), steps);
+  ASSERT_EQ(two.rows.size(), steps);
+  for (size_t i = 0; i < steps; ++i)
+    for (const char *col : {"loss", "grad_norm", "lr"}) {
+      double a = one.at(i, col), b = two.at(i, col);
+      EXPECT_NEAR(b, a, 1e-5 * std::abs(a)) << col << " at step " << i + 1;
+    }
+}
+
+// GPT-2, a batch of 3 over 2 ranks: rank 0 takes window 0, rank 1 windows 1 and 2, so the
+// gradients are weighted 1/3 and 2/3 (an unweighted mean of the ranks would differ).
+TEST(DataParallel, TwoRanksTrainAsOneProcessWithTheWholeBatch) {
+  std::string dir = kt::workDir("train_mpi_gpt2");
+  std::string exe = compileExample("gpt2", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 64 --ctx 32", dir);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", learnable(4000, 64, 0));
+  const std::string args = " --train --random-weights --seed 3 --data " + dir + "/data.npy --seq 16 --lr 3e-3 "
+                           "--threads 1 --eval-data " + dir + "/data.npy --eval-every 4 --quiet ";
+  auto r = kt::run(exe + args + "--steps 8 --batch 3 --log " + dir + "/one.csv --save " + dir + "/one.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(kMpirun + exe + args + "--steps 8 --batch 3 --log " + dir + "/two.csv --save " + dir + "/two.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  Log one = readLog(dir + "/one.csv"), two = readLog(dir + "/two.csv"), rank1 = readLog(dir + "/two.rank1.csv");
+  expectSameSteps(one, two, 8);
+  for (size_t step : {3u, 7u}) EXPECT_NEAR(two.at(step, "eval_loss"), one.at(step, "eval_loss"), 1e-5 * one.at(step, "eval_loss"));
+  // Each rank's own rows: rank 0 one window of 16 tokens, rank 1 two; their losses differ and
+  // their share-weighted sum is the logged loss.
+  ASSERT_EQ(rank1.rows.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(two.at(i, "rank"), 0);
+    EXPECT_EQ(two.at(i, "rank_tokens"), 16);
+    EXPECT_EQ(rank1.at(i, "rank"), 1);
+    EXPECT_EQ(rank1.at(i, "rows"), 2);
+    EXPECT_EQ(rank1.at(i, "rank_tokens"), 32);
+    double l0 = two.at(i, "rank_loss"), l1 = rank1.at(i, "rank_loss");
+    EXPECT_GT(std::abs(l0 - l1), 1e-4) << "the ranks' own losses at step " << i + 1;
+    EXPECT_NEAR(l0 / 3 + 2 * l1 / 3, one.at(i, "loss"), 1e-5 * one.at(i, "loss")) << "step " << i + 1;
+  }
+  // Rank 0's rows are window 0 of each step: one process with --batch 1 takes the same window,
+  // so at step 1 (the same weights) its loss is rank 0's own.
+  r = kt::run(exe + args + "--batch 1 --steps 1 --log " + dir + "/first.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NEAR(readLog(dir + "/first.csv").at(0, "loss"), two.at(0, "rank_loss"), 1e-5 * two.at(0, "rank_loss"));
+  // Rank 0 wrote the checkpoint: the weights of one process's run. The key bias's exact gradient
+  // is zero (softmax cancels q·b_k), so its rounding noise, which AdamW scales up to steps of the
+  // learning rate, differs between the runs: that third of c_attn.bias is left out.
+  auto want = kt::loadWeights(dir + "/one.safetensors"), got = kt::loadWeights(dir + "/two.safetensors");
+  ASSERT_EQ(got.size(), want.size());
+  for (auto &[name, w] : want) {
+    ref::T g = got.at(name), a = w;
+    if (name.ends_with("attn.c_attn.bias"))
+      for (size_t k = 32; k < 64; ++k) a.v[k] = g.v[k] = 0;
+    EXPECT_LE(kt::maxRelDiff(a, g), 5e-5) << name;
+  }
+  // Fewer rows than ranks is refused on every rank.
+  r = kt::run(kMpirun + exe + args + "--steps 1 --batch 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--batch 1 is smaller than the 2 ranks of this mpirun: each rank takes at least one row"));
+  r = kt::run(kMpirun + exe + args + "--steps 1 --batch 8");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--batch 8 (4 rows per rank: --batch 8 over 2 ranks) exceeds the compiled bound 3 of B"));
+}
+
+// BERT's masked-LM loss is a mean over the masked positions, which differ between the ranks'
+// rows: each rank's share is its masked count over the batch's (summed over the ranks), and a
+// share by rows would give other losses.
+TEST(DataParallel, MaskedLmSharesFollowTheMaskedCounts) {
+  std::string dir = kt::workDir("train_mpi_bert");
+  std::string exe = compileExample("bert", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", learnable(4000, 120, 5));
+  const std::string args = " --train --random-weights --seed 3 --data " + dir + "/data.npy --seq 16 --batch 3 --steps 6 "
+                           "--lr 1e-3 --threads 1 --quiet ";
+  auto r = kt::run(exe + args + "--log " + dir + "/one.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(kMpirun + exe + args + "--log " + dir + "/two.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  Log one = readLog(dir + "/one.csv"), two = readLog(dir + "/two.csv"), rank1 = readLog(dir + "/two.rank1.csv");
+  expectSameSteps(one, two, 6);
+  double byRows = 0;  // the largest gap between the loss and the ranks' losses weighted by rows
+  for (size_t i = 0; i < 6; ++i)
+    byRows = std::max(byRows, std::abs(two.at(i, "rank_loss") / 3 + 2 * rank1.at(i, "rank_loss") / 3 - one.at(i, "loss")));
+  EXPECT_GT(byRows, 1e-3) << "the masked counts differ between the ranks, so weighting by rows must not match";
+}
+
+}  // namespace
