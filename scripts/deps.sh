@@ -5,7 +5,8 @@ PKGS=(cmake ninja-build g++ llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-too
       libhalide14-0-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
       libpcre2-dev libutf8proc-dev  # tokenizers (linked statically into compiled models)
       libopenblas-dev libdnnl-dev  # kiln-bench baselines only
-      pocl-opencl-icd)  # an OpenCL device on the CPU: the tests run the GPU schedules on it
+      pocl-opencl-icd  # an OpenCL device on the CPU: the tests run the GPU schedules on it
+      openmpi-bin)  # mpirun and libmpi.so.40, which a model training under mpirun loads (dlopen; no headers needed)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

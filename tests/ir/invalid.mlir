@@ -364,6 +364,22 @@ func.func @loss_weight_total(%s: tensor<1xf32>, %t: tensor<2xf32>) -> tensor<1xf
 
 // -----
 
+func.func @all_reduce_type(%g: tensor<4xf32>) -> tensor<5xf32> {
+  // expected-error @+1 {{expected the result to have the input's type 'tensor<4xf32>', got 'tensor<5xf32>'}}
+  %r = kiln.all_reduce %g : (tensor<4xf32>) -> tensor<5xf32>
+  return %r : tensor<5xf32>
+}
+
+// -----
+
+func.func @all_reduce_ids(%g: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error @+1 {{expected f32 values, got 'tensor<4xi32>'}}
+  %r = kiln.all_reduce %g : (tensor<4xi32>) -> tensor<4xi32>
+  return %r : tensor<4xi32>
+}
+
+// -----
+
 func.func @adamw_step_scalar(%p: tensor<4xf32>, %t: tensor<2xf32>, %s: tensor<1xf32>) -> tensor<4xf32> {
   %m = kiln.state "optimizer.m.p" : tensor<4xf32>
   %v = kiln.state "optimizer.v.p" : tensor<4xf32>

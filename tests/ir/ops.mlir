@@ -102,6 +102,7 @@ func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x1
 
 // The optimizer's ops (kiln-apply-optimizer): the in-place ones return their first operand.
 // CHECK-LABEL: func.func @optimizer
+// CHECK: kiln.all_reduce %{{.*}} : (tensor<64xf32>) -> tensor<64xf32>
 // CHECK: kiln.sum_squares
 // CHECK: kiln.step_count
 // CHECK: kiln.learning_rate %{{.*}}, %{{.*}} {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
@@ -112,12 +113,13 @@ func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>, tenso
   %s = kiln.state "optimizer.step" : tensor<1xf32>
   %m = kiln.state "optimizer.m.p" : tensor<64xf32>
   %v = kiln.state "optimizer.v.p" : tensor<64xf32>
-  %sq = kiln.sum_squares %g : (tensor<64xf32>) -> tensor<1xf32>
+  %g1 = kiln.all_reduce %g : (tensor<64xf32>) -> tensor<64xf32>
+  %sq = kiln.sum_squares %g1 : (tensor<64xf32>) -> tensor<1xf32>
   %t = kiln.step_count %s : (tensor<1xf32>) -> tensor<1xf32>
   %peak = kiln.state "optimizer.lr" : tensor<1xf32>
   %lr = kiln.learning_rate %t, %peak {lr = 1.0e-3 : f32, warmup = 10 : i64, decay_steps = 100 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
   %total = kiln.state "optimizer.steps" : tensor<1xf32>
   %w = kiln.loss_weight %s, %total {weight = 0.5 : f32, until = 0.25 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
-  %p1 = kiln.adamw_step %p, %m, %v, %g, %sq, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>
+  %p1 = kiln.adamw_step %p, %m, %v, %g1, %sq, %t, %lr {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32, clip_norm = 1.0 : f32} : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<64xf32>
   return %sq, %lr, %w : tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
 }
