@@ -20,6 +20,8 @@ void parallel_for(int n, F &&f) {
 // The tensor last set for input `name` (null when none was set): generation reads the prompt's
 // length from it.
 const kilnrt_tensor *session_input(const kilnrt_session *s, const char *name);
+// Parameter i's values as the session keeps them (null before weights are set).
+const void *session_param(const kilnrt_session *s, int i);
 // A parameter's rank and shape in weights files (a transposed or panel parameter's dims are the
 // layout the model keeps).
 int param_file_shape(const kiln_tensor_info &p, int64_t *shape);

@@ -692,6 +692,10 @@ extern "C" kilnrt_status kilnrt_session_state(kilnrt_session *s, const char *nam
   return user_error("the model has no state '" + std::string(name) + "' (states: " + (names.empty() ? "none" : names) + ")");
 }
 
+const void *kilnrt::session_param(const kilnrt_session *s, int i) {
+  return i >= 0 && i < (int)s->params.size() ? s->params[i] : nullptr;
+}
+
 const kilnrt_tensor *kilnrt::session_input(const kilnrt_session *s, const char *name) {
   for (int i = 0; i < s->m->n_io; ++i)
     if (strcmp(s->m->io[i].name, name) == 0) return s->io_set[i] ? &s->io_tensor[i] : nullptr;

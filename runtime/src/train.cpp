@@ -235,6 +235,28 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   const int64_t first = (int64_t)((const float *)stepState.data)[0] + 1;
   if (first > f.steps) cli.die(1, "--steps " + std::to_string(f.steps) + ": the checkpoint is already at step " +
                                       std::to_string(first - 1));
+  if (P > 1) {  // every rank must run the same training: the same arguments, data, weights and step
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+    auto mixIn = [&](const void *p, size_t bytes) {
+      for (size_t i = 0; i < bytes; ++i) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
+    };
+    int64_t run[] = {f.seq, f.batch, f.steps, (int64_t)f.seed, n, evalData.t.data ? evalData.size() : -1, first, f.eval_every};
+    mixIn(run, sizeof run);
+    mixIn(m.model_hash, strlen(m.model_hash));
+    for (int64_t k = 0; k < 4096 && k < n; ++k) mixIn(ids + k * (n / std::min<int64_t>(n, 4096)), 4);
+    for (int i = 0; i < m.n_params; ++i) {  // the first values of every parameter
+      int64_t numel = 1;
+      for (int d = 0; d < m.params[i].rank; ++d) numel *= m.params[i].dims[d].size;
+      if (const void *p = session_param(s, i)) mixIn(p, (size_t)std::min<int64_t>(numel, 16) * 4);
+    }
+    double bits[64];  // each bit's count over the ranks: 0 or P when they agree
+    for (int b = 0; b < 64; ++b) bits[b] = (double)((h >> b) & 1);
+    cli.check(kilnrt_group_sum(bits, 64));
+    for (double c : bits)
+      if (c != 0 && c != P)
+        cli.die(1, "the " + std::to_string(P) + " ranks of this mpirun disagree on the run: start every rank with the "
+                   "same --data, --eval-data, --seq, --batch, --steps, --seed, --eval-every and weights (or checkpoint)");
+  }
   std::vector<const char *> terms;  // the loss terms the entry outputs by name (LossOptions::name): "loss.<name>"
   for (int k = 0; k < en->n_outputs; ++k)
     if (const char *o = m.io[en->outputs[k]].name; strncmp(o, "loss.", 5) == 0) terms.push_back(o);

@@ -117,6 +117,23 @@ TEST(DataParallel, TwoRanksTrainAsOneProcessWithTheWholeBatch) {
       for (size_t k = 32; k < 64; ++k) a.v[k] = g.v[k] = 0;
     EXPECT_LE(kt::maxRelDiff(a, g), 5e-5) << name;
   }
+  // Stopped at step 4 and resumed from rank 0's checkpoint by both ranks: the same 8 steps.
+  r = kt::run(kMpirun + exe + args + "--steps 4 --batch 3 --log " + dir + "/resumed.csv --save " + dir + "/half.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(kMpirun + exe + " --train --resume " + dir + "/half.safetensors --data " + dir + "/data.npy --seq 16 --lr 3e-3 "
+              "--threads 1 --eval-data " + dir + "/data.npy --eval-every 4 --quiet --seed 3 --steps 8 --batch 3 --log " + dir +
+              "/resumed.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  expectSameSteps(one, readLog(dir + "/resumed.csv"), 8);
+  EXPECT_EQ(readLog(dir + "/resumed.rank1.csv").rows.size(), 8u);
+  // Ranks started differently (here another --seed: other windows and other initial weights)
+  // are refused before any step, never left to drift apart.
+  std::string seed4 = args;
+  seed4.replace(seed4.find("--seed 3"), 8, "--seed 4");
+  r = kt::run(kMpirun.substr(0, kMpirun.find("-np")) + "-np 1 " + exe + args + "--steps 2 --batch 3 : -np 1 " + exe +
+              seed4 + "--steps 2 --batch 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("the 2 ranks of this mpirun disagree on the run: start every rank with the same --data"));
   // Fewer rows than ranks is refused on every rank.
   r = kt::run(kMpirun + exe + args + "--steps 1 --batch 1");
   EXPECT_NE(r.code, 0);
