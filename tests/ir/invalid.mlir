@@ -380,6 +380,14 @@ func.func @all_reduce_ids(%g: tensor<4xi32>) -> tensor<4xi32> {
 
 // -----
 
+func.func @all_reduce_wait_of(%g: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected the result of a kiln.all_reduce}}
+  %r = kiln.all_reduce_wait %g : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
 func.func @adamw_step_scalar(%p: tensor<4xf32>, %t: tensor<2xf32>, %s: tensor<1xf32>) -> tensor<4xf32> {
   %m = kiln.state "optimizer.m.p" : tensor<4xf32>
   %v = kiln.state "optimizer.v.p" : tensor<4xf32>

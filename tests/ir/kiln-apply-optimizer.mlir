@@ -1,16 +1,18 @@
 // RUN: kiln-opt %s --kiln-differentiate --kiln-apply-optimizer | FileCheck %s
 
-// A training step: each gradient through a kiln.all_reduce (the sum over the ranks of a data parallel run, weighted by
-// their shares of the batch) as soon as the backward has it, then the step counter, the learning rate (its peak a state, which --lr sets) and the gradients' sum of squares, then
+// A training step: each gradient's kiln.all_reduce (the sum over the ranks of a data parallel run, weighted by
+// their shares of the batch) started as soon as the backward has it, and waited for before the optimizer; then the step counter, the learning rate (its peak a state, which --lr sets) and the gradients' sum of squares, then
 // per parameter one kiln.adamw_step (the parameter and its two moments, in place); the bias (in no_decay) gets
 // weight_decay 0. The results are the loss, lr and grad_sumsq: no gradient leaves the entry.
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: -> (tensor<1xf32> {kiln.name = "loss"}, tensor<1xf32> {kiln.name = "lr"}, tensor<1xf32> {kiln.name = "grad_sumsq"})
 // CHECK-NOT: kiln.train
 // CHECK: %[[GW:.*]] = kiln.weight_grad
-// CHECK-NEXT: %[[RW:.*]] = kiln.all_reduce %[[GW]] : (tensor<5x4xf32>) -> tensor<5x4xf32>
+// CHECK-NEXT: %[[SW0:.*]] = kiln.all_reduce %[[GW]] : (tensor<5x4xf32>) -> tensor<5x4xf32>
 // CHECK-NEXT: %[[GB:.*]] = kiln.reduce_rows
-// CHECK-NEXT: %[[RB:.*]] = kiln.all_reduce %[[GB]] : (tensor<5xf32>) -> tensor<5xf32>
+// CHECK-NEXT: %[[SB0:.*]] = kiln.all_reduce %[[GB]] : (tensor<5xf32>) -> tensor<5xf32>
+// CHECK-NEXT: %[[RW:.*]] = kiln.all_reduce_wait %[[SW0]]
+// CHECK-NEXT: %[[RB:.*]] = kiln.all_reduce_wait %[[SB0]]
 // CHECK-NOT: kiln.all_reduce
 // CHECK: %[[S:.*]] = kiln.state "optimizer.step" : tensor<1xf32>
 // CHECK: %[[T:.*]] = kiln.step_count %[[S]]

@@ -102,7 +102,8 @@ func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x1
 
 // The optimizer's ops (kiln-apply-optimizer): the in-place ones return their first operand.
 // CHECK-LABEL: func.func @optimizer
-// CHECK: kiln.all_reduce %{{.*}} : (tensor<64xf32>) -> tensor<64xf32>
+// CHECK: %[[P:.*]] = kiln.all_reduce %{{.*}} : (tensor<64xf32>) -> tensor<64xf32>
+// CHECK: kiln.all_reduce_wait %[[P]] : (tensor<64xf32>) -> tensor<64xf32>
 // CHECK: kiln.sum_squares
 // CHECK: kiln.step_count
 // CHECK: kiln.learning_rate %{{.*}}, %{{.*}} {decay_steps = 100 : i64, lr = 1.000000e-03 : f32, min_ratio = 1.000000e-01 : f32, warmup = 10 : i64}
@@ -113,7 +114,8 @@ func.func @optimizer(%g: tensor<64xf32>) -> (tensor<1xf32>, tensor<1xf32>, tenso
   %s = kiln.state "optimizer.step" : tensor<1xf32>
   %m = kiln.state "optimizer.m.p" : tensor<64xf32>
   %v = kiln.state "optimizer.v.p" : tensor<64xf32>
-  %g1 = kiln.all_reduce %g : (tensor<64xf32>) -> tensor<64xf32>
+  %g0 = kiln.all_reduce %g : (tensor<64xf32>) -> tensor<64xf32>
+  %g1 = kiln.all_reduce_wait %g0 : (tensor<64xf32>) -> tensor<64xf32>
   %sq = kiln.sum_squares %g1 : (tensor<64xf32>) -> tensor<1xf32>
   %t = kiln.step_count %s : (tensor<1xf32>) -> tensor<1xf32>
   %peak = kiln.state "optimizer.lr" : tensor<1xf32>

@@ -66,6 +66,7 @@ Func generate(Builder &B) {
     case KernelOp::AdamWStep: return buildOptimizer(B);
     case KernelOp::LshSort:  // the runtime's (kiln::runtimeKernel)
     case KernelOp::AllReduce:
+    case KernelOp::AllReduceWait:
     case KernelOp::None: break;
   }
   throw std::runtime_error("no Halide kernel for op kind '" + k.kind + "'");

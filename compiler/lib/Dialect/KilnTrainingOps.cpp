@@ -285,6 +285,14 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceWaitOp::verify() {
+  if (getPending().getType() != getResult().getType())
+    return emitOpError() << "expected the result to have the operand's type " << getPending().getType() << ", got "
+                         << getResult().getType();
+  if (!getPending().getDefiningOp<AllReduceOp>()) return emitOpError("expected the result of a kiln.all_reduce");
+  return success();
+}
+
 LogicalResult StepCountOp::verify() {
   if (failed(expectScalar(*this, "step", getStep()))) return failure();
   return expectScalar(*this, "result", getResult());

@@ -2,9 +2,11 @@
 //
 // Algorithm, per func.func with the `kiln.train` dictionary (after kiln-differentiate):
 //   1. Its "grad.<name>" results and the kiln.param ops they belong to.
-//   2. After each gradient's last kernel, a kiln.all_reduce: the sum over the ranks of a data
-//      parallel run (mpirun), each rank's gradient weighted by its share of the batch; the
-//      optimizer reads the reduced gradients, so every rank takes the same step.
+//   2. After each gradient's last kernel, a kiln.all_reduce: starts the sum over the ranks of a
+//      data parallel run (mpirun), each rank's gradient weighted by its share of the batch,
+//      which goes on beside the rest of the backward; before the optimizer, a
+//      kiln.all_reduce_wait per gradient. The optimizer reads the reduced gradients, so every
+//      rank takes the same step.
 //   3. Before the return: the step counter (a state, incremented in place), the step's learning
 //      rate, the sum of every gradient's squares; then per parameter one kiln.adamw_step: its
 //      two moments (states) and the parameter updated in place by one kernel. Parameters named
@@ -66,8 +68,8 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   }
   if (grads.empty()) return f.emitError("kiln-apply-optimizer: entry '") << f.getName() << "' has no gradients (run kiln-differentiate first)";
 
-  // Data parallel: each gradient summed over the ranks, weighted by their shares of the batch,
-  // as soon as the backward has it (in a process alone, a copy).
+  // Data parallel: each gradient's sum over the ranks, weighted by their shares of the batch,
+  // started as soon as the backward has it (in a process alone, a copy); waited for below.
   for (auto &[p, g] : grads) {
     OpBuilder ab(f.getContext());
     if (Operation *def = g.getDefiningOp()) ab.setInsertionPointAfter(def);
@@ -78,6 +80,7 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   // 3. The optimizer, before the return.
   OpBuilder b(ret);
   Location loc = f.getLoc();
+  for (auto &[p, g] : grads) g = kiln::AllReduceWaitOp::create(b, p.getLoc(), g.getType(), g);
   auto scalar = RankedTensorType::get({1}, b.getF32Type());
   Value step = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.step"), IntegerAttr());
   Value t = kiln::StepCountOp::create(b, loc, scalar, step);

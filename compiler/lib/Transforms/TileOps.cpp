@@ -282,7 +282,8 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::ReduceRows:  // column strips
         case kiln::KernelOp::EmbeddingGrad:
         case kiln::KernelOp::SumSquares:
-        case kiln::KernelOp::AllReduce: break;
+        case kiln::KernelOp::AllReduce:
+        case kiln::KernelOp::AllReduceWait: break;
         case kiln::KernelOp::ActInput:
           if (gpu) s.gpu_tile_n = 64;  // the timestep's sinusoid: d values
           [[fallthrough]];

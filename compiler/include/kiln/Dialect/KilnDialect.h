@@ -70,13 +70,15 @@ inline bool isFoldedView(mlir::Operation *op) {
 inline llvm::StringRef runtimeKernel(mlir::Operation *op) {
   if (mlir::isa<LshSortOp>(op)) return "kilnrt_kernel_lsh_sort";
   if (mlir::isa<AllReduceOp>(op)) return "kilnrt_kernel_all_reduce";
+  if (mlir::isa<AllReduceWaitOp>(op)) return "kilnrt_kernel_all_reduce_wait";
   return {};
 }
 
 // An op whose kernel writes its first operand's buffer (a state or a parameter) and returns
-// it: kiln.cache_write and the optimizer's updates. Its result shares that buffer.
+// it: kiln.cache_write and the optimizer's updates; kiln.all_reduce_wait, whose operand is the
+// buffer a kiln.all_reduce is summing into. Its result shares that buffer.
 inline bool writesInPlace(mlir::Operation *op) {
-  return mlir::isa<CacheWriteOp, StepCountOp, AdamWStepOp>(op);
+  return mlir::isa<CacheWriteOp, StepCountOp, AdamWStepOp, AllReduceWaitOp>(op);
 }
 
 // The further operands an in-place op's kernel writes (states, updated in place beside its

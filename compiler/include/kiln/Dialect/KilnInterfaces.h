@@ -66,6 +66,7 @@ enum class KernelOp {
   LossWeight,
   AdamWStep,
   AllReduce,  // served by the runtime (kilnrt_kernel_all_reduce), not generated
+  AllReduceWait,  // the runtime's too
 };
 
 // The semantic attributes in a kernel's key, as canonical text (sorted keys).

@@ -252,6 +252,21 @@ def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure], "None", ["inferSeqLengths", "bui
   let hasVerifier = 1;
 }
 
+def Kiln_AllReduceWaitOp : Kiln_Op<"all_reduce_wait", [], "AllReduceWait"> {
+  let summary = "in place: waits until the kiln.all_reduce that made its operand has summed it";
+  let description = [{
+    The operand is a kiln.all_reduce's result; the result is the same buffer, complete (in a
+    process alone there is nothing to wait for). A runtime kernel (kilnrt_kernel_all_reduce_wait).
+
+    ```mlir
+    %g1 = kiln.all_reduce_wait %s : (tensor<64xf32>) -> tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$pending);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_TransposeOp : Kiln_Op<"transpose", [Pure], "Transpose", ["getKernelAttrs", "inferSeqLengths", "buildGradient"]> {
   let summary = "permute dims: result dim i is input dim permutation[i]";
   let description = [{
@@ -913,18 +928,21 @@ def Kiln_AdamWStepOp : Kiln_Op<"adamw_step", [], "AdamWStep", ["getKernelAttrs",
 }
 
 def Kiln_AllReduceOp : Kiln_Op<"all_reduce", [], "AllReduce"> {
-  let summary = "data parallel: the sum over the processes of each one's share times its value";
+  let summary = "data parallel: starts the sum over the processes of each one's share times its value";
   let description = [{
     In a process group of P ranks (`mpirun -np P`), each rank r's result is
     Σ_r share_r · input_r, where share_r is rank r's part of the global batch's loss count
     (its rows, or its masked positions for a masked-LM loss), which the runtime sets before
     each step. The shares sum to 1, so a mean over the rank's rows becomes the mean over the
-    global batch. In a process alone the result is the input. kiln-apply-optimizer puts one on
-    every gradient, before the gradient norm and the updates; a runtime kernel
-    (kilnrt_kernel_all_reduce), not Halide, and not pure: it communicates.
+    global batch. In a process alone the result is the input. The kernel only starts the sum
+    (a non-blocking MPI_Iallreduce into the result's buffer, which the next kernels of the
+    backward run beside): the result may be read only through its kiln.all_reduce_wait.
+    kiln-apply-optimizer puts one on every gradient, as soon as the backward has it; a runtime
+    kernel (kilnrt_kernel_all_reduce), not Halide, and not pure: it communicates.
 
     ```mlir
-    %g1 = kiln.all_reduce %g : (tensor<128x512xf32>) -> tensor<128x512xf32>
+    %s = kiln.all_reduce %g : (tensor<128x512xf32>) -> tensor<128x512xf32>
+    %g1 = kiln.all_reduce_wait %s : (tensor<128x512xf32>) -> tensor<128x512xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input);
