@@ -15,13 +15,6 @@
 namespace {
 using ::testing::HasSubstr;
 
-std::string compileExample(const std::string &model, const std::string &flags, const std::string &dir) {
-  auto c = kt::run(std::string(KILN_BIN) + "/" + model + "-compile " + flags + " --quiet --cache-dir " KILN_TEST_CACHE +
-                   " -o " + dir + "/" + model);
-  EXPECT_EQ(c.code, 0) << c.output;
-  return c.code == 0 ? dir + "/" + model : "";
-}
-
 TEST(Batch, DslMisuseIsReportedAtTheUsersLine) {
   kiln::Model m("bad");
   kiln::Dim L = m.seq("L", 8), S = m.seq("S", 8), B = m.batch("B", 4);
@@ -42,7 +35,7 @@ TEST(Batch, DslMisuseIsReportedAtTheUsersLine) {
 
 TEST(Batch, Gpt2GradientsOfThreeSequencesMatchPyTorch) {
   std::string dir = kt::workDir("train_batch_gpt2");
-  std::string exe = compileExample("gpt2", "--train --batch 3 --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64", dir);
+  std::string exe = kt::compileExample("gpt2", "--train --batch 3 --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64", dir);
   ASSERT_FALSE(exe.empty());
   auto grads = kt::runFixtureGradients(exe, "gpt2_grad_b3", {"tokens", "targets"}, dir + "/out");
   ASSERT_EQ(grads.size(), 2u + 2u + 12u * 2u);
@@ -51,7 +44,7 @@ TEST(Batch, Gpt2GradientsOfThreeSequencesMatchPyTorch) {
 
 TEST(Batch, BertMaskedLmGradientsOfThreeSequencesMatchPyTorch) {
   std::string dir = kt::workDir("train_batch_bert");
-  std::string exe = compileExample("bert", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
+  std::string exe = kt::compileExample("bert", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
   ASSERT_FALSE(exe.empty());
   auto grads = kt::runFixtureGradients(exe, "bert_mlm_grad_b3", {"tokens", "targets"}, dir + "/out");
   ASSERT_EQ(grads.size(), 5u + 2u * 16u + 5u);
@@ -71,7 +64,7 @@ TEST(Batch, BertMaskedLmGradientsOfThreeSequencesMatchPyTorch) {
 
 TEST(Batch, EncoderDecoderGradientsOfThreeSequencePairsMatchPyTorch) {
   std::string dir = kt::workDir("train_batch_transformer");
-  std::string exe = compileExample("transformer",
+  std::string exe = kt::compileExample("transformer",
                                    "--train --batch 3 --layers 2 --d-model 32 --heads 2 --d-ff 64 --src-vocab 50 "
                                    "--tgt-vocab 60 --ctx 16",
                                    dir);
@@ -86,7 +79,7 @@ TEST(Batch, EncoderDecoderGradientsOfThreeSequencePairsMatchPyTorch) {
 // given a batch are refused with their reason.
 TEST(Batch, InferenceOverABatchEqualsEachSequenceAlone) {
   std::string dir = kt::workDir("train_batch_infer");
-  std::string bert = compileExample("bert", "--batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
+  std::string bert = kt::compileExample("bert", "--batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
   ASSERT_FALSE(bert.empty());
   const int64_t B = 3, L = 19;
   std::vector<int32_t> all = kt::randomIds(B * L, 120, 7);
@@ -113,7 +106,7 @@ TEST(Batch, InferenceOverABatchEqualsEachSequenceAlone) {
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("batch size B = 4 exceeds the compiled bound 3"));
 
-  std::string gpt2 = compileExample("gpt2", "--batch 2 --layers 1 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
+  std::string gpt2 = kt::compileExample("gpt2", "--batch 2 --layers 1 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
   ASSERT_FALSE(gpt2.empty());
   kt::saveIdRows(dir + "/two.npy", kt::randomIds(2 * 5, 120, 9), 2);
   r = kt::run(gpt2 + " --random-weights --entry prefill --input tokens=" + dir + "/two.npy --output-dir " + dir + "/outg");
@@ -126,7 +119,7 @@ TEST(Batch, InferenceOverABatchEqualsEachSequenceAlone) {
 // without one, is refused before any step.
 TEST(Batch, TrainingStepsTakeBatchesOfWindows) {
   std::string dir = kt::workDir("train_batch_steps");
-  std::string exe = compileExample("gpt2", "--train --batch 4 --layers 1 --d-model 32 --heads 2 --vocab 256 --ctx 32", dir);
+  std::string exe = kt::compileExample("gpt2", "--train --batch 4 --layers 1 --d-model 32 --heads 2 --vocab 256 --ctx 32", dir);
   ASSERT_FALSE(exe.empty());
   std::vector<int32_t> data = kt::randomIds(3000, 256, 11);
   for (size_t i = 0; i < data.size(); ++i) data[i] = (int32_t)((i * 7 + i / 13) % 61);  // learnable
@@ -144,7 +137,7 @@ TEST(Batch, TrainingStepsTakeBatchesOfWindows) {
   r = kt::run(exe + " --train --random-weights --data " + dir + "/data.npy --seq 16 --batch 5 --steps 1 --quiet");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("--batch 5 exceeds the compiled bound 4 of B"));
-  std::string one = compileExample("gpt2", "--train --layers 1 --d-model 32 --heads 2 --vocab 256 --ctx 32",
+  std::string one = kt::compileExample("gpt2", "--train --layers 1 --d-model 32 --heads 2 --vocab 256 --ctx 32",
                                    kt::workDir("train_batch_steps_one"));
   ASSERT_FALSE(one.empty());
   r = kt::run(one + " --train --random-weights --data " + dir + "/data.npy --seq 16 --batch 2 --steps 1 --quiet");
@@ -162,7 +155,7 @@ TEST(Batch, TrainingStepsTakeBatchesOfWindows) {
 // or mixed between sequences would show.
 TEST(Batch, BatchedDecodeEqualsEachSequenceDecodedAlone) {
   std::string dir = kt::workDir("train_batch_decode");
-  std::string exe = compileExample("gpt2", "--batch 3 --layers 2 --d-model 64 --heads 4 --vocab 120 --ctx 32", dir);
+  std::string exe = kt::compileExample("gpt2", "--batch 3 --layers 2 --d-model 64 --heads 4 --vocab 120 --ctx 32", dir);
   ASSERT_FALSE(exe.empty());
   const int64_t B = 3, L = 7, V = 120;
   std::vector<int32_t> prompts = kt::randomIds(B * L, (int)V, 11), next = {7, 55, 101};

@@ -6,10 +6,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-
 #include "grad_check.h"
 
 namespace {
@@ -18,13 +14,6 @@ using ::testing::HasSubstr;
 // Open MPI as CI runs it: as root, two ranks on however many cores, shared memory only.
 const std::string kMpirun =
     "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism none -np 2 ";
-
-std::string compileExample(const std::string &model, const std::string &flags, const std::string &dir) {
-  auto c = kt::run(std::string(KILN_BIN) + "/" + model + "-compile " + flags + " --quiet --cache-dir " KILN_TEST_CACHE +
-                   " -o " + dir + "/" + model);
-  EXPECT_EQ(c.code, 0) << c.output;
-  return c.code == 0 ? dir + "/" + model : "";
-}
 
 // A --log CSV by column name: rows of cells.
 struct Log {
@@ -39,18 +28,9 @@ struct Log {
 };
 Log readLog(const std::string &path) {
   Log l;
-  std::ifstream f(path);
-  EXPECT_TRUE(f.good()) << path;
-  std::string line;
-  auto split = [](const std::string &s) {
-    std::vector<std::string> v;
-    std::stringstream ss(s);
-    for (std::string c; std::getline(ss, c, ',');) v.push_back(c);
-    if (!s.empty() && s.back() == ',') v.push_back("");
-    return v;
-  };
-  if (std::getline(f, line)) l.header = split(line);
-  while (std::getline(f, line)) l.rows.push_back(split(line));
+  l.rows = kt::readCsv(path);
+  EXPECT_FALSE(l.rows.empty()) << path;
+  if (!l.rows.empty()) l.header = l.rows[0], l.rows.erase(l.rows.begin());
   return l;
 }
 
@@ -76,7 +56,7 @@ void expectSameSteps(const Log &one, const Log &two, size_t steps) {
 // gradients are weighted 1/3 and 2/3 (an unweighted mean of the ranks would differ).
 TEST(DataParallel, TwoRanksTrainAsOneProcessWithTheWholeBatch) {
   std::string dir = kt::workDir("train_mpi_gpt2");
-  std::string exe = compileExample("gpt2", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 64 --ctx 32", dir);
+  std::string exe = kt::compileExample("gpt2", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 64 --ctx 32", dir);
   ASSERT_FALSE(exe.empty());
   kt::saveIds(dir + "/data.npy", learnable(4000, 64, 0));
   const std::string args = " --train --random-weights --seed 3 --data " + dir + "/data.npy --seq 16 --lr 3e-3 "
@@ -148,7 +128,7 @@ TEST(DataParallel, TwoRanksTrainAsOneProcessWithTheWholeBatch) {
 // share by rows would give other losses.
 TEST(DataParallel, MaskedLmSharesFollowTheMaskedCounts) {
   std::string dir = kt::workDir("train_mpi_bert");
-  std::string exe = compileExample("bert", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
+  std::string exe = kt::compileExample("bert", "--train --batch 3 --layers 2 --d-model 32 --heads 2 --vocab 120 --ctx 32", dir);
   ASSERT_FALSE(exe.empty());
   kt::saveIds(dir + "/data.npy", learnable(4000, 120, 5));
   const std::string args = " --train --random-weights --seed 3 --data " + dir + "/data.npy --seq 16 --batch 3 --steps 6 "

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "harness.h"
@@ -26,6 +27,28 @@ inline void saveIdRows(const std::string &path, const std::vector<int32_t> &ids,
   fwrite(h.data(), 1, h.size(), f);
   fwrite(ids.data(), 4, ids.size(), f);
   fclose(f);
+}
+
+// Compiles examples/<model> with `flags` into dir/<model>; the path, or "" after a gtest failure.
+inline std::string compileExample(const std::string &model, const std::string &flags, const std::string &dir) {
+  auto c = run(std::string(KILN_BIN) + "/" + model + "-compile " + flags + " --quiet --cache-dir " KILN_TEST_CACHE +
+               " -o " + dir + "/" + model);
+  EXPECT_EQ(c.code, 0) << c.output;
+  return c.code == 0 ? dir + "/" + model : "";
+}
+
+// A CSV file's rows of cells (a trailing comma: an empty last cell).
+inline std::vector<std::vector<std::string>> readCsv(const std::string &path) {
+  std::ifstream f(path);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(f, line);) {
+    std::vector<std::string> row;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) row.push_back(cell);
+    if (!line.empty() && line.back() == ',') row.push_back("");
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 // The loss column of a --log CSV (step,loss,...) that `./model --train` writes, one per step.

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness.h"
+#include "grad_check.h"
 #include "kiln/dsl/Ops.h"
 
 namespace {
@@ -18,19 +18,6 @@ using ::testing::HasSubstr;
 const int64_t V = 19, d = 6;
 
 // A bigram model: logits = relu(embedding(tokens)) · headᵀ + b; the matrices decay, the bias not.
-std::vector<std::vector<std::string>> readCsv(const std::string &path) {
-  std::ifstream f(path);
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(f, line);) {
-    std::vector<std::string> row;
-    std::stringstream ss(line);
-    for (std::string cell; std::getline(ss, cell, ',');) row.push_back(cell);
-    if (!line.empty() && line.back() == ',') row.push_back("");
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 kiln::TrainOptions options() {
   return {.optimizer = {.lr = 0.05f, .beta1 = 0.8f, .beta2 = 0.95f, .eps = 1e-6f, .weight_decay = 0.1f},
           .clip_norm = 0.5f,
@@ -90,7 +77,7 @@ TEST(Optimizer, AdamWStepsMatchTheReference) {
   Params m1, v1;
   for (auto &[n, p] : w) m1[n] = v1[n] = std::vector<double>(p.size(), 0.0);
   std::vector<int32_t> tok(data.begin(), data.end() - 1), tgt(data.begin() + 1, data.end());
-  auto rows = readCsv(dir + "/log.csv");
+  auto rows = kt::readCsv(dir + "/log.csv");
   ASSERT_EQ(rows.size(), (size_t)steps + 1);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"step", "loss", "eval_loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"}));
   const double lr = 0.05, b1 = 0.8, b2 = 0.95, eps = 1e-6, wd = 0.1, clip = 0.5, warm = 2, decay = 5, minRatio = 0.2;
@@ -156,7 +143,7 @@ TEST(Optimizer, ResumingGivesTheSameRunAsNotStopping) {
   r = kt::run(common + "--steps 8 --resume " + dir + "/half.safetensors --save " + dir + "/resumed.safetensors --log " +
               dir + "/resumed.csv");
   ASSERT_EQ(r.code, 0) << r.output;
-  auto a = readCsv(dir + "/straight.csv"), b = readCsv(dir + "/resumed.csv");
+  auto a = kt::readCsv(dir + "/straight.csv"), b = kt::readCsv(dir + "/resumed.csv");
   ASSERT_EQ(a.size(), 9u);
   ASSERT_EQ(b.size(), 9u);
   for (size_t i = 1; i < a.size(); ++i) {
@@ -184,7 +171,7 @@ TEST(Optimizer, LrOverridesThePeakAndTheCheckpointKeepsIt) {
   ASSERT_EQ(r.code, 0) << r.output;
   r = kt::run(common + "--steps 4 --resume " + dir + "/ckpt.safetensors");
   ASSERT_EQ(r.code, 0) << r.output;
-  auto rows = readCsv(dir + "/log.csv");
+  auto rows = kt::readCsv(dir + "/log.csv");
   ASSERT_EQ(rows.size(), 5u);
   const double want[] = {0.01, 0.02, 0.02 * (0.2 + 0.4 * (1 + std::cos(M_PI / 3))), 0.02 * (0.2 + 0.4 * (1 + std::cos(2 * M_PI / 3)))};
   for (int t = 1; t <= 4; ++t) EXPECT_NEAR(std::stod(rows[t][3]), want[t - 1], 1e-6) << "lr at step " << t;
