@@ -7,11 +7,11 @@
 // (void *)1). Anywhere else the group is the process alone and nothing is loaded.
 //
 // kilnrt_kernel_all_reduce (kiln.all_reduce, one per gradient of a training step, as soon as the
-// backward has it) writes the rank's gradient times its share of the batch into its result and
-// starts summing that over the ranks in place (MPI_Iallreduce), then lets the sums already
+// backward has it) scales the rank's gradient by its share of the batch, in its buffer, and
+// starts summing it over the ranks in place (MPI_Iallreduce), then lets the sums already
 // started progress (MPI_Test on the oldest) and returns: the backward's next kernels run while
 // the sums go on. kilnrt_kernel_all_reduce_wait (kiln.all_reduce_wait, before the optimizer)
-// waits for the sum into its buffer. Alone: a copy, and nothing to wait for.
+// waits for the sum in its buffer. Alone: nothing to do.
 #include <HalideRuntime.h>
 #include <dlfcn.h>
 
@@ -134,19 +134,15 @@ int64_t denseElements(const halide_buffer_t *in, const halide_buffer_t *out) {
 }
 }  // namespace
 
-// kiln.all_reduce: out = Σ over the ranks of share · in, started (in a process alone, in).
+// kiln.all_reduce, in place (in and out are one buffer): Σ over the ranks of share · in, started.
 extern "C" int32_t kilnrt_kernel_all_reduce(halide_buffer_t *in, halide_buffer_t *out) {
   Group &g = g_group;
   int64_t n = denseElements(in, out);
-  if (n < 0) return 1;
-  const float *src = (const float *)in->host;
+  if (n < 0 || in->host != out->host) return 1;
+  if (!g.mpi) return 0;
   float *dst = (float *)out->host;
-  if (!g.mpi) {
-    if (dst != src) memcpy(dst, src, (size_t)n * 4);
-    return 0;
-  }
   const float share = (float)g.share;
-  for (int64_t i = 0; i < n; ++i) dst[i] = share * src[i];
+  for (int64_t i = 0; i < n; ++i) dst[i] *= share;
   Group::Pending p{dst, {}};
   for (int64_t at = 0; at < n; at += kPiece) {
     Handle req = nullptr;

@@ -69,11 +69,16 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   if (grads.empty()) return f.emitError("kiln-apply-optimizer: entry '") << f.getName() << "' has no gradients (run kiln-differentiate first)";
 
   // Data parallel: each gradient's sum over the ranks, weighted by their shares of the batch,
-  // started as soon as the backward has it (in a process alone, a copy); waited for below.
+  // started in its buffer as soon as the backward has it (in a process alone, nothing);
+  // waited for below. A gradient that is not a kernel's result of its own (read elsewhere
+  // too, or a view) is first copied, so that the sum writes a buffer nothing else reads.
   for (auto &[p, g] : grads) {
     OpBuilder ab(f.getContext());
-    if (Operation *def = g.getDefiningOp()) ab.setInsertionPointAfter(def);
+    Operation *def = g.getDefiningOp();
+    if (def) ab.setInsertionPointAfter(def);
     else ab.setInsertionPointToStart(&body);
+    if (!def || !g.hasOneUse() || !kiln::isKernelOp(def) || kiln::writesInPlace(def) || def->getNumResults() != 1)
+      g = kiln::ScaleOp::create(ab, p.getLoc(), g.getType(), g, ab.getF32FloatAttr(1.0f));
     g = kiln::AllReduceOp::create(ab, p.getLoc(), g.getType(), g);
   }
 

@@ -75,10 +75,10 @@ inline llvm::StringRef runtimeKernel(mlir::Operation *op) {
 }
 
 // An op whose kernel writes its first operand's buffer (a state or a parameter) and returns
-// it: kiln.cache_write and the optimizer's updates; kiln.all_reduce_wait, whose operand is the
-// buffer a kiln.all_reduce is summing into. Its result shares that buffer.
+// it: kiln.cache_write and the optimizer's updates; kiln.all_reduce (a gradient, summed over the
+// ranks in its own buffer) and kiln.all_reduce_wait. Its result shares that buffer.
 inline bool writesInPlace(mlir::Operation *op) {
-  return mlir::isa<CacheWriteOp, StepCountOp, AdamWStepOp, AllReduceWaitOp>(op);
+  return mlir::isa<CacheWriteOp, StepCountOp, AdamWStepOp, AllReduceOp, AllReduceWaitOp>(op);
 }
 
 // The further operands an in-place op's kernel writes (states, updated in place beside its

@@ -934,8 +934,8 @@ def Kiln_AllReduceOp : Kiln_Op<"all_reduce", [], "AllReduce"> {
     Σ_r share_r · input_r, where share_r is rank r's part of the global batch's loss count
     (its rows, or its masked positions for a masked-LM loss), which the runtime sets before
     each step. The shares sum to 1, so a mean over the rank's rows becomes the mean over the
-    global batch. In a process alone the result is the input. The kernel only starts the sum
-    (a non-blocking MPI_Iallreduce into the result's buffer, which the next kernels of the
+    global batch. In place: the result is the input's buffer (so a process alone does nothing).
+    The kernel only starts the sum (a non-blocking MPI_Iallreduce, which the next kernels of the
     backward run beside): the result may be read only through its kiln.all_reduce_wait.
     kiln-apply-optimizer puts one on every gradient, as soon as the backward has it; a runtime
     kernel (kilnrt_kernel_all_reduce), not Halide, and not pure: it communicates.
