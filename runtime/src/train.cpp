@@ -133,8 +133,6 @@ Windows windowsOf(const Cli &cli, const kiln_model_info &m, const kiln_entry_inf
                    "'): one kind per entry");
   return w;
 }
-}  // namespace
-
 // --log F for rank r > 0 of a group: F with ".rank<r>" before its extension.
 std::string rankLog(const std::string &log, int32_t rank) {
   if (rank == 0 || log.empty()) return log;
@@ -143,6 +141,7 @@ std::string rankLog(const std::string &log, int32_t rank) {
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return log + tag;
   return log.substr(0, dot) + tag + log.substr(dot);
 }
+}  // namespace
 
 int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   const kiln_model_info &m = cli.model;
