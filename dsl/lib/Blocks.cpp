@@ -1,6 +1,8 @@
 // kiln DSL building blocks: multi-head attention, FFN, transformer block (pre- and post-norm).
 #include "kiln/dsl/Blocks.h"
 
+#include <cmath>
+
 namespace kiln {
 
 Tensor dense(Model &m, const std::string &name, Tensor x, int64_t in, int64_t out, DenseOptions opt, SourceLoc loc) {
@@ -100,6 +102,8 @@ Recurrent recurrent(Model &m, const std::string &prefix, Tensor x, const SubLaye
     throw Error("recurrent: max_steps must be 1 to 1000, got " + std::to_string(opt.max_steps), loc);
   if (!(opt.act.epsilon > 0.0f && opt.act.epsilon < 1.0f))
     throw Error("recurrent: act.epsilon must be in (0, 1), got " + std::to_string(opt.act.epsilon), loc);
+  if (!(opt.act.ponder_weight >= 0.0f && std::isfinite(opt.act.ponder_weight)))
+    throw Error("recurrent: act.ponder_weight must be finite and >= 0, got " + std::to_string(opt.act.ponder_weight), loc);
   int64_t d = x.dim(1).size;
   if (d % 2) throw Error("recurrent: the state width must be even (sinusoidal signals), got " + std::to_string(d), loc);
   Tensor hw = m.param(prefix + ".halt.weight", {d}, {}, loc);
@@ -136,7 +140,9 @@ Recurrent recurrent(Model &m, const std::string &prefix, Tensor x, const SubLaye
     n.loc = loc;
     return m.add(n);
   };
-  return {hidden, result(1, DType::F32), result(2, DType::I32)};
+  Recurrent res{hidden, result(1, DType::F32), result(2, DType::I32)};
+  if (opt.act.ponder_weight > 0.0f) m.loss_if_any(res.ponder, opt.act.ponder_weight, prefix + ".ponder", loc);
+  return res;
 }
 
 Tensor universal_block(Model &m, const std::string &p, Tensor x, UniversalBlockOptions o, SourceLoc loc) {

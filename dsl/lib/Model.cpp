@@ -177,12 +177,35 @@ void Model::loss(Tensor t, LossOptions opt, SourceLoc loc) {
   } else {
     term = opt.weight == 1.0f ? t : kiln::scale(t, opt.weight, loc);
   }
+  bool added = false;
   for (auto &o : outputs_)
     if (o.first == "loss" && nodes_[o.second].entry == current_entry()) {
       o.second = kiln::add(Tensor(this, o.second), term, loc).id();
+      added = true;
+      break;
+    }
+  if (!added) output("loss", term, loc);
+  // Terms waiting for this entry's loss (loss_if_any).
+  for (size_t i = 0; i < pending_terms_.size();) {
+    if (nodes_[pending_terms_[i].tensor].entry != current_entry()) {
+      ++i;
+      continue;
+    }
+    PendingTerm p = pending_terms_[i];
+    pending_terms_.erase(pending_terms_.begin() + (long)i);
+    loss(kiln::mean(Tensor(this, p.tensor), p.loc), {.weight = p.weight, .name = p.name}, p.loc);
+  }
+}
+
+void Model::loss_if_any(Tensor t, float weight, const std::string &name, SourceLoc loc) {
+  if (!t || t.model() != this) throw Error("loss: the tensor does not belong to this model", loc);
+  if (!std::isfinite(weight)) throw Error("loss: the weight of '" + name + "' must be finite", loc);
+  for (auto &o : outputs_)
+    if (o.first == "loss" && nodes_[o.second].entry == t.node().entry) {
+      loss(kiln::mean(t, loc), {.weight = weight, .name = name}, loc);
       return;
     }
-  output("loss", term, loc);
+  pending_terms_.push_back({t.id(), weight, name, loc});
 }
 
 void Model::gradients(SourceLoc loc) {

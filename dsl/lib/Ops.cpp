@@ -489,6 +489,12 @@ Tensor mask_for(Tensor scores, Mask mask, SourceLoc loc) {
   return r;
 }
 
+Tensor mean(Tensor x, SourceLoc loc) {
+  Model &m = model_of({x}, "mean", loc);
+  need_f32(m, "mean", "input", x, loc);
+  return make(m, OpKind::Mean, {x.id()}, {Dim(1)}, loc);
+}
+
 Tensor cross_entropy(Tensor logits, Tensor targets, CrossEntropyOptions opt, SourceLoc loc) {
   Model &m = model_of({logits, targets}, "cross_entropy", loc);
   need_rank(m, "cross_entropy", "logits", logits, 2, 2, loc);

@@ -43,7 +43,8 @@ Func generate(Builder &B) {
     case KernelOp::ActInput:
     case KernelOp::ActUpdate:
     case KernelOp::ActRunning:
-    case KernelOp::ActOutput: return buildAct(B);
+    case KernelOp::ActOutput:
+    case KernelOp::ActUpdateGrad: return buildAct(B);
     case KernelOp::Fill:
     case KernelOp::ActivationGrad: return buildElementwise(B);
     case KernelOp::SoftmaxGrad: return buildRowReduce(B);
@@ -51,6 +52,8 @@ Func generate(Builder &B) {
       return B.op<LayerNormGradOp>().getWrt() == "input" ? buildRowReduce(B) : buildBackward(B);
     case KernelOp::CrossEntropy:
     case KernelOp::CrossEntropyGrad: return buildLoss(B);
+    case KernelOp::Mean:
+    case KernelOp::MeanGrad: return buildMean(B);
     case KernelOp::ReduceRows:
     case KernelOp::WeightGrad:
     case KernelOp::EmbeddingGrad: return buildBackward(B);

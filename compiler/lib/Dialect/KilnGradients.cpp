@@ -43,6 +43,12 @@ LogicalResult PositionEmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g
   return success();
 }
 
+// Fixed signals: no gradient (`like` gives the shape only).
+LogicalResult SinusoidalPositionsOp::buildGradient(OpBuilder &, ArrayRef<Value>, SmallVectorImpl<Value> &out) {
+  out.append(getNumOperands(), Value());
+  return success();
+}
+
 // y = x·Wᵀ + b (out_in, W [out, in]) or x·W + b (in_out, W [in, out]):
 // dx = dy·W or dy·Wᵀ, dW = dyᵀ·x or xᵀ·dy (kiln.weight_grad), db = the sum of dy's rows.
 LogicalResult LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
@@ -206,5 +212,54 @@ LogicalResult LshAttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, Sma
                                                   getValue(), buckets, sorted, o, g[0], getChunkAttr(), getCausalAttr(),
                                                   getScaleAttr(), b.getStringAttr(w)));
   out.push_back(Value());
+  return success();
+}
+
+// ACT (kiln-unroll-act unrolls a differentiated entry's kiln.recurrent into these). The carry
+// [L, 2d+3] holds the state, the weighted output, h, r and n: the first state is columns [0, d)
+// of act_init's result, a step's input reads them, hidden and ponder (n + r) are columns.
+LogicalResult ActInitOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(SliceOp::create(b, getLoc(), getX().getType(), g[0], b.getI64IntegerAttr(1), b.getI64IntegerAttr(0)));
+  return success();
+}
+
+LogicalResult ActInputOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(PadOp::create(b, getLoc(), getCarry().getType(), g[0], getCarry(), b.getI64IntegerAttr(1), b.getI64IntegerAttr(0)));
+  out.push_back(Value());  // the position signal: fixed
+  out.push_back(Value());  // the step
+  return success();
+}
+
+// The update count n and each step's halting decision are constants (Graves 2016): gradients
+// flow through the halting probabilities and the remainder only. kiln.act_update_grad reads
+// the decisions from the carry and the result.
+LogicalResult ActUpdateOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  Location loc = getLoc();
+  for (StringRef w : {"carry", "x", "y", "halt_weight", "halt_bias"}) {
+    Type t = w == "carry" ? getCarry().getType() : w == "x" ? getX().getType() : w == "y" ? getY().getType()
+             : w == "halt_weight" ? getHaltWeight().getType() : getHaltBias().getType();
+    out.push_back(ActUpdateGradOp::create(b, loc, t, getCarry(), getResult(), getX(), getY(), getHaltWeight(),
+                                          getHaltBias(), g[0], b.getStringAttr(w)));
+  }
+  out.push_back(Value());  // the step
+  return success();
+}
+
+LogicalResult ActOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  StringRef f = getField();
+  if (f == "steps") return emitOpError("gradient: the step counts are integers");
+  Location loc = getLoc();
+  auto ct = cast<RankedTensorType>(getCarry().getType());
+  int64_t d = (ct.getDimSize(1) - 3) / 2;
+  Value col = g[0];
+  if (f == "ponder")  // n + r: the remainder's column; n is a constant
+    col = ReshapeOp::create(b, loc, RankedTensorType::get({ct.getDimSize(0), 1}, ct.getElementType()), g[0]);
+  out.push_back(PadOp::create(b, loc, ct, col, getCarry(), b.getI64IntegerAttr(1),
+                              b.getI64IntegerAttr(f == "hidden" ? d : 2 * d + 1)));
+  return success();
+}
+
+LogicalResult MeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(MeanGradOp::create(b, getLoc(), getInput().getType(), g[0], getInput()));
   return success();
 }

@@ -674,6 +674,37 @@ OpCost ActUpdateOp::getCost(function_ref<double(Value)> numel) {
   return c;
 }
 
+LogicalResult ActUpdateGradOp::verify() {
+  auto x = ty(getX());
+  if (getY().getType() != x) return emitOpError("expected y to have x's type");
+  if (failed(expectCarry(*this, getCarry(), x))) return failure();
+  if (getNext().getType() != getCarry().getType() || getGrad().getType() != getCarry().getType())
+    return emitOpError("expected next and grad to have the carry's type");
+  if (getHaltWeight().getType() != RankedTensorType::get({x.getDimSize(1)}, x.getElementType()) ||
+      getHaltBias().getType() != RankedTensorType::get({1}, x.getElementType()))
+    return emitOpError("expected the halting weight [d] and bias [1]");
+  StringRef w = getWrt();
+  RankedTensorType want;
+  if (w == "carry") want = ty(getCarry());
+  else if (w == "x" || w == "y") want = x;
+  else if (w == "halt_weight") want = ty(getHaltWeight());
+  else if (w == "halt_bias") want = ty(getHaltBias());
+  else return emitOpError("expected wrt \"carry\", \"x\", \"y\", \"halt_weight\" or \"halt_bias\", got \"") << w << "\"";
+  if (ty(getResult()) != want) return emitOpError("expected the result to be ") << want << ", got " << getType();
+  return success();
+}
+void ActUpdateGradOp::getKernelAttrs(KernelAttrs &a) { a.set("wrt", getWrt()); }
+Syms ActUpdateGradOp::inferSeqLengths(ArrayRef<Syms> in) {
+  Syms r = lengths(ty(getResult()).getRank());
+  if (getWrt() == "carry" || getWrt() == "x" || getWrt() == "y") r[0] = in[0][0];  // [L, ...]; the halting's are static
+  return r;
+}
+OpCost ActUpdateGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 6 * numel(getX());
+  return c;
+}
+
 LogicalResult ActRunningOp::verify() {
   auto c = ty(getCarry());
   if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 3) % 2 || c.getDimSize(1) < 5)

@@ -71,6 +71,25 @@ OpCost ReduceRowsOp::getCost(function_ref<double(Value)> numel) {
   return c;
 }
 
+LogicalResult MeanOp::verify() {
+  if (!ty(getInput()).getElementType().isF32()) return emitOpError("expected an f32 input, got ") << getInput().getType();
+  if (ty(getResult()).getShape() != ArrayRef<int64_t>{1}) return emitOpError("expected a [1] result, got ") << getType();
+  return success();
+}
+Syms MeanOp::inferSeqLengths(ArrayRef<Syms>) { return Syms{-1}; }
+OpCost MeanOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = numel(getInput());
+  return c;
+}
+
+LogicalResult MeanGradOp::verify() {
+  if (ty(getGrad()).getShape() != ArrayRef<int64_t>{1}) return emitOpError("expected a [1] grad, got ") << getGrad().getType();
+  if (getResult().getType() != getLike().getType()) return emitOpError("expected the result to have like's type ") << getLike().getType();
+  return success();
+}
+Syms MeanGradOp::inferSeqLengths(ArrayRef<Syms> in) { return in[1]; }
+
 LogicalResult WeightGradOp::verify() {
   bool outIn = getWeightLayout() == "out_in";
   if (!outIn && getWeightLayout() != "in_out")

@@ -108,6 +108,7 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     case OpKind::CrossEntropy:
       r = CrossEntropyOp::create(b, loc, t, in(0), in(1), b.getI64IntegerAttr(n.ignore_index));
       break;
+    case OpKind::Mean: r = MeanOp::create(b, loc, t, in(0)); break;
     case OpKind::LossWeight:
       r = LossWeightOp::create(b, loc, t, in(0), in(1), b.getF32FloatAttr(n.factor), b.getF32FloatAttr(n.until));
       break;

@@ -47,6 +47,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
   const TargetInfo &t = opt.target;
   switch (phase) {
     case Phase::Fused:
+      pm.addPass(createUnrollAct());      // a differentiated entry's ACT steps in straight code
       pm.addPass(createDifferentiate());  // first: the backward is fused and tiled with the forward
       if (opt.reverse_layers) pm.addPass(createReverseLayers());
       if (opt.recompute_ffn != PhaseOptions::RecomputeFfn::off)

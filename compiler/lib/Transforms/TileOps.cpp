@@ -280,6 +280,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::CrossEntropy:  // rows in tasks of 16, a serial sum
         case kiln::KernelOp::WeightGrad: weightGrad(op, s); break;
         case kiln::KernelOp::ReduceRows:  // column strips
+        case kiln::KernelOp::Mean:        // a serial sum
         case kiln::KernelOp::EmbeddingGrad:
         case kiln::KernelOp::SumSquares:
         case kiln::KernelOp::AllReduce:
@@ -304,6 +305,8 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::ActInit:
         case kiln::KernelOp::ActUpdate:
         case kiln::KernelOp::ActOutput:
+        case kiln::KernelOp::ActUpdateGrad:
+        case kiln::KernelOp::MeanGrad:
         case kiln::KernelOp::Fill:
         case kiln::KernelOp::CrossEntropyGrad:
         case kiln::KernelOp::ActivationGrad:

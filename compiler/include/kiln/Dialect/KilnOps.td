@@ -110,7 +110,7 @@ def Kiln_PositionEmbeddingOp : Kiln_Op<"position_embedding", [Pure], "PositionEm
   let results = (outs AnyRankedTensor:$result);
 }
 
-def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure], "SinusoidalPositions", ["inferSeqLengths"]> {
+def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure], "SinusoidalPositions", ["inferSeqLengths", "buildGradient"]> {
   let summary = "the fixed sinusoidal position encoding for positions [0, L), L from `like`";
   let description = [{
     pe[p, 2i] = sin(p / 10000^(2i/d)), pe[p, 2i+1] = cos(p / 10000^(2i/d)); d is the result's
@@ -550,7 +550,7 @@ def Kiln_YieldOp : Kiln_Op<"yield", [Pure, Terminator, ParentOneOf<["RecurrentOp
 
 // ACT bookkeeping on the carried tensor [L, 2d + 3]: columns [0, d) the state, [d, 2d) the
 // weighted output, then the halting sum h, the remainder r and the update count n.
-def Kiln_ActInitOp : Kiln_Op<"act_init", [Pure], "ActInit"> {
+def Kiln_ActInitOp : Kiln_Op<"act_init", [Pure], "ActInit", ["buildGradient"]> {
   let summary = "the ACT carry for a first state: state = x, output 0, h = r = n = 0";
   let description = [{
     ```mlir
@@ -562,7 +562,7 @@ def Kiln_ActInitOp : Kiln_Op<"act_init", [Pure], "ActInit"> {
   let hasVerifier = 1;
 }
 
-def Kiln_ActInputOp : Kiln_Op<"act_input", [Pure], "ActInput", ["getCost"]> {
+def Kiln_ActInputOp : Kiln_Op<"act_input", [Pure], "ActInput", ["getCost", "buildGradient"]> {
   let summary = "a step's input: the carried state + the position signal + the timestep signal";
   let description = [{
     ```mlir
@@ -574,7 +574,7 @@ def Kiln_ActInputOp : Kiln_Op<"act_input", [Pure], "ActInput", ["getCost"]> {
   let hasVerifier = 1;
 }
 
-def Kiln_ActUpdateOp : Kiln_Op<"act_update", [Pure], "ActUpdate", ["getKernelAttrs", "getCost"]> {
+def Kiln_ActUpdateOp : Kiln_Op<"act_update", [Pure], "ActUpdate", ["getKernelAttrs", "getCost", "buildGradient"]> {
   let summary = "one ACT step: halting probabilities, weights, the weighted output and the state";
   let description = [{
     carry [L, 2d+3], x (the step's input) and y (its output) [L, d], halt weight [d], halt bias
@@ -602,7 +602,7 @@ def Kiln_ActRunningOp : Kiln_Op<"act_running", [Pure], "ActRunning", ["inferSeqL
   let hasVerifier = 1;
 }
 
-def Kiln_ActOutputOp : Kiln_Op<"act_output", [Pure], "ActOutput", ["getKernelAttrs", "inferSeqLengths"]> {
+def Kiln_ActOutputOp : Kiln_Op<"act_output", [Pure], "ActOutput", ["getKernelAttrs", "inferSeqLengths", "buildGradient"]> {
   let summary = "a result of the ACT carry: \"hidden\" [L, d], \"ponder\" [L] (n + r) or \"steps\" [L] i32";
   let description = [{
     ```mlir
@@ -666,6 +666,56 @@ def Kiln_CrossEntropyGradOp : Kiln_Op<"cross_entropy_grad", [Pure], "CrossEntrop
   }];
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$targets, AnyRankedTensor:$grad,
                    DefaultValuedAttr<I64Attr, "-1">:$ignore_index);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_MeanOp : Kiln_Op<"mean", [Pure], "Mean", ["inferSeqLengths", "getCost", "buildGradient"]> {
+  let summary = "the mean of every element: [...] -> [1] (ACT's ponder cost over positions)";
+  let description = [{
+    Summed in order, then divided by the element count (a sequence length is the run's).
+
+    ```mlir
+    %m = kiln.mean %ponder : (tensor<?xf32>) -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_MeanGradOp : Kiln_Op<"mean_grad", [Pure], "MeanGrad", ["inferSeqLengths"]> {
+  let summary = "kiln.mean's gradient: grad [1] / the element count, everywhere in `like`'s shape";
+  let description = [{
+    ```mlir
+    %d = kiln.mean_grad %g, %ponder : (tensor<1xf32>, tensor<?xf32>) -> tensor<?xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$like);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_ActUpdateGradOp : Kiln_Op<"act_update_grad", [Pure], "ActUpdateGrad", ["getKernelAttrs", "getCost", "inferSeqLengths"]> {
+  let summary = "kiln.act_update's gradient with respect to its carry, x, y or halting logit";
+  let description = [{
+    carry and next [L, 2d+3] (the step's carry and its result: which positions were running,
+    halted or went on are read from them, never decided again), x, y [L, d], halt weight [d],
+    bias [1], grad [L, 2d+3] (of `next`) -> `wrt` "carry" [L, 2d+3], "x" or "y" [L, d],
+    "halt_weight" [d] or "halt_bias" [1] (sums over the positions of d loss / d (x·w + b),
+    in row order).
+    Per position, with p = sigmoid(x·w + b) recomputed, the update count n and the halting
+    decisions are constants (Graves 2016): a step that went on (w = p) passes its state's
+    gradient to y and p, h' = h + p; the halting step (w = 1 - h, the remainder r' = 1 - h)
+    sends the output's and the state's gradients (its state is its output) to y by w and to
+    h by -(grad_r + grad_w); a halted position passes every gradient through.
+
+    ```mlir
+    %dc = kiln.act_update_grad %c, %n, %x, %y, %w, %b, %g {wrt = "carry"} : (tensor<?x131xf32>, tensor<?x131xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<?x131xf32>) -> tensor<?x131xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$carry, AnyRankedTensor:$next, AnyRankedTensor:$x, AnyRankedTensor:$y,
+                   AnyRankedTensor:$halt_weight, AnyRankedTensor:$halt_bias, AnyRankedTensor:$grad, StrAttr:$wrt);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

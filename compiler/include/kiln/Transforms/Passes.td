@@ -139,6 +139,23 @@ def LowerLshAttention : Pass<"kiln-lower-lsh-attention", "mlir::ModuleOp"> {
   }];
 }
 
+def UnrollAct : Pass<"kiln-unroll-act", "mlir::ModuleOp"> {
+  let summary = "Unroll a differentiated entry's recurrent step to max_steps copies (ACT's backward)";
+  let description = [{
+    In each func.func marked kiln.differentiate (run before kiln-differentiate), every
+    kiln.recurrent becomes the ops kiln-lower-act puts in its loop, repeated max_steps times in
+    straight code (the step number a kiln.fill of i32):
+      %pos = kiln.sinusoidal_positions %x;  %c0 = kiln.act_init %x
+      %t0 = kiln.fill {value = 0.0} : tensor<1xi32>
+      %s0 = kiln.act_input %c0, %pos, %t0;  <the step on %s0>;  %c1 = kiln.act_update %c0, %s0, %y0, %hw, %hb, %t0
+      ...                                   (steps 1 .. max_steps - 1)
+      %h = kiln.act_output %cT {field = "hidden"}   // and "ponder", "steps"
+    The same values as the loop: a step after every position halted changes nothing. Each
+    act op has a gradient rule: the update counts and halting decisions are constants, the
+    gradients flow through the halting probabilities and the remainders (Graves 2016).
+  }];
+}
+
 def LowerAct : Pass<"kiln-lower-act", "mlir::ModuleOp"> {
   let summary = "Expand a recurrent step with adaptive computation time into a host loop";
   let description = [{

@@ -55,6 +55,66 @@ Func buildAct(Builder &B) {
     B.s(p).compute_at(out, row);
     B.s(dot).compute_at(out, row);
     return out;
+  } else if (k.op == KernelOp::ActUpdateGrad) {
+    // The backward of one step (kiln.act_update_grad). The decisions come from the carry and
+    // the next carry: running = h < 1; halted at this step = running and h' >= 1 (a step that
+    // went on leaves h' = h + p <= threshold < 1); went on = running, not halted.
+    if (B.gpu) throw std::runtime_error("kernel " + k.kind + ": CPU schedule only (for now)");
+    llvm::StringRef wrt = B.op<ActUpdateGradOp>().getWrt();
+    ImageParam N1 = B.in[1], X = B.in[2], Y = B.in[3], WH = B.in[4], BH = B.in[5], G = B.in[6];
+    Var i("i"), c("c");
+    Func dot("dot"), p("p"), gyd("gyd"), gz("gz");
+    RDom rk(0, d, "rk");
+    Expr h = col(2 * d, i), running = h < 1.0f, halt = running && N1(2 * d, i) >= 1.0f, on = running && !halt;
+    dot(i) = 0.0f;
+    dot(i) += X(rk, i) * WH(rk);
+    p(i) = 1.0f / (1.0f + exp(-(dot(i) + BH(0))));
+    // The step's output y reaches the loss through the weighted output (and, when halting,
+    // through the state, which is then that output): Σ_c (g_o + [halt] g_s) · y.
+    gyd(i) = 0.0f;
+    gyd(i) += (G(rk + d, i) + select(halt, G(rk, i), 0.0f)) * Y(rk, i);
+    // d loss / d logit where the step went on: p enters the output (w = p) and h' = h + p.
+    gz(i) = select(on, (gyd(i) + G(2 * d, i)) * p(i) * (1.0f - p(i)), 0.0f);
+    if (wrt == "halt_weight" || wrt == "halt_bias") {  // sums over the rows, in row order
+      RDom rr(0, X.dim(1).extent(), "rr");
+      Func sum("sum");
+      if (wrt == "halt_weight") {
+        sum(c) = 0.0f;
+        sum(c) += gz(rr) * X(c, rr);
+      } else {
+        sum(c) = 0.0f;
+        sum(c) += gz(rr);
+      }
+      out(c) = sum(c);
+      /* THE SCHEDULE: each row's gz once (rows in parallel), then the sum over the rows. */
+      B.s(gz).compute_root();
+      if (B.parallel()) B.s(gz).parallel(i);
+      B.s(p).compute_at(gz, i);
+      B.s(dot).compute_at(gz, i);
+      B.s(gyd).compute_at(gz, i);
+      B.s(sum).compute_root();
+      if (wrt == "halt_weight") B.s(sum.update()).vectorize(c, B.vec(), TailStrategy::GuardWithIf);
+      return out;
+    }
+    Expr gs = G(clamp(c, 0, d - 1), i), go = G(clamp(c, 0, d - 1) + d, i);
+    if (wrt == "carry") {
+      Expr gsA = G(clamp(c - d, 0, d - 1), i), goA = G(clamp(c - d, 0, d - 1) + d, i);
+      out(c, i) = select(c < d, select(running, 0.0f, gs),                            // the state: replaced
+                         c < 2 * d, goA + select(halt, gsA, 0.0f),                    // output: carried on
+                         c == 2 * d, select(halt, -G(2 * d + 1, i) - gyd(i), G(2 * d, i)),  // h: w = r' = 1 - h
+                         c == 2 * d + 1, select(halt, 0.0f, G(2 * d + 1, i)),         // r: set when halting
+                         0.0f);                                                        // n: a constant
+    } else if (wrt == "y") {
+      Expr w = select(halt, 1.0f - h, p(i));
+      out(c, i) = select(halt, w * (go + gs), on, gs + p(i) * go, 0.0f);
+    } else {  // x: through the halting logit only (the step's other uses add theirs)
+      out(c, i) = gz(i) * WH(c);
+    }
+    /* THE SCHEDULE: row-wise; p and the row's dot products once per row. */
+    std::vector<Var> cv{c, i};
+    Var row = B.rowwise(out, cv);
+    for (Func f : {p, dot, gyd, gz}) B.s(f).compute_at(out, row);
+    return out;
   } else if (k.op == KernelOp::ActRunning) {
     RDom r(0, C.dim(1).extent(), "r");
     out(v) = 0;

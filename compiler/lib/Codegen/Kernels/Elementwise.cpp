@@ -51,7 +51,8 @@ Func buildElementwise(Builder &B) {
   /* THE ALGORITHM */
   Func out("out");
   if (k.op == KernelOp::Fill) {  // no inputs
-    out(v) = B.op<FillOp>().getValue().convertToFloat();
+    float value = B.op<FillOp>().getValue().convertToFloat();
+    out(v) = k.output.is_int ? Expr((int)value) : Expr(value);  // i32: a step number (kiln-unroll-act)
     B.rowwise(out, v);
     return out;
   }

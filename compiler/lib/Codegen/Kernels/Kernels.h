@@ -39,6 +39,7 @@ Func buildDepthwiseConv(Builder &B);
 Func buildAct(Builder &B);
 // Loss.cpp: cross_entropy and its gradient.
 Func buildLoss(Builder &B);
+Func buildMean(Builder &B);  // kiln.mean and kiln.mean_grad (Loss.cpp)
 // Backward.cpp: the backward's column reductions (reduce_rows, weight_grad, layer_norm_grad
 // wrt gamma, embedding_grad).
 Func buildBackward(Builder &B);

@@ -59,4 +59,38 @@ Func buildLoss(Builder &B) {
   return out;
 }
 
+// kiln.mean: the sum of every element in order, over their count; kiln.mean_grad: grad / count
+// everywhere in like's shape.
+Func buildMean(Builder &B) {
+  const KernelSpec &k = B.k;
+  if (B.gpu) throw std::runtime_error("kernel " + k.kind + ": CPU schedule only (for now)");
+  ImageParam X = B.in[k.op == KernelOp::Mean ? 0 : 1];
+  int rank = (int)(k.op == KernelOp::Mean ? k.inputs[0] : k.inputs[1]).dims.size();
+  Region all;
+  Expr count = 1;
+  for (int d = 0; d < rank; ++d) {
+    all.push_back(Range(0, X.dim(d).extent()));
+    count = count * X.dim(d).extent();
+  }
+  Func out("out");
+  if (k.op == KernelOp::Mean) {
+    RDom r(all, "r");
+    std::vector<Expr> at;
+    for (int d = 0; d < rank; ++d) at.push_back(r[d]);
+    Var x("x");
+    Func total("total");
+    total(x) = 0.0f;
+    total(x) += X(at);
+    out(x) = total(x) / cast<float>(max(count, 1));
+    /* THE SCHEDULE: one serial sum (the same result on any thread count). */
+    B.s(total).compute_root();
+    return out;
+  }
+  std::vector<Var> v = makeVars(rank);
+  out(v) = B.in[0](0) / cast<float>(max(count, 1));
+  /* THE SCHEDULE: row-wise. */
+  B.rowwise(out, v);
+  return out;
+}
+
 }  // namespace kiln::codegen

@@ -69,8 +69,14 @@ Tensor reversible_inverse(Tensor y, const SubLayer &F, const SubLayer &G, Source
 // until the sum would pass 1 - epsilon or max_steps is reached; that step's weight is the
 // remainder. `hidden` is the halting-weighted sum of the states; a halted position stops
 // updating. It compiles to one copy of the step in a loop that stops when every position halted.
+// In an entry with a loss, the ponder cost ponder_weight · mean over positions of (N + R) (the
+// steps taken and the remainder; tensor2tensor's act_loss_weight, Graves' τ) is added to the
+// loss as the term "loss.<prefix>.ponder" (0: none). Its gradient flows through the halting
+// probabilities and the remainders; the step counts N are constants. Such an entry, when
+// differentiated, runs all max_steps steps (kiln-unroll-act), keeping each one's activations.
 struct ActOptions {
   float epsilon = 0.01f;
+  float ponder_weight = 0.01f;
 };
 struct RecurrentOptions {
   int64_t max_steps = 0;

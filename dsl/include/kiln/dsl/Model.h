@@ -267,6 +267,10 @@ class Model {
   // Adds weight · t (a [1] scalar of this entry, such as a cross_entropy) to the entry's loss,
   // its output "loss" (the sum of every term added).
   void loss(Tensor t, LossOptions opt = {}, SourceLoc loc = SourceLoc::current());
+  // weight · mean(t) is added to the current entry's loss if it has one, else when it gets its
+  // first term (loss()); never in an entry without a loss. Named "loss.<name>". recurrent()'s
+  // ponder cost: an entry that trains a recurrent pays for its steps, one that runs it does not.
+  void loss_if_any(Tensor t, float weight, const std::string &name, SourceLoc loc = SourceLoc::current());
   // The current entry also returns the gradient of its loss with respect to every parameter it
   // uses, as outputs "grad.<name>" (kiln-differentiate builds them in the compiler).
   void gradients(SourceLoc loc = SourceLoc::current());
@@ -366,6 +370,13 @@ class Model {
   std::vector<ConfigField> config_;
   std::vector<std::string> entries_{"forward"};
   std::vector<int> kept_;
+  struct PendingTerm {
+    int tensor;
+    float weight;
+    std::string name;
+    SourceLoc loc;
+  };
+  std::vector<PendingTerm> pending_terms_;  // loss_if_any's, until their entry has a loss
   std::vector<bool> differentiate_;
   std::map<int, TrainOptions> train_;
   int region_ = -1, regions_ = 0;

@@ -36,6 +36,7 @@ enum class OpKind {
   Silu,
   CrossEntropy,
   LossWeight,
+  Mean,
   Count
 };
 
@@ -44,7 +45,7 @@ inline constexpr const char *kOpNames[] = {
     "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
     "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions", "state", "cache_write",
     "lsh_attention", "depthwise_conv", "recurrent", "step_input", "recurrent_result", "silu",
-    "cross_entropy", "loss_weight",
+    "cross_entropy", "loss_weight", "mean",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
               "every OpKind needs a name in kOpNames");

@@ -103,6 +103,10 @@ struct CrossEntropyOptions {
 };
 Tensor cross_entropy(Tensor logits, Tensor targets, CrossEntropyOptions opt = {}, SourceLoc loc = SourceLoc::current());
 
+// The mean of every element of an f32 tensor (of any rank): -> [1]. A loss term such as the
+// ponder cost of a recurrent (recurrent() adds that one itself).
+Tensor mean(Tensor x, SourceLoc loc = SourceLoc::current());
+
 // A convolution over the sequence with one filter per feature: x [L, d], w [k, d] (k odd),
 // b [d] -> [L, d]; result[i, c] = b[c] + sum_t w[t, c] * x[i + t - (k - 1) / 2, c], zero
 // outside [0, L). Followed by a pointwise linear it is a depthwise-separable convolution.
