@@ -171,7 +171,7 @@ TEST(UniversalExample, LowersToALoopNotAnUnrolledCopy) {
     for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
     return n;
   };
-  std::ifstream f(dir + "/dump/07-kiln-lower-act.mlir");
+  std::ifstream f(dir + "/dump/08-kiln-lower-act.mlir");
   std::string ir((std::istreambuf_iterator<char>(f)), {});
   EXPECT_EQ(count(ir, "kiln.loop "), 1u);
   EXPECT_EQ(count(ir, "kiln.attention "), 1u);
