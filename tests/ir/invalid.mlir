@@ -403,3 +403,43 @@ func.func @embedding_grad_into(%ids: tensor<?xi32>, %g: tensor<?x4xf32>, %into: 
   %0 = kiln.embedding_grad %ids, %g, %into : (tensor<?xi32>, tensor<?x4xf32>, tensor<6x4xf32>) -> tensor<7x4xf32>
   return %0 : tensor<7x4xf32>
 }
+
+// -----
+
+func.func @act_update_grad_wrt(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected wrt "carry", "x", "y", "halt_weight" or "halt_bias", got "halt"}}
+  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = "halt"} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
+  return %g : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @act_update_grad_result(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected the result to be 'tensor<1xf32>', got 'tensor<?x16xf32>'}}
+  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = "halt_bias"} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
+  return %g : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @act_update_grad_halting(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<8xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected the halting weight [d] and bias [1]}}
+  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = "x"} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<8xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
+  return %g : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @mean_result(%p: tensor<?xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{expected a [1] result, got 'tensor<2xf32>'}}
+  %m = kiln.mean %p : (tensor<?xf32>) -> tensor<2xf32>
+  return %m : tensor<2xf32>
+}
+
+// -----
+
+func.func @mean_grad_like(%g: tensor<1xf32>, %p: tensor<?xf32>) -> tensor<?x2xf32> {
+  // expected-error @+1 {{expected the result to have like's type 'tensor<?xf32>'}}
+  %d = kiln.mean_grad %g, %p : (tensor<1xf32>, tensor<?xf32>) -> tensor<?x2xf32>
+  return %d : tensor<?x2xf32>
+}

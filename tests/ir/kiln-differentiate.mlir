@@ -145,3 +145,34 @@ func.func @no_rule(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {ki
 func.func @no_loss(%x: tensor<?x4xf32>) -> (tensor<?x4xf32> {kiln.name = "y"}) attributes {kiln.differentiate} {
   return %x : tensor<?x4xf32>
 }
+
+// -----
+
+// One parameter read through two kiln.param ops (kiln-unroll-act's copies, say): one gradient
+// result, the sum of both.
+// CHECK-LABEL: func.func @param_twice
+// CHECK-SAME: -> (tensor<1xf32> {kiln.name = "loss"}, tensor<4x4xf32> {kiln.name = "grad.w"})
+// CHECK: %[[D1:.*]] = kiln.weight_grad
+// CHECK: %[[D2:.*]] = kiln.weight_grad
+// CHECK: %[[S:.*]] = kiln.add
+// CHECK: return %{{.*}}, %[[S]] :
+func.func @param_twice(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %w1 = kiln.param "w" : tensor<4x4xf32>
+  %y = kiln.linear %x, %w1 : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %w2 = kiln.param "w" : tensor<4x4xf32>
+  %z = kiln.linear %y, %w2 : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  %loss = kiln.cross_entropy %z, %t : (tensor<?x4xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+func.func @param_two_types(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %w1 = kiln.param "w" : tensor<4x4xf32>
+  %y = kiln.linear %x, %w1 : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  // expected-error @+1 {{kiln-differentiate: parameter "w" is read as 'tensor<4x4xf32>' and as 'tensor<5x4xf32>'}}
+  %w2 = kiln.param "w" : tensor<5x4xf32>
+  %z = kiln.linear %y, %w2 : (tensor<?x4xf32>, tensor<5x4xf32>) -> tensor<?x5xf32>
+  %loss = kiln.cross_entropy %z, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}

@@ -17,6 +17,8 @@ tests/fixtures/reformer_grad{,_16}/: examples/reformer's reversible stack (full 
 same with LSH attention (explicit hashing with the same rotations, sorting and chunks). And
 tests/fixtures/sparse_grad_<pattern>_<combine>/: examples/sparse --train with each pattern and
 combination, its attention a masked dense softmax (the oracle for the block-sparse backward).
+And tests/fixtures/universal_grad/: examples/universal --train --causal, its ACT loop unrolled
+in plain PyTorch (the halting decisions are comparisons, so autograd treats them as constants).
 
     build/peers-venv/bin/python tests/reference/make_grad_fixtures.py [name...]   # any python with torch
 
@@ -527,6 +529,82 @@ def sparse_grad(g, name, pattern, combine, layers=2, d=32, heads=2, vocab=64, ct
     save_grad_fixture(name, w, {"tokens": tokens, "targets": targets}, loss)
 
 
+def universal_lm_loss(w, tokens, targets, d, heads, T, eps=0.01, tau=0.01, margins=None):
+    """examples/universal --train --causal in plain PyTorch, ACT unrolled over T steps (Graves
+    2016; Dehghani et al. 2019): the state starts as the tokens' embedding x sqrt(d); step t's
+    input x is the state plus the position's and t's sinusoids; y = the shared post-norm block
+    (causal attention, ReLU FFN); p = sigmoid(x . halt.weight + halt.bias). A running position
+    with halting sum h halts when h + p > 1 - eps (or at the last step), its output getting the
+    weight 1 - h (the remainder R), else the weight p; a halted position's state is its output
+    and nothing of it changes afterwards. The loss is the next tokens' mean cross-entropy
+    through the tied embedding plus tau * mean(N + R), N the steps taken (a constant).
+    `margins` collects |h + p - (1 - eps)| of every decision that was not forced."""
+    n, hd = tokens.shape[0], d // heads
+    lin = lambda x, p: x @ w[p + ".weight"].T + w[p + ".bias"]
+    ln = lambda x, p: F.layer_norm(x, (d,), w[p + ".weight"], w[p + ".bias"], 1e-5)
+    heads_of = lambda x: x.view(n, heads, hd).transpose(0, 1)
+    mask = torch.ones(n, n, dtype=torch.bool).tril()
+    b = "ut.block"
+
+    def block(x):
+        q, k, v = (heads_of(lin(x, b + ".attn." + t)) for t in "qkv")
+        a = torch.softmax(((q @ k.transpose(1, 2)) / math.sqrt(hd)).masked_fill(~mask, float("-inf")), -1) @ v
+        h = ln(x + lin(a.transpose(0, 1).reshape(n, d), b + ".attn.out"), b + ".ln_1")
+        return ln(h + lin(torch.relu(lin(h, b + ".ffn.fc1")), b + ".ffn.fc2"), b + ".ln_2")
+
+    state = w["tok_embed.weight"][tokens] * math.sqrt(d)
+    pos, time = sinusoid(n, d), sinusoid(T, d)
+    thr = 1.0 - eps
+    h, r, steps = torch.zeros(n), torch.zeros(n), torch.zeros(n)
+    out, halted = torch.zeros(n, d), torch.zeros(n, dtype=torch.bool)
+    for t in range(T):
+        x = state + pos + time[t]
+        y = block(x)
+        p = torch.sigmoid(x @ w["ut.halt.weight"] + w["ut.halt.bias"])
+        running = ~halted
+        if margins is not None and t < T - 1:
+            margins.extend((h + p - thr)[running].abs().tolist())
+        now = running & ((h + p > thr) | (t == T - 1))
+        weight = torch.where(now, 1 - h, torch.where(running, p, torch.zeros_like(p)))
+        out = out + weight[:, None] * y
+        state = torch.where(now[:, None], out, torch.where(running[:, None], y, state))
+        steps = steps + running.float()
+        r = torch.where(now, 1 - h, r)
+        h = torch.where(now, torch.ones_like(h), torch.where(running, h + p, h))
+        halted = halted | now
+    loss = F.cross_entropy(out @ w["tok_embed.weight"].T, targets, ignore_index=-1)
+    return loss + tau * (steps + r).mean(), steps
+
+
+def universal_grad(g, name, d=32, heads=2, vocab=64, n=29, T=4, tau=0.5):
+    """tau 0.5 rather than the default 0.01, so that the ponder cost's gradient is not lost in
+    the cross-entropy's rounding."""
+    r = lambda *s: torch.randn(*s, generator=g)
+    b = "ut.block"
+    w = {"tok_embed.weight": r(vocab, d) / math.sqrt(d)}
+    for t in ("attn.q", "attn.k", "attn.v", "attn.out"):
+        w[f"{b}.{t}.weight"], w[f"{b}.{t}.bias"] = r(d, d) / math.sqrt(d), 0.1 * r(d)
+    for t in ("ln_1", "ln_2"):
+        w[f"{b}.{t}.weight"], w[f"{b}.{t}.bias"] = 1 + 0.1 * r(d), 0.1 * r(d)
+    w[f"{b}.ffn.fc1.weight"], w[f"{b}.ffn.fc1.bias"] = r(4 * d, d) / math.sqrt(d), 0.1 * r(4 * d)
+    w[f"{b}.ffn.fc2.weight"], w[f"{b}.ffn.fc2.bias"] = r(d, 4 * d) / math.sqrt(4 * d), 0.1 * r(d)
+    w["ut.halt.weight"], w["ut.halt.bias"] = 0.1 * r(d), torch.tensor([0.5])
+    for t in w.values():
+        t.requires_grad_(True)
+    seq = torch.randint(0, vocab, (n + 1,), generator=g)
+    tokens, targets = seq[:n], seq[1:].clone()
+    targets[[5, 20]] = -1
+    margins = []
+    loss, steps = universal_lm_loss(w, tokens, targets, d, heads, T, tau=tau, margins=margins)
+    loss.backward()
+    # A decision within float rounding of the threshold could legitimately go the other way.
+    assert min(margins) > 1e-3, f"{name}: a halting sum is {min(margins)} from the threshold; pick another seed"
+    counts = torch.bincount(steps.long(), minlength=T + 1).tolist()
+    assert sum(c > 0 for c in counts) >= 3, f"{name}: positions halt at too few depths ({counts}); pick other weights"
+    print(f"{name}: steps per position {counts[1:]} (1..{T}), smallest margin {min(margins):.2e}")
+    save_grad_fixture(name, w, {"tokens": tokens, "targets": targets}, loss)
+
+
 FIXTURES = {
     "gpt2_grad": lambda: gpt2_grad(torch.Generator().manual_seed(2027)),
     "gpt2_adamw": lambda: gpt2_adamw(torch.Generator().manual_seed(2028)),
@@ -541,6 +619,7 @@ FIXTURES = {
     "reformer_grad_16": lambda: reformer_grad(torch.Generator().manual_seed(2035), "reformer_grad_16", layers=16, d=16),
     "reformer_lsh_grad": lambda: reformer_grad(torch.Generator().manual_seed(2036), "reformer_lsh_grad", layers=2,
                                                lsh=(4, 2, 8)),
+    "universal_grad": lambda: universal_grad(torch.Generator().manual_seed(2070), "universal_grad"),
 }
 # examples/sparse's two patterns and three combinations (stride 8, summary 2, 45 positions: blocks
 # of 16, the last one partial).

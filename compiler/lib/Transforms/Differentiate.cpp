@@ -21,6 +21,7 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_DIFFERENTIATE
@@ -174,10 +175,22 @@ LogicalResult differentiate(func::FuncOp f) {
   for (unsigned i = 0; i < f.getNumResults(); ++i)
     if (auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name")) names.push_back(n.str());
     else names.push_back("");
-  for (kiln::ParamOp p : params) {
-    Value g = gradOf(p.getResult());
-    results.push_back(g ? g : Value(kiln::FillOp::create(b, p.getLoc(), p.getType(), b.getF32FloatAttr(0.0f))));
-    names.push_back(("grad." + p.getName()).str());
+  // A parameter read through several kiln.param ops (a step unrolled by kiln-unroll-act, say)
+  // gets one gradient: the sum of theirs.
+  llvm::MapVector<StringRef, SmallVector<kiln::ParamOp>> byName;
+  for (kiln::ParamOp p : params) byName[p.getName()].push_back(p);
+  for (auto &[name, ops] : byName) {
+    for (kiln::ParamOp p : ops)
+      if (p.getType() != ops.front().getType())
+        return p.emitError("kiln-differentiate: parameter \"") << name << "\" is read as " << ops.front().getType()
+                                                                   << " and as " << p.getType();
+    Value sum;
+    for (kiln::ParamOp p : ops)
+      if (Value g = gradOf(p.getResult()))
+        sum = sum ? kiln::AddOp::create(b, p.getLoc(), p.getType(), sum, g).getResult() : g;
+    kiln::ParamOp p = ops.front();
+    results.push_back(sum ? sum : Value(kiln::FillOp::create(b, p.getLoc(), p.getType(), b.getF32FloatAttr(0.0f))));
+    names.push_back(("grad." + name).str());
   }
   kiln::setResults(f, results, names);
   f->removeAttr("kiln.differentiate");

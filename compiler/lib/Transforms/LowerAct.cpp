@@ -9,6 +9,7 @@
 //        %c1 = kiln.act_update %c, %s, %y, %hw, %hb, %t (halting, weights, output, state)
 //        %go = kiln.act_running %c1;  kiln.yield %go, %c1
 //   3. After it, kiln.act_output "hidden", "ponder" and "steps" replace the three results.
+#include "ActParts.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "mlir/IR/Builders.h"
@@ -29,16 +30,11 @@ struct LowerActPass : kiln::impl::LowerActBase<LowerActPass> {
     for (kiln::RecurrentOp op : ops) {
       OpBuilder b(op);
       Location loc = op.getLoc();
-      auto xt = cast<RankedTensorType>(op.getInit().getType());
-      int64_t d = xt.getDimSize(1);
-      auto carryT = RankedTensorType::get({xt.getDimSize(0), 2 * d + 3}, xt.getElementType());
-      auto stepT = RankedTensorType::get({1}, b.getI32Type());
-      Value pos = kiln::SinusoidalPositionsOp::create(b, loc, xt, op.getInit(), Value());
-      Value c0 = kiln::ActInitOp::create(b, loc, carryT, op.getInit());
-      auto loop = kiln::LoopOp::create(b, loc, carryT, c0, op.getMaxStepsAttr());
-      Block *body = b.createBlock(&loop.getBody(), {}, {carryT, stepT}, {loc, loc});
+      kiln::ActFrame frame = kiln::buildActFrame(b, op);
+      auto loop = kiln::LoopOp::create(b, loc, frame.carryT, frame.init, op.getMaxStepsAttr());
+      Block *body = b.createBlock(&loop.getBody(), {}, {frame.carryT, frame.stepT}, {loc, loc});
       Value carry = body->getArgument(0), step = body->getArgument(1);
-      Value x = kiln::ActInputOp::create(b, loc, xt, carry, pos, step);
+      Value x = kiln::buildActInput(b, op, frame, carry, step);
       Block &old = op.getBody().front();
       auto yield = cast<kiln::YieldOp>(old.getTerminator());
       Value y = yield.getValues()[0];
@@ -46,17 +42,11 @@ struct LowerActPass : kiln::impl::LowerActBase<LowerActPass> {
       if (y == old.getArgument(0)) y = x;
       body->getOperations().splice(body->end(), old.getOperations(), old.begin(), Block::iterator(yield));
       b.setInsertionPointToEnd(body);
-      Value next = kiln::ActUpdateOp::create(b, loc, carryT, carry, x, y, op.getHaltWeight(), op.getHaltBias(), step,
-                                             op.getMaxStepsAttr(), op.getThresholdAttr());
-      Value flag = kiln::ActRunningOp::create(b, loc, stepT, next);
+      Value next = kiln::buildActUpdate(b, op, frame, carry, x, y, step);
+      Value flag = kiln::ActRunningOp::create(b, loc, frame.stepT, next);
       kiln::YieldOp::create(b, loc, ValueRange{flag, next});
       b.setInsertionPointAfter(loop);
-      static const char *const kFields[] = {"hidden", "ponder", "steps"};
-      for (unsigned i = 0; i < 3; ++i) {
-        Value res = op->getResult(i);
-        res.replaceAllUsesWith(kiln::ActOutputOp::create(b, loc, res.getType(), loop.getResult(), b.getStringAttr(kFields[i])));
-      }
-      op.erase();
+      kiln::replaceActResults(b, op, loop.getResult());
     }
   }
 };

@@ -5,13 +5,14 @@
 //   %pos = kiln.sinusoidal_positions %x;  %c0 = kiln.act_init %x
 //   for t in [0, max_steps):   (unrolled; %t a kiln.fill i32 [1])
 //     %s  = kiln.act_input %c, %pos, %t
-//     the step's ops, cloned, on %s
+//     the step's ops, cloned, on %s (its kiln.params cloned once, before the first step)
 //     %c' = kiln.act_update %c, %s, %y, %hw, %hb, %t
 //   kiln.act_output %c_T "hidden", "ponder", "steps"
 // the same ops kiln-lower-act puts in its loop, so the forward computes the same values: a step
 // after every position halted leaves the carry as it is (its state is not read again). Every
 // step runs, the loop's early stop included: the cost of a step where all positions halted
 // is paid in training. Other entries keep kiln.recurrent for kiln-lower-act's loop.
+#include "ActParts.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "mlir/IR/Builders.h"
@@ -38,31 +39,25 @@ struct UnrollActPass : kiln::impl::UnrollActBase<UnrollActPass> {
 
   void unroll(kiln::RecurrentOp op) {
     OpBuilder b(op);
-    Location loc = op.getLoc();
-    auto xt = cast<RankedTensorType>(op.getInit().getType());
-    int64_t d = xt.getDimSize(1);
-    auto carryT = RankedTensorType::get({xt.getDimSize(0), 2 * d + 3}, xt.getElementType());
-    auto stepT = RankedTensorType::get({1}, b.getI32Type());
-    Value pos = kiln::SinusoidalPositionsOp::create(b, loc, xt, op.getInit(), Value());
-    Value carry = kiln::ActInitOp::create(b, loc, carryT, op.getInit());
+    kiln::ActFrame frame = kiln::buildActFrame(b, op);
+    Value carry = frame.init;
     Block &body = op.getBody().front();
     auto yield = cast<kiln::YieldOp>(body.getTerminator());
+    // The step's parameters, read once for every copy.
+    IRMapping params;
+    for (Operation &inner : body.without_terminator())
+      if (isa<kiln::ParamOp>(inner)) b.clone(inner, params);
     for (int64_t t = 0; t < (int64_t)op.getMaxSteps(); ++t) {
-      Value step = kiln::FillOp::create(b, loc, stepT, b.getF32FloatAttr((float)t));
-      Value x = kiln::ActInputOp::create(b, loc, xt, carry, pos, step);
-      IRMapping map;
+      Value step = kiln::FillOp::create(b, op.getLoc(), frame.stepT, b.getF32FloatAttr((float)t));
+      Value x = kiln::buildActInput(b, op, frame, carry, step);
+      IRMapping map = params;
       map.map(body.getArgument(0), x);
-      for (Operation &inner : body.without_terminator()) b.clone(inner, map);
+      for (Operation &inner : body.without_terminator())
+        if (!isa<kiln::ParamOp>(inner)) b.clone(inner, map);
       Value y = map.lookupOrDefault(yield.getValues()[0]);
-      carry = kiln::ActUpdateOp::create(b, loc, carryT, carry, x, y, op.getHaltWeight(), op.getHaltBias(), step,
-                                        op.getMaxStepsAttr(), op.getThresholdAttr());
+      carry = kiln::buildActUpdate(b, op, frame, carry, x, y, step);
     }
-    static const char *const kFields[] = {"hidden", "ponder", "steps"};
-    for (unsigned i = 0; i < 3; ++i) {
-      Value res = op->getResult(i);
-      res.replaceAllUsesWith(kiln::ActOutputOp::create(b, loc, res.getType(), carry, b.getStringAttr(kFields[i])));
-    }
-    op.erase();
+    kiln::replaceActResults(b, op, carry);
   }
 };
 }  // namespace
