@@ -157,7 +157,7 @@ Tensor universal_block(Model &m, const std::string &p, Tensor x, UniversalBlockO
       throw Error("universal_block: the convolution kernel must be odd, got " + std::to_string(o.kernel), loc);
     Tensor w = m.param(p + ".conv.depthwise.weight", {o.kernel, o.d_model}, {.scale = 0.3f}, loc);
     Tensor b = m.param(p + ".conv.depthwise.bias", {o.d_model}, {.init = Init::Zeros}, loc);
-    Tensor h = relu(dense(m, p + ".conv.pointwise1", depthwise_conv(x, w, b, loc), o.d_model, o.d_ff, {}, loc), loc);
+    Tensor h = relu(dense(m, p + ".conv.pointwise1", depthwise_conv(x, w, b, {.causal = o.mask.kind == Mask::Causal}, loc), o.d_model, o.d_ff, {}, loc), loc);
     t = dense(m, p + ".conv.pointwise2", h, o.d_ff, o.d_model, {}, loc);
   }
   return norm(m, p + ".ln_2", add(x, t, loc), {.eps = o.eps}, loc);

@@ -437,7 +437,7 @@ Tensor lsh_attention(Tensor qk, Tensor v, Tensor rot, LshOptions opt, SourceLoc 
   return r;
 }
 
-Tensor depthwise_conv(Tensor x, Tensor w, Tensor b, SourceLoc loc) {
+Tensor depthwise_conv(Tensor x, Tensor w, Tensor b, DepthwiseConvOptions opt, SourceLoc loc) {
   Model &m = model_of({x, w, b}, "depthwise_conv", loc);
   need_rank(m, "depthwise_conv", "input", x, 2, 2, loc);
   need_rank(m, "depthwise_conv", "weight", w, 2, 2, loc);
@@ -447,7 +447,10 @@ Tensor depthwise_conv(Tensor x, Tensor w, Tensor b, SourceLoc loc) {
        "the kernel size (weight dim 0) must be odd, got " + m.dim_str(w.dim(0)), loc);
   same_dim(m, "depthwise_conv", "the weight's width (dim 1)", w.dim(1), "the input's width", x.dim(1), loc);
   same_dim(m, "depthwise_conv", "the bias length", b.dim(0), "the input's width", x.dim(1), loc);
-  return make(m, OpKind::DepthwiseConv, {x.id(), w.id(), b.id()}, x.shape(), loc);
+  Node n{.kind = OpKind::DepthwiseConv, .inputs = {x.id(), w.id(), b.id()}, .shape = x.shape()};
+  n.mask = opt.causal ? Mask::causal() : Mask::none();
+  n.loc = loc;
+  return m.add(std::move(n));
 }
 
 Tensor cache_write(Tensor cache, Tensor value, Tensor past, SourceLoc loc) {

@@ -443,3 +443,19 @@ func.func @mean_grad_like(%g: tensor<1xf32>, %p: tensor<?xf32>) -> tensor<?x2xf3
   %d = kiln.mean_grad %g, %p : (tensor<1xf32>, tensor<?xf32>) -> tensor<?x2xf32>
   return %d : tensor<?x2xf32>
 }
+
+// -----
+
+func.func @depthwise_conv_grad_wrt(%x: tensor<?x16xf32>, %w: tensor<3x16xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{expected wrt "x" or "weight", got "bias"}}
+  %g = kiln.depthwise_conv_grad %x, %w, %x {wrt = "bias"} : (tensor<?x16xf32>, tensor<3x16xf32>, tensor<?x16xf32>) -> tensor<16xf32>
+  return %g : tensor<16xf32>
+}
+
+// -----
+
+func.func @depthwise_conv_grad_result(%x: tensor<?x16xf32>, %w: tensor<3x16xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected the result to be 'tensor<3x16xf32>', got 'tensor<?x16xf32>'}}
+  %g = kiln.depthwise_conv_grad %x, %w, %x {wrt = "weight"} : (tensor<?x16xf32>, tensor<3x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %g : tensor<?x16xf32>
+}

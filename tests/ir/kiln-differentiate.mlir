@@ -131,10 +131,29 @@ func.func @inference(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {
 // -----
 
 func.func @no_rule(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %w = kiln.param "w" : tensor<4x4xf32>
+  %l = kiln.linear %x, %w : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
+  // expected-error @+1 {{kiln-differentiate: 'kiln.softmax_grad' has no gradient rule, and the loss depends on it}}
+  %c = "kiln.softmax_grad"(%l, %l) : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %loss = kiln.cross_entropy %c, %t : (tensor<?x4xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// A (causal) depthwise convolution: its input's and weight's gradients (kiln.depthwise_conv_grad,
+// causal as well) and its bias's (a reduce_rows).
+// CHECK-LABEL: func.func @depthwise
+// CHECK-SAME: -> (tensor<1xf32> {kiln.name = "loss"}, tensor<3x4xf32> {kiln.name = "grad.w"}, tensor<4xf32> {kiln.name = "grad.b"})
+// CHECK: %[[DL:.*]] = kiln.cross_entropy_grad
+// CHECK-DAG: %[[DW:.*]] = kiln.depthwise_conv_grad %arg0, %{{.*}}, %[[DL]] {causal, wrt = "weight"} : {{.*}} -> tensor<3x4xf32>
+// CHECK-DAG: %[[DB:.*]] = kiln.reduce_rows %[[DL]]
+// CHECK-NOT: wrt = "x"
+// CHECK: return %{{.*}}, %[[DW]], %[[DB]]
+func.func @depthwise(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
   %w = kiln.param "w" : tensor<3x4xf32>
   %b = kiln.param "b" : tensor<4xf32>
-  // expected-error @+1 {{kiln-differentiate: 'kiln.depthwise_conv' has no gradient rule, and the loss depends on it}}
-  %c = kiln.depthwise_conv %x, %w, %b : (tensor<?x4xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  %c = kiln.depthwise_conv %x, %w, %b {causal} : (tensor<?x4xf32>, tensor<3x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
   %loss = kiln.cross_entropy %c, %t : (tensor<?x4xf32>, tensor<?xi32>) -> tensor<1xf32>
   return %loss : tensor<1xf32>
 }

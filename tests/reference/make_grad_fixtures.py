@@ -529,7 +529,7 @@ def sparse_grad(g, name, pattern, combine, layers=2, d=32, heads=2, vocab=64, ct
     save_grad_fixture(name, w, {"tokens": tokens, "targets": targets}, loss)
 
 
-def universal_lm_loss(w, tokens, targets, d, heads, T, eps=0.01, tau=0.01, margins=None):
+def universal_lm_loss(w, tokens, targets, d, heads, T, eps=0.01, tau=0.01, margins=None, sepconv=False):
     """examples/universal --train --causal in plain PyTorch, ACT unrolled over T steps (Graves
     2016; Dehghani et al. 2019): the state starts as the tokens' embedding x sqrt(d); step t's
     input x is the state plus the position's and t's sinusoids; y = the shared post-norm block
@@ -538,7 +538,9 @@ def universal_lm_loss(w, tokens, targets, d, heads, T, eps=0.01, tau=0.01, margi
     weight 1 - h (the remainder R), else the weight p; a halted position's state is its output
     and nothing of it changes afterwards. The loss is the next tokens' mean cross-entropy
     through the tied embedding plus tau * mean(N + R), N the steps taken (a constant).
-    `margins` collects |h + p - (1 - eps)| of every decision that was not forced."""
+    `margins` collects |h + p - (1 - eps)| of every decision that was not forced. `sepconv`: the
+    transition is a causal depthwise convolution over the positions (row i reads rows i - k + 1
+    to i, zeros before the first; weight [k, d]) and two pointwise linears with a ReLU between, instead of the FFN."""
     n, hd = tokens.shape[0], d // heads
     lin = lambda x, p: x @ w[p + ".weight"].T + w[p + ".bias"]
     ln = lambda x, p: F.layer_norm(x, (d,), w[p + ".weight"], w[p + ".bias"], 1e-5)
@@ -550,7 +552,15 @@ def universal_lm_loss(w, tokens, targets, d, heads, T, eps=0.01, tau=0.01, margi
         q, k, v = (heads_of(lin(x, b + ".attn." + t)) for t in "qkv")
         a = torch.softmax(((q @ k.transpose(1, 2)) / math.sqrt(hd)).masked_fill(~mask, float("-inf")), -1) @ v
         h = ln(x + lin(a.transpose(0, 1).reshape(n, d), b + ".attn.out"), b + ".ln_1")
-        return ln(h + lin(torch.relu(lin(h, b + ".ffn.fc1")), b + ".ffn.fc2"), b + ".ln_2")
+        if sepconv:
+            k = w[b + ".conv.depthwise.weight"]
+            # causal: row i reads rows i - k + 1 .. i (zeros before the first)
+            c = F.conv1d(F.pad(h.T[None], (k.shape[0] - 1, 0)), k.T[:, None, :], w[b + ".conv.depthwise.bias"],
+                         groups=d)[0].T
+            t = lin(torch.relu(lin(c, b + ".conv.pointwise1")), b + ".conv.pointwise2")
+        else:
+            t = lin(torch.relu(lin(h, b + ".ffn.fc1")), b + ".ffn.fc2")
+        return ln(h + t, b + ".ln_2")
 
     state = w["tok_embed.weight"][tokens] * math.sqrt(d)
     pos, time = sinusoid(n, d), sinusoid(T, d)
@@ -576,7 +586,7 @@ def universal_lm_loss(w, tokens, targets, d, heads, T, eps=0.01, tau=0.01, margi
     return loss + tau * (steps + r).mean(), steps
 
 
-def universal_grad(g, name, d=32, heads=2, vocab=64, n=29, T=4, tau=0.5):
+def universal_grad(g, name, d=32, heads=2, vocab=64, n=29, T=4, tau=0.5, sepconv=False, kernel=3):
     """tau 0.5 rather than the default 0.01, so that the ponder cost's gradient is not lost in
     the cross-entropy's rounding."""
     r = lambda *s: torch.randn(*s, generator=g)
@@ -586,8 +596,11 @@ def universal_grad(g, name, d=32, heads=2, vocab=64, n=29, T=4, tau=0.5):
         w[f"{b}.{t}.weight"], w[f"{b}.{t}.bias"] = r(d, d) / math.sqrt(d), 0.1 * r(d)
     for t in ("ln_1", "ln_2"):
         w[f"{b}.{t}.weight"], w[f"{b}.{t}.bias"] = 1 + 0.1 * r(d), 0.1 * r(d)
-    w[f"{b}.ffn.fc1.weight"], w[f"{b}.ffn.fc1.bias"] = r(4 * d, d) / math.sqrt(d), 0.1 * r(4 * d)
-    w[f"{b}.ffn.fc2.weight"], w[f"{b}.ffn.fc2.bias"] = r(d, 4 * d) / math.sqrt(4 * d), 0.1 * r(d)
+    t1, t2 = ("conv.pointwise1", "conv.pointwise2") if sepconv else ("ffn.fc1", "ffn.fc2")
+    w[f"{b}.{t1}.weight"], w[f"{b}.{t1}.bias"] = r(4 * d, d) / math.sqrt(d), 0.1 * r(4 * d)
+    w[f"{b}.{t2}.weight"], w[f"{b}.{t2}.bias"] = r(d, 4 * d) / math.sqrt(4 * d), 0.1 * r(d)
+    if sepconv:
+        w[f"{b}.conv.depthwise.weight"], w[f"{b}.conv.depthwise.bias"] = 0.5 * r(kernel, d), 0.1 * r(d)
     w["ut.halt.weight"], w["ut.halt.bias"] = 0.1 * r(d), torch.tensor([0.5])
     for t in w.values():
         t.requires_grad_(True)
@@ -595,7 +608,7 @@ def universal_grad(g, name, d=32, heads=2, vocab=64, n=29, T=4, tau=0.5):
     tokens, targets = seq[:n], seq[1:].clone()
     targets[[5, 20]] = -1
     margins = []
-    loss, steps = universal_lm_loss(w, tokens, targets, d, heads, T, tau=tau, margins=margins)
+    loss, steps = universal_lm_loss(w, tokens, targets, d, heads, T, tau=tau, margins=margins, sepconv=sepconv)
     loss.backward()
     # A decision within float rounding of the threshold could legitimately go the other way.
     assert min(margins) > 1e-3, f"{name}: a halting sum is {min(margins)} from the threshold; pick another seed"
@@ -620,6 +633,8 @@ FIXTURES = {
     "reformer_lsh_grad": lambda: reformer_grad(torch.Generator().manual_seed(2036), "reformer_lsh_grad", layers=2,
                                                lsh=(4, 2, 8)),
     "universal_grad": lambda: universal_grad(torch.Generator().manual_seed(2070), "universal_grad"),
+    "universal_grad_sepconv": lambda: universal_grad(torch.Generator().manual_seed(2078), "universal_grad_sepconv",
+                                                     sepconv=True),
 }
 # examples/sparse's two patterns and three combinations (stride 8, summary 2, 45 positions: blocks
 # of 16, the last one partial).

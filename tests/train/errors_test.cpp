@@ -58,15 +58,15 @@ TEST(TrainingErrors, AnOpWithoutAGradientRuleIsNamedAtItsLine) {
   int line = 0;
   int rc = compileModel("no_rule", [&](kiln::Model &m) {
     kiln::Dim L = m.seq("L", 8);
-    auto x = kiln::embedding(m.param("e", {10, 4}), m.tokens("tokens", L, 10));
+    auto x = kiln::reshape(kiln::embedding(m.param("e", {10, 4}), m.tokens("tokens", L, 10)), {1, L, 4});
     line = __LINE__ + 1;
-    auto y = kiln::depthwise_conv(x, m.param("k", {3, 4}), m.param("kb", {4}));
-    m.loss(kiln::cross_entropy(kiln::linear(y, m.param("w", {10, 4})), m.targets("targets", L, 10)));
+    auto y = kiln::batch_matmul(x, m.param("k", {1, 4, 10}));
+    m.loss(kiln::cross_entropy(kiln::reshape(y, {L, 10}), m.targets("targets", L, 10)));
     m.gradients();
   }, err);
   EXPECT_NE(rc, 0);
   EXPECT_THAT(err, HasSubstr("errors_test.cpp:" + std::to_string(line)));
-  EXPECT_THAT(err, HasSubstr("'kiln.depthwise_conv' has no gradient rule, and the loss depends on it"));
+  EXPECT_THAT(err, HasSubstr("'kiln.batch_matmul' has no gradient rule, and the loss depends on it"));
 
   rc = compileModel("cache_rule", [&](kiln::Model &m) {
     kiln::Dim L = m.seq("L", 8);

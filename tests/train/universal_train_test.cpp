@@ -2,7 +2,8 @@
 // (examples/universal --train --causal; kiln-unroll-act, kiln.act_update_grad, kiln.mean):
 //   - Its gradients and loss (next-token cross-entropy + tau * mean(N + R)) against PyTorch
 //     autograd through the ACT loop unrolled in plain code, positions halting after 2, 3 and 4
-//     steps (tests/fixtures/universal_grad, tests/reference/make_grad_fixtures.py).
+//     steps (tests/fixtures/universal_grad, tests/reference/make_grad_fixtures.py); the same
+//     with the depthwise-separable convolution as the transition (universal_grad_sepconv).
 //   - Training steps: the loss falls, the ponder term is logged, and afterwards the positions of
 //     a sequence halt at different depths.
 #include <gmock/gmock.h>
@@ -15,15 +16,15 @@
 namespace {
 const std::string kSmall = "--train --causal --d-model 32 --heads 2 --vocab 64 --ctx 64 --max-steps 4";
 
-// attn.k.bias has a zero gradient in exact arithmetic (it shifts a query's scores by one
-// constant, which softmax ignores): rounding noise on both sides, compared to the largest
-// gradient instead of to itself.
-TEST(UniversalTrain, GradientsMatchPyTorchUnrolledAct) {
-  std::string dir = kt::workDir("train_universal_grad");
-  std::string exe = kt::compileExample("universal", kSmall + " --act-ponder 0.5", dir);
+// Compiles examples/universal with `flags` into `dir` and compares its gradients on the fixture
+// with PyTorch's. attn.k.bias has a zero gradient in exact arithmetic (it shifts a query's
+// scores by one constant, which softmax ignores): rounding noise on both sides, compared to the
+// largest gradient instead of to itself.
+void expectUniversalGradients(const std::string &fixture, const std::string &flags, const std::string &dir) {
+  std::string exe = kt::compileExample("universal", flags, dir);
   ASSERT_FALSE(exe.empty());
-  std::map<std::string, ref::T> grads = kt::runFixtureGradients(exe, "universal_grad", {"tokens", "targets"}, dir + "/out");
-  ASSERT_EQ(grads.size(), 19u) << "the fixture's parameters";
+  std::map<std::string, ref::T> grads = kt::runFixtureGradients(exe, fixture, {"tokens", "targets"}, dir + "/out");
+  ASSERT_EQ(grads.size(), flags.find("sepconv") != std::string::npos ? 21u : 19u) << "the fixture's parameters";
   auto kBias = [](const std::string &n) { return n == "ut.block.attn.k.bias"; };
   kt::expectFixtureGradients(grads, dir + "/out", kBias);
   float largest = 0;
@@ -32,6 +33,11 @@ TEST(UniversalTrain, GradientsMatchPyTorchUnrolledAct) {
   ref::T got = kt::loadNpy(dir + "/out/grad.ut.block.attn.k.bias.npy"), want = grads.at("ut.block.attn.k.bias");
   ASSERT_EQ(got.shape, want.shape);
   for (size_t i = 0; i < want.v.size(); ++i) EXPECT_LE(std::abs(got.v[i] - want.v[i]), 1e-6f * largest) << i;
+}
+
+TEST(UniversalTrain, GradientsMatchPyTorchUnrolledAct) {
+  std::string dir = kt::workDir("train_universal_grad");
+  expectUniversalGradients("universal_grad", kSmall + " --act-ponder 0.5", dir);
   // The ponder term reaches the halting unit: without it (tau 0) its gradient differs.
   std::string exe0 = kt::compileExample("universal", kSmall + " --act-ponder 0", dir + "/no_ponder");
   ASSERT_FALSE(exe0.empty());
@@ -41,6 +47,12 @@ TEST(UniversalTrain, GradientsMatchPyTorchUnrolledAct) {
   ASSERT_EQ(r.code, 0) << r.output;
   ref::T hb = kt::loadNpy(dir + "/out/grad.ut.halt.bias.npy"), hb0 = kt::loadNpy(dir + "/out0/grad.ut.halt.bias.npy");
   EXPECT_GT(std::abs(hb.v[0] - hb0.v[0]), 1e-3) << "the ponder cost's gradient of the halting bias";
+}
+
+// The depthwise-separable transition: kiln.depthwise_conv_grad's input and weight gradients.
+TEST(UniversalTrain, SepconvGradientsMatchPyTorch) {
+  expectUniversalGradients("universal_grad_sepconv", kSmall + " --act-ponder 0.5 --transition sepconv",
+                           kt::workDir("train_universal_grad_sepconv"));
 }
 
 // A sequence the model can learn; 200 AdamW steps with tau 0.1. The loss falls, the log has

@@ -39,6 +39,7 @@ Func generate(Builder &B) {
     case KernelOp::Mask:
     case KernelOp::CacheWrite: return buildDataMovement(B);
     case KernelOp::DepthwiseConv: return buildDepthwiseConv(B);
+    case KernelOp::DepthwiseConvGrad: return buildDepthwiseConvGrad(B);
     case KernelOp::ActInit:
     case KernelOp::ActInput:
     case KernelOp::ActUpdate:

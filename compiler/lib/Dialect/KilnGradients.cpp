@@ -259,6 +259,15 @@ LogicalResult ActOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallV
   return success();
 }
 
+LogicalResult DepthwiseConvOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  Location loc = getLoc();
+  for (StringRef w : {"x", "weight"})
+    out.push_back(DepthwiseConvGradOp::create(b, loc, w == "x" ? getX().getType() : getWeight().getType(), getX(),
+                                              getWeight(), g[0], b.getStringAttr(w), getCausal()));
+  out.push_back(ReduceRowsOp::create(b, loc, getBias().getType(), g[0]));
+  return success();
+}
+
 LogicalResult MeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   out.push_back(MeanGradOp::create(b, getLoc(), getInput().getType(), g[0], getInput()));
   return success();

@@ -575,10 +575,41 @@ LogicalResult DepthwiseConvOp::verify() {
   return success();
 }
 
+void DepthwiseConvOp::getKernelAttrs(KernelAttrs &a) {
+  if (getCausal()) a.set("causal", true);
+}
+
 OpCost DepthwiseConvOp::getCost(function_ref<double(Value)> numel) {
   OpCost c = defaultCost(*this, numel);
   double out = numel(getResult());
   c.flops = 2 * out * dimOf(getWeight(), 0) + out;
+  return c;
+}
+
+LogicalResult DepthwiseConvGradOp::verify() {
+  if (failed(expectRank(*this, "input", getX(), 2)) || failed(expectRank(*this, "weight", getWeight(), 2)))
+    return failure();
+  if (ty(getWeight()).getDimSize(0) % 2 == 0)
+    return emitOpError("expected an odd kernel size (weight dim 0), got ") << ty(getWeight()).getDimSize(0);
+  if (getGrad().getType() != getX().getType()) return emitOpError("expected grad to have the input's type");
+  if (failed(expectDim(*this, "weight width", ty(getWeight()).getDimSize(1), "input width", ty(getX()).getDimSize(1))))
+    return failure();
+  StringRef w = getWrt();
+  if (w != "x" && w != "weight") return emitOpError("expected wrt \"x\" or \"weight\", got \"") << w << "\"";
+  Type want = w == "x" ? getX().getType() : getWeight().getType();
+  if (getResult().getType() != want) return emitOpError("expected the result to be ") << want << ", got " << getType();
+  return success();
+}
+void DepthwiseConvGradOp::getKernelAttrs(KernelAttrs &a) {
+  a.set("wrt", getWrt());
+  if (getCausal()) a.set("causal", true);
+}
+Syms DepthwiseConvGradOp::inferSeqLengths(ArrayRef<Syms> in) {
+  return getWrt() == "x" ? in[0] : lengths(2);  // [L, d], or the weight's static [k, d]
+}
+OpCost DepthwiseConvGradOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = 2 * numel(getX()) * dimOf(getWeight(), 0);
   return c;
 }
 

@@ -44,7 +44,9 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     case OpKind::StepInput:
     case OpKind::RecurrentResult:
       break;
-    case OpKind::DepthwiseConv: r = DepthwiseConvOp::create(b, loc, t, in(0), in(1), in(2)); break;
+    case OpKind::DepthwiseConv:
+      r = DepthwiseConvOp::create(b, loc, t, in(0), in(1), in(2), n.mask.kind == Mask::Causal);
+      break;
     case OpKind::Param: {
       const char *init = n.init == Init::Ones ? "ones" : n.init == Init::Zeros ? "zeros" : "normal";
       r = ParamOp::create(b, loc, t, b.getStringAttr(n.name), b.getStringAttr(init), b.getF32FloatAttr(n.init_scale),

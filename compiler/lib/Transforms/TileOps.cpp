@@ -306,6 +306,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
         case kiln::KernelOp::ActUpdate:
         case kiln::KernelOp::ActOutput:
         case kiln::KernelOp::ActUpdateGrad:
+        case kiln::KernelOp::DepthwiseConvGrad:
         case kiln::KernelOp::MeanGrad:
         case kiln::KernelOp::Fill:
         case kiln::KernelOp::CrossEntropyGrad:

@@ -54,6 +54,7 @@ enum class KernelOp {
   Mean,
   MeanGrad,
   ActUpdateGrad,
+  DepthwiseConvGrad,
   WeightGrad,
   ActivationGrad,
   LayerNormGrad,

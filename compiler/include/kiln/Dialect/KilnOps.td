@@ -474,18 +474,37 @@ def Kiln_MaskOp : Kiln_Op<"mask", [Pure], "Mask", ["getKernelAttrs"]> {
   let hasVerifier = 1;
 }
 
-def Kiln_DepthwiseConvOp : Kiln_Op<"depthwise_conv", [Pure], "DepthwiseConv", ["getCost"]> {
-  let summary = "a convolution over the sequence, one filter per feature (zero padding, centered)";
+def Kiln_DepthwiseConvOp : Kiln_Op<"depthwise_conv", [Pure], "DepthwiseConv", ["getKernelAttrs", "getCost", "buildGradient"]> {
+  let summary = "a convolution over the sequence, one filter per feature (zero padding, centered or causal)";
   let description = [{
     x [L, d], weight [k, d] (k odd), bias [d] -> [L, d]:
-    result[i, c] = bias[c] + sum_t weight[t, c] * x[i + t - (k - 1) / 2, c], rows outside [0, L)
-    read as zero. With a pointwise linear after it, it is a depthwise-separable convolution.
+    result[i, c] = bias[c] + sum_t weight[t, c] * x[i + t - s, c], rows outside [0, L) read as
+    zero, with s = (k - 1) / 2 (centered), or s = k - 1 with `causal` (row i reads rows i - k + 1
+    to i: a decoder's). With a pointwise linear after it, it is a depthwise-separable convolution.
 
     ```mlir
     %y = kiln.depthwise_conv %x, %w, %b : (tensor<?x128xf32>, tensor<3x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$weight, AnyRankedTensor:$bias);
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$weight, AnyRankedTensor:$bias, UnitAttr:$causal);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_DepthwiseConvGradOp : Kiln_Op<"depthwise_conv_grad", [Pure], "DepthwiseConvGrad", ["getKernelAttrs", "getCost", "inferSeqLengths"]> {
+  let summary = "kiln.depthwise_conv's gradient with respect to its input or its weight";
+  let description = [{
+    x [L, d], weight [k, d], grad [L, d] (of the convolution's result), s its shift ((k - 1) / 2,
+    or k - 1 with `causal`), rows outside [0, L) read as zero:
+      wrt "x":      result[j, c] = sum_t weight[t, c] * grad[j - t + s, c]   [L, d]
+      wrt "weight": result[t, c] = sum_i grad[i, c] * x[i + t - s, c]        [k, d], in row order
+    (the bias's gradient is a kiln.reduce_rows of grad).
+
+    ```mlir
+    %dx = kiln.depthwise_conv_grad %x, %w, %g {wrt = "x"} : (tensor<?x128xf32>, tensor<3x128xf32>, tensor<?x128xf32>) -> tensor<?x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$weight, AnyRankedTensor:$grad, StrAttr:$wrt, UnitAttr:$causal);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

@@ -35,6 +35,7 @@ Func buildElementwise(Builder &B);
 Func buildDataMovement(Builder &B);
 // DepthwiseConv.cpp.
 Func buildDepthwiseConv(Builder &B);
+Func buildDepthwiseConvGrad(Builder &B);
 // Act.cpp: adaptive computation time on the recurrent carry.
 Func buildAct(Builder &B);
 // Loss.cpp: cross_entropy and its gradient.

@@ -108,9 +108,13 @@ Tensor cross_entropy(Tensor logits, Tensor targets, CrossEntropyOptions opt = {}
 Tensor mean(Tensor x, SourceLoc loc = SourceLoc::current());
 
 // A convolution over the sequence with one filter per feature: x [L, d], w [k, d] (k odd),
-// b [d] -> [L, d]; result[i, c] = b[c] + sum_t w[t, c] * x[i + t - (k - 1) / 2, c], zero
-// outside [0, L). Followed by a pointwise linear it is a depthwise-separable convolution.
-Tensor depthwise_conv(Tensor x, Tensor w, Tensor b, SourceLoc loc = SourceLoc::current());
+// b [d] -> [L, d]; result[i, c] = b[c] + sum_t w[t, c] * x[i + t - s, c], zero outside
+// [0, L), s = (k - 1) / 2 (centered), or k - 1 with `causal` (row i reads rows i - k + 1 to i,
+// as a decoder must). Followed by a pointwise linear it is a depthwise-separable convolution.
+struct DepthwiseConvOptions {
+  bool causal = false;
+};
+Tensor depthwise_conv(Tensor x, Tensor w, Tensor b, DepthwiseConvOptions opt = {}, SourceLoc loc = SourceLoc::current());
 
 // Writes `value` [H, n, d] into rows [past, past + n) of the state `cache` [H, ctx, d] (past:
 // a [1] i32 tensor, or none for 0) and returns the updated cache for attention to read.
