@@ -10,11 +10,17 @@
         smoothing, counted on train.npy, over the positions the executable's --eval-data reads:
         the targets of the first min(64, available) non-overlapping windows of T + 1 bytes of
         val.npy (contexts from the validation text; shorter at its start).
+    bench/train/bytes.py depths OUT_DIR EXE WEIGHTS T
+        A Universal Transformer's halting depths (examples/universal): EXE with WEIGHTS run on
+        the same validation windows' T inputs; how many positions took each number of steps,
+        and the mean depth of the positions after a space or newline against the others.
 """
 import math
 import os
 import struct
+import subprocess
 import sys
+import tempfile
 from collections import Counter
 
 LICENSES = "/usr/share/common-licenses"
@@ -72,8 +78,31 @@ def ngram(out, order, T):
     print(f"{total / n:.6f}")
 
 
+def depths(out, exe, weights, T):
+    val = read_npy(os.path.join(out, "val.npy"))
+    windows = min(64, (len(val) - 1) // T)
+    hist, after_space, other = Counter(), [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for w in range(windows):
+            tokens = val[w * T:w * T + T]
+            write_npy(os.path.join(tmp, "tokens.npy"), tokens)
+            subprocess.run([exe, "--weights", weights, "--input", "tokens=" + os.path.join(tmp, "tokens.npy"),
+                            "--output-dir", os.path.join(tmp, "out")], check=True, capture_output=True)
+            steps = read_npy(os.path.join(tmp, "out", "steps.npy"))
+            hist.update(steps)
+            for i, s in enumerate(steps):
+                (after_space if tokens[i] in (32, 10) else other).append(s)
+    n = sum(hist.values())
+    print("positions by halting depth: " + ", ".join(f"{k} steps: {hist[k]} ({100 * hist[k] / n:.1f}%)" for k in sorted(hist)))
+    mean = lambda v: sum(v) / max(1, len(v))
+    print(f"mean depth: {mean(after_space + other):.3f}; at a space or newline {mean(after_space):.3f}, "
+          f"elsewhere {mean(other):.3f}")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "data":
         data(sys.argv[2])
+    elif sys.argv[1] == "depths":
+        depths(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
     else:
         ngram(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
