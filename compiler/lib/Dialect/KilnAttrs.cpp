@@ -16,6 +16,7 @@ std::map<std::string, std::string> ScheduleFields::keyEntries() const {
   if (pack != Packing::unset) m["s.pack"] = stringifyPacking(pack).str();
   if (engine != AttentionEngine::unset) m["s.engine"] = stringifyAttentionEngine(engine).str();
   if (gemm != GemmEngine::unset) m["s.gemm"] = stringifyGemmEngine(gemm).str();
+  if (precision != OperandPrecision::unset) m["s.precision"] = stringifyOperandPrecision(precision).str();
   return m;
 }
 
@@ -28,13 +29,15 @@ ScheduleFields fieldsOf(ScheduleAttr a) {
   f.pack = a.getPack();
   f.engine = a.getEngine();
   f.gemm = a.getGemm();
+  f.precision = a.getPrecision();
   return f;
 }
 
 ScheduleAttr scheduleAttr(MLIRContext *ctx, const ScheduleFields &f) {
   return ScheduleAttr::get(ctx, f.vec, f.parallel, f.tile_m, f.tile_n, f.tile_rows, f.column_tasks, f.pack, f.hidden_vec,
                            f.hidden_tile_n, f.rows_per_task, f.engine, f.q_block, f.k_block, f.block, f.chunk, f.lsh_tile, f.gpu_tile_n,
-                           f.gpu_tile_m, f.gpu_k_chunk, f.gpu_hidden_tile_n, f.gpu_hidden_k_chunk, f.gpu_threads, f.k_chunk, f.k_unroll, f.gemm);
+                           f.gpu_tile_m, f.gpu_k_chunk, f.gpu_hidden_tile_n, f.gpu_hidden_k_chunk, f.gpu_threads, f.k_chunk, f.k_unroll, f.gemm,
+                           f.precision);
 }
 
 ScheduleFields scheduleOf(Operation *op) { return fieldsOf(op->getAttrOfType<ScheduleAttr>("kiln.schedule")); }
@@ -48,6 +51,7 @@ void mergeSchedule(Operation *op, const ScheduleFields &decided) {
   if (f.pack == Packing::unset) f.pack = decided.pack;
   if (f.engine == AttentionEngine::unset) f.engine = decided.engine;
   if (f.gemm == GemmEngine::unset) f.gemm = decided.gemm;
+  if (f.precision == OperandPrecision::unset) f.precision = decided.precision;
   op->setAttr("kiln.schedule", scheduleAttr(op->getContext(), f));
 }
 

@@ -55,6 +55,7 @@ void Driver::Impl::decide() {
   phases.recompute_ffn = *parseRecomputeFfn(recomputeFfn);  // the flag's check allows only its names
   phases.ffn_grad_chunk = chunkValue(ffnGradChunk);
   phases.reverse_layers = reversibleBackward == "reconstruct";
+  phases.precision = precision;
 }
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {

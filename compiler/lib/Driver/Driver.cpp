@@ -102,6 +102,11 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
                  "running F and G once more: activation memory constant in depth) or store (keep every layer's activations)")
       ->check(CLI::IsMember({"reconstruct", "store"}))
       ->capture_default_str();
+  app.add_option("--precision", precision,
+                 "GEMM operands: f32, or bf16 (linear, matmul and FFN kernels round both operands to bfloat16 and sum "
+                 "the products in f32; parameters, the backward and the optimizer stay f32). Default: the model's "
+                 "Model::set_precision, else f32")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--ffn-grad-chunk", ffnGradChunk,
                  "training entries: d_ff columns per chunk of the backward of a recomputed FFN (--recompute-ffn all or a "
                  "checkpointed block): auto (multiples of 64 columns: each [rows, chunk] intermediate within 16 MiB at the "

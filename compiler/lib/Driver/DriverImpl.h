@@ -51,6 +51,7 @@ struct Driver::Impl {
                       symbol = "kiln_model", maxMemory, gpuBuffers = "host";
   bool printIR = false, quiet = false, keepTemps = false;
   std::string recomputeFfn = "off", ffnGradChunk = "auto", reversibleBackward = "reconstruct";
+  std::string precision;  // --precision (empty: the model's Model::set_precision, else f32)
   std::string configFile;  // --config
   // The runtime compiled models link (the build tree's unless an install prefix is known).
   std::string runtimeInclude = KILN_RUNTIME_INCLUDE, runtimeLib = KILN_RUNTIME_LIB, mainLib = KILN_MAIN_LIB;

@@ -141,6 +141,7 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
   // The rows of a batch (Model::rows): per symbol, its batch and length symbols, or -1, -1.
   if (batched) (*module)->setAttr("kiln.seq_factors", b.getDenseI64ArrayAttr(symFactors));
   if (!m.weights_prefix().empty()) (*module)->setAttr("kiln.weights_prefix", b.getStringAttr(m.weights_prefix()));
+  if (m.precision() == Precision::BF16) (*module)->setAttr("kiln.precision", b.getStringAttr("bf16"));
   if (!m.checkpoint_config().empty()) {
     SmallVector<Attribute> fields;
     for (auto &f : m.checkpoint_config()) {

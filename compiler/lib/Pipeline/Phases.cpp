@@ -66,6 +66,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
       // The backward of a recomputed FFN, over chunks of d_ff (CPU kernels: the backward's
       // kernels have no GPU schedules yet).
       if (opt.ffn_grad_chunk >= 0 && !t.isGpu()) pm.addPass(createChunkFfnGrad(ChunkFfnGradOptions{opt.ffn_grad_chunk}));
+      pm.addPass(createAssignPrecision(AssignPrecisionOptions{opt.precision}));
       pm.addPass(createPrepackWeights(PrepackWeightsOptions{t.vector_width, t.isGpu()}));
       pm.addPass(createTileSparsePattern());
       pm.addPass(createTileOps(TileOpsOptions{t.vector_width, t.isGpu()}));
@@ -101,6 +102,9 @@ struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
       llvm::cl::values(clEnumValN(PhaseOptions::RecomputeFfn::off, "off", "nothing"),
                        clEnumValN(PhaseOptions::RecomputeFfn::activation, "activation", "the activation's output"),
                        clEnumValN(PhaseOptions::RecomputeFfn::all, "all", "both intermediates"))};
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc("GEMM operands: f32 or bf16 (kiln-assign-precision; empty: the module's)"),
+                                llvm::cl::init("")};
 };
 }  // namespace
 
@@ -116,6 +120,7 @@ void registerPhasePipelines() {
           opt.recompute_ffn = o.recomputeFfn;
           opt.ffn_grad_chunk = o.ffnGradChunk;
           opt.reverse_layers = o.reversibleBackward != "store";
+          opt.precision = o.precision;
           buildPhasePipeline(pm, p, opt);
         });
   }

@@ -46,6 +46,15 @@ def Kiln_GemmEngine : I32EnumAttr<"GemmEngine", "how a GEMM (a linear, matmul or
   let genSpecializedAttr = 0;
 }
 
+def Kiln_OperandPrecision : I32EnumAttr<"OperandPrecision", "the precision a GEMM's operands are rounded to", [
+    I32EnumAttrCase<"unset", 0>,  // f32
+    I32EnumAttrCase<"f32", 1>,
+    // operands rounded to bfloat16 (round to nearest, ties to even), products summed in f32
+    I32EnumAttrCase<"bf16", 2>]> {
+  let cppNamespace = "::kiln";
+  let genSpecializedAttr = 0;
+}
+
 def Kiln_ViewKind : I32EnumAttr<"ViewKind", "how a tensor shares the buffer of another (kiln-fold-views)", [
     // a strided view of its operand's buffer: a slice, transpose or reshape that runs no kernel
     I32EnumAttrCase<"read", 0>,
@@ -88,8 +97,9 @@ class Kiln_Int<string what> : OptionalParameter<"std::optional<int64_t>", what>;
 def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
   let summary = "how a kernel is tiled, vectorized and run in parallel";
   let description = [{
-    Set by kiln-chunk-ffn (chunk), kiln-tile-sparse-pattern (block), kiln-tile-ops (tiles,
-    engines, packing, GPU tiles) and kiln-assign-schedule (vector width, parallelism); the
+    Set by kiln-chunk-ffn (chunk), kiln-tile-sparse-pattern (block), kiln-assign-precision
+    (precision), kiln-tile-ops (tiles, engines, packing, GPU tiles) and kiln-assign-schedule
+    (vector width, parallelism); the
     kernel generator only applies it. Only the fields an op's kernel reads are set:
 
       vec             f32 lanes of the kernel's vectors (the target's, halved down to the
@@ -122,6 +132,8 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
       gpu_k_chunk                 GEMM: K per shared-memory stage (0: unstaged, K in registers)
       gpu_hidden_tile_n, gpu_hidden_k_chunk   the FFN's first GEMM on the GPU
       gpu_threads     row-wise kernels on the GPU: threads across a row's columns
+      precision       a GEMM's operands (kiln-assign-precision): unset or f32, or bf16
+                      (both operands rounded to bfloat16, products summed in f32)
 
     ```mlir
     %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<vec = 16, parallel = 1, tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 0, pack = per_task>} : ...
@@ -152,7 +164,8 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
     Kiln_Int<"GPU threads per row">:$gpu_threads,
     Kiln_Int<"CPU GEMM K chunk">:$k_chunk,
     Kiln_Int<"CPU GEMM K unrolling">:$k_unroll,
-    DefaultValuedParameter<"::kiln::GemmEngine", "::kiln::GemmEngine::unset">:$gemm);
+    DefaultValuedParameter<"::kiln::GemmEngine", "::kiln::GemmEngine::unset">:$gemm,
+    DefaultValuedParameter<"::kiln::OperandPrecision", "::kiln::OperandPrecision::unset">:$precision);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 

@@ -35,6 +35,7 @@ struct ScheduleFields {
   Packing pack = Packing::unset;
   AttentionEngine engine = AttentionEngine::unset;
   GemmEngine gemm = GemmEngine::unset;
+  OperandPrecision precision = OperandPrecision::unset;
   // "s.<field>=<value>" for every decided field, sorted: the schedule's part of a kernel key.
   std::map<std::string, std::string> keyEntries() const;
 };

@@ -33,6 +33,7 @@ struct PhaseOptions {
   RecomputeFfn recompute_ffn = RecomputeFfn::off;  // kiln-checkpoint-ffn: what backwards recompute of each FFN
   int64_t ffn_grad_chunk = 0;  // kiln-chunk-ffn-grad's d_ff columns per chunk: 0 its default, < 0 none
   bool reverse_layers = true;  // kiln-reverse-layers: reversible layers' backward reconstructs (false: stores)
+  std::string precision;       // kiln-assign-precision: f32 or bf16 (empty: the module's kiln.precision)
 };
 
 // --recompute-ffn's and the recompute-ffn pipeline option's value: off, activation or all.
@@ -41,7 +42,7 @@ std::optional<PhaseOptions::RecomputeFfn> parseRecomputeFfn(const std::string &n
 // Adds the passes of `phase` (fused, tiled, scheduled or kernels) to `pm`, in order.
 void buildPhasePipeline(mlir::OpPassManager &pm, Phase phase, const PhaseOptions &opt);
 // kiln-opt --kiln-phase-<fused|tiled|scheduled|kernels>[=target=x86-64-avx2 ffn-chunk=N recompute-ffn=all ffn-grad-chunk=N
-// reversible-backward=store].
+// reversible-backward=store precision=bf16].
 void registerPhasePipelines();
 void registerKilnDialects(mlir::DialectRegistry &registry);
 

@@ -305,6 +305,24 @@ def TileOps : Pass<"kiln-tile-ops", "mlir::ModuleOp"> {
                  Option<"gpu", "gpu", "bool", "false", "GPU schedules (block tiles and threads) for every kernel">];
 }
 
+def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
+  let summary = "Decide the precision of every GEMM's operands (mixed precision)";
+  let description = [{
+    The requested precision is the pass's `precision` option when given (the driver's
+    --precision), else the module's `kiln.precision` (the DSL's Model::set_precision), else f32.
+    With bf16, every forward GEMM (kiln.linear, kiln.matmul, kiln.batch_matmul, kiln.ffn) gets
+    `precision = bf16` in its schedule: its kernel rounds both operands to bfloat16 (round to
+    nearest, ties to even) and sums the products in f32. Parameters, activations between
+    kernels, the backward's kernels and the optimizer stay f32.
+
+      %y = kiln.linear %x, %w : ...
+    becomes
+      %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<precision = bf16>} : ...
+  }];
+  let options = [Option<"precision", "precision", "std::string", "\"\"",
+                        "f32 or bf16 (empty: the module's kiln.precision, else f32)">];
+}
+
 def AssignSchedule : Pass<"kiln-assign-schedule", "mlir::ModuleOp"> {
   let summary = "Decide vectorization and parallelism of every kernel";
   let description = [{

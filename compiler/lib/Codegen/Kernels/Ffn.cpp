@@ -33,16 +33,16 @@ Func buildFfn(Builder &B) {
   P2(pi, kk, po) = pan2 ? W2(pi, kk, po) : oi2 ? W2(kk, c2) : W2(c2, kk);
   // The GEMMs' operands as Funcs (inlined on the CPU; staged through shared memory on the GPU).
   Func Xr("Xr"), W1p("W1p"), Hr("Hr"), W2p("W2p");
-  Xr(kk, i) = X(kk, clamp(i, 0, M - 1));
+  Xr(kk, i) = gemmOperand(B, X(kk, clamp(i, 0, M - 1)));
   // gemm = stream (a decode step): the weights are read in place, never packed.
   const bool stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
   if (stream && (oi1 || oi2)) throw std::runtime_error("kernel ffn: gemm = stream reads [in, out] weights only");
-  W1p(f, kk) = pan1 ? panelRead(W1, k.inputs[1], f, kk) : stream ? W1(f, kk) : P1(f % tn1, kk, f / tn1);
+  W1p(f, kk) = gemmOperand(B, pan1 ? panelRead(W1, k.inputs[1], f, kk) : stream ? W1(f, kk) : P1(f % tn1, kk, f / tn1));
   acc1(f, i) = 0.0f;
   acc1(f, i) += Xr(r1, i) * W1p(f, r1);
   h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
-  Hr(kk, i) = h(kk, i);
-  W2p(j, kk) = pan2 ? panelRead(W2, k.inputs[3], j, kk) : stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2);
+  Hr(kk, i) = gemmOperand(B, h(kk, i));
+  W2p(j, kk) = gemmOperand(B, pan2 ? panelRead(W2, k.inputs[3], j, kk) : stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2));
   acc2(j, i) = 0.0f;
   acc2(j, i) += Hr(r2, i) * W2p(j, r2);
   Expr v = acc2(j, i) + B2(j);

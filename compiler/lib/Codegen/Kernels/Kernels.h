@@ -5,6 +5,16 @@
 
 namespace kiln::codegen {
 
+// x rounded to bfloat16 (round to nearest, ties to even; a NaN stays a NaN), as an f32.
+inline Expr roundToBf16(Expr x) {
+  Expr u = reinterpret(UInt(32), x);
+  Expr r = (u + (cast<uint32_t>(0x7fff) + ((u >> 16) & 1))) & cast<uint32_t>(0xffff0000u);
+  return select(is_nan(x), x, reinterpret(Float(32), r));
+}
+// A GEMM operand as the kernel's precision reads it (kiln-assign-precision): as it is (f32),
+// or rounded to bfloat16; the products are summed in f32 either way.
+inline Expr gemmOperand(const Builder &B, Expr x) { return B.sch.precision == OperandPrecision::bf16 ? roundToBf16(x) : x; }
+
 // Matmul.cpp: linear, matmul, batch_matmul.
 Func buildMatmul(Builder &B);
 // Ffn.cpp: the chunked feed-forward network.

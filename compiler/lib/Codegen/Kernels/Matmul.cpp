@@ -120,8 +120,8 @@ Func buildMatmul(Builder &B) {
   Func Ar("Ar"), Bt("Bt"), acc("acc"), out("out");
   // A weight in panels (kiln-prepack-weights) is read in place: column j is lane j % w of panel
   // j / w (clamped: a streaming tile of several panels may overhang the last one).
-  Bt(withB({j, kk})) = panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk}));
-  Ar(withB({kk, i})) = A(withB({kk, row}));  // inlined on the CPU
+  Bt(withB({j, kk})) = gemmOperand(B, panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk})));
+  Ar(withB({kk, i})) = gemmOperand(B, A(withB({kk, row})));  // inlined on the CPU
   std::vector<Expr> accArgs = withB({j, i});
   // K in chunks of k_chunk (a long K; CPU, register blocks): acc is one chunk's sum, out the
   // bias plus the chunks' sums in order.

@@ -88,6 +88,8 @@ struct BlockLayout {
 };
 
 // Which keys each query may see. Every pattern but a non-causal layout is causal (j <= i).
+enum class Precision { F32, BF16 };
+
 struct Mask {
   enum Kind { None, Causal, Window, Strided, Fixed, Layout } kind = None;
   int64_t size = 0;     // window: w; strided: the stride; fixed and layout: the block
@@ -321,6 +323,12 @@ class Model {
   void end_region() { region_ = -1; }
   int current_region() const { return region_; }
 
+  // Mixed precision: with Precision::BF16 the model's forward GEMMs (linear, matmul, the FFN)
+  // round both operands to bfloat16 and sum in f32 (kiln-assign-precision); the driver's
+  // --precision overrides it.
+  void set_precision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
+
   // Checkpoint conventions: files may omit `prefix` from parameter names (Hugging Face saves
   // GPT-2 both with and without "transformer."), and may carry tensors matching the glob
   // `patterns` that are not parameters (mask buffers, other heads); those are skipped.
@@ -366,6 +374,7 @@ class Model {
   std::vector<Node> nodes_;
   std::vector<std::pair<std::string, int>> outputs_;
   std::string weights_prefix_;
+  Precision precision_ = Precision::F32;
   std::vector<std::string> ignored_;
   std::vector<ConfigField> config_;
   std::vector<std::string> entries_{"forward"};

@@ -1,0 +1,42 @@
+// kiln-assign-precision: the precision of every forward GEMM's operands (mixed precision).
+//
+// Algorithm:
+//   1. The request: the pass option `precision` when given (the driver's --precision), else the
+//      module's `kiln.precision` string (the DSL's Model::set_precision), else f32. Anything
+//      else is an error naming the value.
+//   2. bf16: every kiln.linear, kiln.matmul, kiln.batch_matmul and kiln.ffn gets precision = bf16
+//      in its kiln.schedule (a decision already there is kept): its kernel rounds both operands
+//      to bfloat16 and sums the products in f32. The backward's GEMMs (weight_grad, the
+//      attention's) and everything else stay f32, so do the parameters (the optimizer updates
+//      f32 master weights) and the activations between kernels.
+#include "kiln/Transforms/Passes.h"
+#include "kiln/Transforms/Utils.h"
+
+namespace kiln {
+#define GEN_PASS_DEF_ASSIGNPRECISION
+#include "kiln/Transforms/Passes.h.inc"
+}  // namespace kiln
+
+using namespace mlir;
+
+namespace {
+struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass> {
+  using AssignPrecisionBase::AssignPrecisionBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::string want = precision;
+    if (want.empty())
+      if (auto a = module->getAttrOfType<StringAttr>("kiln.precision")) want = a.str();
+    if (want.empty() || want == "f32") return;
+    if (want != "bf16") {
+      module.emitError("kiln-assign-precision: unknown precision '") << want << "' (f32 or bf16)";
+      return signalPassFailure();
+    }
+    kiln::ScheduleFields bf16;
+    bf16.precision = kiln::OperandPrecision::bf16;
+    module.walk([&](Operation *op) {
+      if (isa<kiln::LinearOp, kiln::MatMulOp, kiln::BatchMatMulOp, kiln::FfnOp>(op)) kiln::mergeSchedule(op, bf16);
+    });
+  }
+};
+}  // namespace

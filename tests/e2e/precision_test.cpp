@@ -1,0 +1,84 @@
+// precision_test.cpp - mixed precision (kiln-assign-precision): with bf16, a linear's and the
+// FFN's GEMMs round both operands to bfloat16 (to nearest, ties to even) and sum in f32. Checked
+// against the plain reference run on operands rounded the same way, and against the f32
+// reference, from which the bf16 result must differ (else the option did nothing).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "harness.h"
+#include "kiln/dsl/Blocks.h"
+#include "models.h"
+
+using namespace kiln;
+using W = std::map<std::string, ref::T>;
+
+namespace {
+// x rounded to bfloat16, written simply: keep the top 16 bits after adding half an ulp of
+// bfloat16 (ties to the even one).
+float roundBf16(float x) {
+  if (std::isnan(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+ref::T rounded(ref::T t) {
+  for (float &v : t.v) v = roundBf16(v);
+  return t;
+}
+double maxDiff(const ref::T &a, const ref::T &b) {
+  double m = 0;
+  for (size_t i = 0; i < a.v.size(); ++i) m = std::max(m, (double)std::abs(a.v[i] - b.v[i]));
+  return m;
+}
+
+TEST(Precision, RoundingIsToNearestTiesToEven) {
+  EXPECT_EQ(roundBf16(1.0f), 1.0f);
+  EXPECT_EQ(roundBf16(1.0f + 0x1p-8f), 1.0f);               // a tie: to the even neighbour (1.0)
+  EXPECT_EQ(roundBf16(1.0f + 0x1p-7f + 0x1p-8f), 1.0f + 0x1p-6f);  // a tie: to the even neighbour above
+  EXPECT_EQ(roundBf16(1.0f + 0x1p-8f + 0x1p-20f), 1.0f + 0x1p-7f);  // above the tie: up
+}
+
+// A linear, then an FFN (linear, ReLU, linear: kiln.ffn after kiln-chunk-ffn), at bf16 set by
+// the DSL (Model::set_precision); the same model compiled with --precision f32 gives the f32
+// reference's numbers.
+TEST(Precision, Bf16GemmsMatchTheRoundedReference) {
+  const int64_t d = 64, dff = 160, L = 37;
+  std::string dir = kt::workDir("precision_bf16");
+  auto build = [&](Model &m) {
+    m.set_precision(Precision::BF16);
+    Dim Ls = m.seq("L", 64);
+    Tensor x = m.input("x", {Ls, d});
+    Tensor y = linear(x, m.param("lin.w", {d, d}, {.scale = 0.5f}), m.param("lin.b", {d}, {.scale = 0.5f}));
+    m.output("y", y);
+    m.output("z", ffn(m, "ffn", y, {.d_model = d, .d_ff = dff, .act = Activation::Relu}));
+  };
+  std::string exe = kt::compile(dir, "bf16", build), exe32 = kt::compile(dir + "/f32", "f32", build, {"--precision", "f32"});
+  ASSERT_FALSE(exe.empty());
+  ASSERT_FALSE(exe32.empty());
+  ref::T x = kt::randomT({L, d}, 5);
+  kt::saveNpy(dir + "/x.npy", x);
+  W w;
+  ref::T y = kt::runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
+  ref::T z = kt::loadNpy(dir + "/out/z.npy");
+  // The rounded reference: every GEMM's operands rounded, the sums and the rest in f32.
+  ref::T wantY = ref::linear(rounded(x), rounded(w["lin.w"]), w["lin.b"], true);
+  ref::T h = ref::relu(ref::linear(rounded(y), rounded(w["ffn.fc1.weight"]), w["ffn.fc1.bias"], true));
+  ref::T wantZ = ref::linear(rounded(h), rounded(w["ffn.fc2.weight"]), w["ffn.fc2.bias"], true);
+  EXPECT_TRUE(kt::allClose(wantY, y));
+  EXPECT_TRUE(kt::allClose(wantZ, z));
+  // The f32 reference differs by bfloat16's rounding (2^-9 relative per operand).
+  ref::T f32Y = ref::linear(x, w["lin.w"], w["lin.b"], true);
+  double scale = 0;
+  for (float v : f32Y.v) scale = std::max(scale, (double)std::abs(v));
+  EXPECT_GT(maxDiff(f32Y, y), 1e-4 * scale) << "the bf16 result equals the f32 one: nothing was rounded";
+  EXPECT_LT(maxDiff(f32Y, y), 2e-2 * scale);
+  // --precision f32 overrides the model's setting: the f32 reference's numbers.
+  auto r = kt::run(exe32 + " --weights " + dir + "/weights.safetensors --input x=" + dir + "/x.npy --output-dir " + dir + "/out32");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(kt::allClose(f32Y, kt::loadNpy(dir + "/out32/y.npy")));
+}
+}  // namespace
