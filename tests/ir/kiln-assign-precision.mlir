@@ -13,6 +13,7 @@
 // CHECK-NOT: precision
 // CHECK: kiln.weight_grad
 // CHECK-NOT: precision
+// CHECK: return
 // MODULE-LABEL: func.func @gemms
 // MODULE-NOT: precision = bf16
 // F32-NOT: precision = bf16

@@ -8,7 +8,7 @@ namespace kiln::codegen {
 // x rounded to bfloat16 (round to nearest, ties to even; a NaN stays a NaN), as an f32.
 inline Expr roundToBf16(Expr x) {
   Expr u = reinterpret(UInt(32), x);
-  Expr r = (u + (cast<uint32_t>(0x7fff) + ((u >> 16) & 1))) & cast<uint32_t>(0xffff0000u);
+  Expr r = ((u + cast(UInt(32), 0x7fff) + ((u >> 16) & cast(UInt(32), 1))) >> 16) << 16;
   return select(is_nan(x), x, reinterpret(Float(32), r));
 }
 // A GEMM operand as the kernel's precision reads it (kiln-assign-precision): as it is (f32),
