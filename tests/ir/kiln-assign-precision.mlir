@@ -4,8 +4,8 @@
 // RUN: not kiln-opt %s --split-input-file --kiln-assign-precision=precision=fp8 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: kiln-assign-precision: unknown precision 'fp8' (f32 or bf16)
 
-// bf16: the forward GEMMs' schedules say so, a decision already there is kept, other ops and
-// the backward's GEMMs are left alone.
+// bf16: the GEMMs' schedules say so, a decision already there is kept, other ops and weight
+// gradients are left alone.
 // CHECK-LABEL: func.func @gemms
 // CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
 // CHECK: kiln.matmul {{.*}}kiln.schedule = #kiln.schedule<tile_n = 64, precision = f32>

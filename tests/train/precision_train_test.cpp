@@ -1,6 +1,7 @@
 // precision_train_test.cpp - mixed-precision training (--precision bf16): the byte-level demo's
-// GPT-2 trains with its forward GEMMs on bfloat16 operands (f32 sums, f32 master weights and
-// AdamW moments, an f32 backward) to within 2% of f32 training's loss after 200 steps.
+// GPT-2 trains with its GEMMs on bfloat16 operands (the forward's and the backward's input
+// gradients; f32 sums, f32 weight gradients, master weights and AdamW moments) to within 2% of
+// f32 training's loss after 200 steps.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -6,9 +6,10 @@
 //      else is an error naming the value.
 //   2. bf16: every kiln.linear, kiln.matmul, kiln.batch_matmul and kiln.ffn gets precision = bf16
 //      in its kiln.schedule (a decision already there is kept): its kernel rounds both operands
-//      to bfloat16 and sums the products in f32. The backward's GEMMs (weight_grad, the
-//      attention's) and everything else stay f32, so do the parameters (the optimizer updates
-//      f32 master weights) and the activations between kernels.
+//      to bfloat16 and sums the products in f32. That includes the backward's input gradients
+//      (dY·W, a kiln.matmul), as mixed-precision training does; weight gradients
+//      (kiln.weight_grad), attention and its gradient and everything else stay f32, so do the
+//      parameters (the optimizer updates f32 master weights) and the activations between kernels.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 

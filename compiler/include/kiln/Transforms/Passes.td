@@ -310,10 +310,11 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
   let description = [{
     The requested precision is the pass's `precision` option when given (the driver's
     --precision), else the module's `kiln.precision` (the DSL's Model::set_precision), else f32.
-    With bf16, every forward GEMM (kiln.linear, kiln.matmul, kiln.batch_matmul, kiln.ffn) gets
-    `precision = bf16` in its schedule: its kernel rounds both operands to bfloat16 (round to
-    nearest, ties to even) and sums the products in f32. Parameters, activations between
-    kernels, the backward's kernels and the optimizer stay f32.
+    With bf16, every kiln.linear, kiln.matmul, kiln.batch_matmul and kiln.ffn (the backward's
+    input gradients, dY·W, are matmuls too) gets `precision = bf16` in its schedule: its kernel
+    rounds both operands to bfloat16 (round to nearest, ties to even) and sums the products in
+    f32. Parameters, activations between kernels, weight gradients (kiln.weight_grad),
+    attention and its gradient, and the optimizer stay f32.
 
       %y = kiln.linear %x, %w : ...
     becomes

@@ -323,7 +323,7 @@ class Model {
   void end_region() { region_ = -1; }
   int current_region() const { return region_; }
 
-  // Mixed precision: with Precision::BF16 the model's forward GEMMs (linear, matmul, the FFN)
+  // Mixed precision: with Precision::BF16 the model's GEMMs (linear, matmul, the FFN)
   // round both operands to bfloat16 and sum in f32 (kiln-assign-precision); the driver's
   // --precision overrides it.
   void set_precision(Precision p) { precision_ = p; }
