@@ -148,6 +148,7 @@ static bool cpu_has(const std::string &f) {
   KILN_FEATURE(avx512dq)
   KILN_FEATURE(avx512vl)
   KILN_FEATURE(avx512cd)
+  KILN_FEATURE(avx512bf16)
 #undef KILN_FEATURE
   return false;
 }

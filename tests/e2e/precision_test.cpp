@@ -81,4 +81,34 @@ TEST(Precision, Bf16GemmsMatchTheRoundedReference) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(kt::allClose(f32Y, kt::loadNpy(dir + "/out32/y.npy")));
 }
+
+// On a CPU with AVX-512 BF16 (the host target), the register-block GEMMs use its dot products
+// (kiln-assign-precision's bf16_dot): the executable holds vdpbf16ps, and the results match the
+// rounded reference, with an odd K (a zero pair element) and column tails.
+TEST(Precision, Bf16DotProductsMatchTheRoundedReference) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "this CPU has no AVX-512 BF16: kiln rounds and uses f32 FMAs";
+  const int64_t k = 35, d = 64, n = 160, L = 37;
+  std::string dir = kt::workDir("precision_bf16_dot");
+  auto build = [&](Model &m) {
+    Dim Ls = m.seq("L", 64);
+    Tensor x = m.input("x", {Ls, k});
+    Tensor y = linear(x, m.param("a.w", {d, k}, {.scale = 0.5f}), m.param("a.b", {d}, {.scale = 0.5f}));
+    m.output("y", y);
+    m.output("z", linear(y, m.param("b.w", {n, d}, {.scale = 0.5f}), m.param("b.b", {n}, {.scale = 0.5f})));
+  };
+  std::string exe = kt::compile(dir, "dot", build, {"--precision", "bf16", "--dump-dir", dir + "/dump"});
+  ASSERT_FALSE(exe.empty());
+  auto dis = kt::run("objdump -d --no-show-raw-insn " + exe + " | grep -c vdpbf16ps");
+  EXPECT_GT(std::atoi(dis.output.c_str()), 0) << "no vdpbf16ps in the executable: " << dis.output;
+  ref::T x = kt::randomT({L, k}, 7);
+  kt::saveNpy(dir + "/x.npy", x);
+  W w;
+  ref::T y = kt::runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
+  ref::T z = kt::loadNpy(dir + "/out/z.npy");
+  EXPECT_TRUE(kt::allClose(ref::linear(rounded(x), rounded(w["a.w"]), w["a.b"], true), y));
+  EXPECT_TRUE(kt::allClose(ref::linear(rounded(y), rounded(w["b.w"]), w["b.b"], true), z));
+  ref::T f32Y = ref::linear(x, w["a.w"], w["a.b"], true);
+  EXPECT_GT(maxDiff(f32Y, y), 0.0) << "the bf16 result equals the f32 one: nothing was rounded";
+}
 }  // namespace

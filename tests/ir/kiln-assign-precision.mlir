@@ -1,6 +1,7 @@
 // RUN: kiln-opt %s --split-input-file --kiln-assign-precision=precision=bf16 | FileCheck %s
 // RUN: kiln-opt %s --split-input-file --kiln-assign-precision | FileCheck %s --check-prefix=MODULE
 // RUN: kiln-opt %s --split-input-file --kiln-assign-precision=precision=f32 | FileCheck %s --check-prefix=F32
+// RUN: kiln-opt %s --split-input-file --kiln-assign-precision="precision=bf16 dot=true" | FileCheck %s --check-prefix=DOT
 // RUN: not kiln-opt %s --split-input-file --kiln-assign-precision=precision=fp8 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: kiln-assign-precision: unknown precision 'fp8' (f32 or bf16)
 
@@ -40,4 +41,30 @@ module attributes {kiln.precision = "bf16"} {
     %y = kiln.linear %x, %w : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
     return %y : tensor<?x16xf32>
   }
+}
+
+// -----
+
+// With dot (AVX-512 BF16): a register-block linear or matmul whose tile_n is whole 16-lane
+// vectors and that sums K in one piece uses vdpbf16ps (bf16_dot); a streaming one (decode), one
+// with K chunks, a 24-column tile, a batched product and the FFN keep the rounding (bf16).
+// Without dot, all of them are bf16.
+// DOT-LABEL: func.func @dot
+// DOT: kiln.linear {{.*}}gemm = register_block, precision = bf16_dot>
+// DOT: kiln.linear {{.*}}gemm = stream, precision = bf16>
+// DOT: kiln.matmul {{.*}}k_chunk = 2048, gemm = register_block, precision = bf16>
+// DOT: kiln.matmul {{.*}}tile_n = 24, {{.*}}gemm = register_block, precision = bf16>
+// DOT: kiln.matmul {{.*}}tile_n = 64, {{.*}}gemm = register_block, precision = bf16_dot>
+// DOT: kiln.batch_matmul {{.*}}precision = bf16>
+// CHECK-LABEL: func.func @dot
+// CHECK-NOT: bf16_dot
+// CHECK: return
+func.func @dot(%x: tensor<?x64xf32>, %w: tensor<64x64xf32>, %b: tensor<2x?x64xf32>) -> (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<2x?x?xf32>) {
+  %a = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, gemm = register_block>} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+  %s = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<tile_m = 1, tile_n = 64, gemm = stream>} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+  %c = kiln.matmul %x, %w {kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, k_chunk = 2048, gemm = register_block>} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+  %n = kiln.matmul %x, %w {kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 24, tile_rows = 48, gemm = register_block>} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+  %m = kiln.matmul %x, %w {kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, gemm = register_block>} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+  %bb = kiln.batch_matmul %b, %b {transpose_b = true, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, gemm = register_block>} : (tensor<2x?x64xf32>, tensor<2x?x64xf32>) -> tensor<2x?x?xf32>
+  return %a, %s, %c, %n, %m, %bb : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<2x?x?xf32>
 }

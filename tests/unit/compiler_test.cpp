@@ -166,12 +166,12 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
     sched += n.ends_with(".schedule.txt");
     stmt += n.ends_with(".stmt");
   }
-  EXPECT_EQ(mlir, 21);  // input, 19 passes up to the buffer plan, the LLVM lowering
+  EXPECT_EQ(mlir, 22);  // input, 20 passes up to the buffer plan, the LLVM lowering
   EXPECT_GT(sched, 5);
   EXPECT_EQ(sched, stmt);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/00-input.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/16-kiln-fold-views.mlir"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/20-kiln-lower-to-llvm.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/17-kiln-fold-views.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/21-kiln-lower-to-llvm.mlir"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/dump/cost.txt"));
   // The executable depends on system libraries only.
   r = kt::run("ldd " + dir + "/m");

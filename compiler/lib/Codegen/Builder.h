@@ -122,6 +122,10 @@ class Logged {
     t_.gpu_tile(x, y, bx, by, tx, ty, sx, sy, tail);
     return line("gpu_tile", str(x), str(y), str(bx), str(by), str(tx), str(ty), str(sx), str(sy), tailArg(tail));
   }
+  Logged &atomic() {
+    t_.atomic();
+    return line("atomic");
+  }
   Logged &allow_race_conditions() {
     t_.allow_race_conditions();
     return line("allow_race_conditions");

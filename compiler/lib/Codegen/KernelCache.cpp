@@ -114,6 +114,10 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
     std::vector<Argument> args(B.in.begin(), B.in.end());
     Target t(halideTarget);
     t = t.with_feature(Target::NoRuntime);
+    // bf16_dot (kiln-assign-precision, a target with AVX-512 BF16): this kernel alone is
+    // generated for Sapphire Rapids' features, which let Halide emit vdpbf16ps.
+    if (spec.schedule.precision == OperandPrecision::bf16_dot)
+      t = t.with_feature(Target::AVX512_Cannonlake).with_feature(Target::AVX512_SapphireRapids);
     // Write under temporary names, then rename: a concurrent or interrupted build never
     // leaves a half-written kernel in the cache.
     std::string tmp = dir + "/." + name + "." + std::to_string(getpid());

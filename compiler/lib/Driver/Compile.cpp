@@ -24,7 +24,7 @@ static std::string slurp(const std::string &path) {
 // What to produce and how far to compile, from --emit, --compile-to and the target flags.
 void Driver::Impl::decide() {
   auto t = resolveTarget(target);
-  if (!t) throw UserError{"unknown --target '" + target + "' (host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda, opencl)"};
+  if (!t) throw UserError{"unknown --target '" + target + "' (host, x86-64-avx512, x86-64-avx512bf16, x86-64-avx2, x86-64-sse41, cuda, opencl)"};
   tgt = *t;
   emit = *parseEmit(emitFlag);
   if (emit == Emit::Ptx && tgt.gpu != GpuApi::Cuda) throw UserError{"--emit=ptx needs --target=cuda"};
@@ -112,6 +112,9 @@ Driver::Impl::Kernels Driver::Impl::buildKernels(mlir::ModuleOp module) {
   std::string stmts;
   for (size_t i = 0; i < refs.size(); ++i) {
     const KernelRef &k = refs[i];
+    // A kernel with AVX-512 BF16 dot products: the executable checks for them at start-up.
+    if (k.spec.schedule.precision == OperandPrecision::bf16_dot && tgt.cpu_features.find("avx512bf16") == std::string::npos)
+      tgt.cpu_features += ",avx512bf16";
     KernelArtifacts art;
     std::string err;
     if (!buildKernel(k.name, k.spec, tgt, cache, &art, &err)) throw InternalError{err};

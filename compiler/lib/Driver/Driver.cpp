@@ -67,7 +67,7 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
   app.add_option("--dump-dir", dumpDir, "write NN-<pass>.mlir per pass, <kernel>.schedule.txt and <kernel>.stmt");
   app.add_flag("--print-ir-after-all", printIR, "print the IR after every pass to stderr");
   app.add_option("--target", target,
-                 "host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda (the host CPU plus NVIDIA GPU kernels) or opencl "
+                 "host, x86-64-avx512, x86-64-avx512bf16 (with AVX-512 BF16 dot products), x86-64-avx2, x86-64-sse41, cuda (the host CPU plus NVIDIA GPU kernels) or opencl "
                  "(the host CPU plus the same GPU kernels on an OpenCL device)")
       ->capture_default_str();
   app.add_option("--gpu-buffers", gpuBuffers,

@@ -66,10 +66,10 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
       // The backward of a recomputed FFN, over chunks of d_ff (CPU kernels: the backward's
       // kernels have no GPU schedules yet).
       if (opt.ffn_grad_chunk >= 0 && !t.isGpu()) pm.addPass(createChunkFfnGrad(ChunkFfnGradOptions{opt.ffn_grad_chunk}));
-      pm.addPass(createAssignPrecision(AssignPrecisionOptions{opt.precision}));
       pm.addPass(createPrepackWeights(PrepackWeightsOptions{t.vector_width, t.isGpu()}));
       pm.addPass(createTileSparsePattern());
       pm.addPass(createTileOps(TileOpsOptions{t.vector_width, t.isGpu()}));
+      pm.addPass(createAssignPrecision(AssignPrecisionOptions{opt.precision, t.bf16_dot}));
       break;
     case Phase::Scheduled: pm.addPass(createAssignSchedule(AssignScheduleOptions{t.vector_width})); break;
     case Phase::Kernels:
@@ -86,7 +86,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
 
 namespace {
 struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
-  Option<std::string> target{*this, "target", llvm::cl::desc("host, x86-64-avx512, x86-64-avx2, x86-64-sse41, cuda, opencl"),
+  Option<std::string> target{*this, "target", llvm::cl::desc("host, x86-64-avx512, x86-64-avx512bf16, x86-64-avx2, x86-64-sse41, cuda, opencl"),
                              llvm::cl::init("x86-64-avx512")};
   Option<int64_t> ffnChunk{*this, "ffn-chunk", llvm::cl::desc("kiln-chunk-ffn rows per chunk (0: default, -1: off)"),
                            llvm::cl::init(0)};

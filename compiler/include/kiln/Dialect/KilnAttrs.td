@@ -50,7 +50,10 @@ def Kiln_OperandPrecision : I32EnumAttr<"OperandPrecision", "the precision a GEM
     I32EnumAttrCase<"unset", 0>,  // f32
     I32EnumAttrCase<"f32", 1>,
     // operands rounded to bfloat16 (round to nearest, ties to even), products summed in f32
-    I32EnumAttrCase<"bf16", 2>]> {
+    I32EnumAttrCase<"bf16", 2>,
+    // the same rounding, the products of pairs along K summed by AVX-512 BF16 dot products
+    // (vdpbf16ps, f32 accumulators): a target with avx512bf16
+    I32EnumAttrCase<"bf16_dot", 3>]> {
   let cppNamespace = "::kiln";
   let genSpecializedAttr = 0;
 }
@@ -133,7 +136,9 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
       gpu_hidden_tile_n, gpu_hidden_k_chunk   the FFN's first GEMM on the GPU
       gpu_threads     row-wise kernels on the GPU: threads across a row's columns
       precision       a GEMM's operands (kiln-assign-precision): unset or f32, or bf16
-                      (both operands rounded to bfloat16, products summed in f32)
+                      (both operands rounded to bfloat16, products summed in f32), or
+                      bf16_dot (the same, pairs of products summed by AVX-512 BF16 dot
+                      products: the kernel converts both operands to pairs along K)
 
     ```mlir
     %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<vec = 16, parallel = 1, tile_m = 4, tile_n = 64, tile_rows = 32, column_tasks = 0, pack = per_task>} : ...

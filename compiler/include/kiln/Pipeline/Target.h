@@ -19,6 +19,7 @@ struct TargetInfo {
   int64_t vector_width = 16;
   std::string cpu_features;
   GpuApi gpu = GpuApi::None;
+  bool bf16_dot = false;  // AVX-512 BF16 (vdpbf16ps): kiln-assign-precision's bf16 GEMMs may use it
   bool gpu_resident = false;  // GPU: buffers live on the device (--gpu-buffers=device), not copied per call
   bool isGpu() const { return gpu != GpuApi::None; }
 };

@@ -316,12 +316,19 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
     f32. Parameters, activations between kernels, weight gradients (kiln.weight_grad),
     attention and its gradient, and the optimizer stay f32.
 
-      %y = kiln.linear %x, %w : ...
+    With `dot` (a target with AVX-512 BF16), a linear or matmul (not batched) that
+    kiln-tile-ops gave a register-block schedule without K chunks and whose tile_n is whole
+    16-lane vectors gets `precision = bf16_dot` instead: the same rounding, and each pair of
+    products along K summed by one lane of a `vdpbf16ps` (f32 accumulators).
+
+      %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<..., gemm = register_block>} : ...
     becomes
-      %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<precision = bf16>} : ...
+      %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<..., gemm = register_block, precision = bf16_dot>} : ...
   }];
   let options = [Option<"precision", "precision", "std::string", "\"\"",
-                        "f32 or bf16 (empty: the module's kiln.precision, else f32)">];
+                        "f32 or bf16 (empty: the module's kiln.precision, else f32)">,
+                 Option<"dot", "dot", "bool", "false",
+                        "the target has AVX-512 BF16 dot products (vdpbf16ps)">];
 }
 
 def AssignSchedule : Pass<"kiln-assign-schedule", "mlir::ModuleOp"> {

@@ -11,8 +11,9 @@ inline Expr roundToBf16(Expr x) {
   Expr r = ((u + cast(UInt(32), 0x7fff) + ((u >> 16) & cast(UInt(32), 1))) >> 16) << 16;
   return select(is_nan(x), x, reinterpret(Float(32), r));
 }
-// A GEMM operand as the kernel's precision reads it (kiln-assign-precision): as it is (f32),
-// or rounded to bfloat16; the products are summed in f32 either way.
+// A GEMM operand as the kernel's precision reads it (kiln-assign-precision): as it is (f32, and
+// bf16_dot, whose kernel converts its operands to bfloat16 pairs itself), or rounded to
+// bfloat16; the products are summed in f32 either way.
 inline Expr gemmOperand(const Builder &B, Expr x) { return B.sch.precision == OperandPrecision::bf16 ? roundToBf16(x) : x; }
 
 // Matmul.cpp: linear, matmul, batch_matmul.

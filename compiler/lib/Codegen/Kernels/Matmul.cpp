@@ -126,7 +126,11 @@ Func buildMatmul(Builder &B) {
   // K in chunks of k_chunk (a long K; CPU, register blocks): acc is one chunk's sum, out the
   // bias plus the chunks' sums in order.
   const int kc = !B.gpu && !stream && B.sch.k_chunk ? (int)*B.sch.k_chunk : 0;
-  RDom rk, rc;
+  const bool dot = B.sch.precision == OperandPrecision::bf16_dot;
+  if (dot && (B.gpu || stream || kc || batch || B.sch.gemm != GemmEngine::register_block))
+    throw std::runtime_error("kernel " + k.kind + ": precision = bf16_dot needs a CPU register-block GEMM without batch or k_chunk");
+  RDom rk, rc, rp;
+  Func Ap("Ap"), Wp("Wp");  // bf16_dot: the operands as bfloat16 pairs along K
   if (kc) {
     if (batch || panels || K < 0 || (lin && B.op<LinearOp>().getActivation() != ActivationKind::none))
       throw std::runtime_error("kernel " + k.kind + ": k_chunk needs a static K, no batch, no panels and no activation");
@@ -139,6 +143,21 @@ Func buildMatmul(Builder &B) {
     rc = RDom(0, (Kx + kc - 1) / kc, "rc");
     out(j, i) = lin && k.inputs.size() > 2 ? B.in[2](j) : Expr(0.0f);
     out(j, i) += acc(j, i, rc);
+  } else if (dot) {
+    // bf16_dot: both operands converted to bfloat16 (to nearest even) as pairs along K, k =
+    // 2·k2 + e (a zero pair element past an odd K); acc sums f32(a)·f32(w) over (e, k2), which
+    // the schedule turns into one vdpbf16ps lane per pair.
+    Var e("e"), k2("k2");
+    Expr ka = 2 * k2 + e, kin = min(ka, Kx - 1);
+    Ap(e, k2, i) = cast(BFloat(16), select(ka < Kx, Ar(kin, i), 0.0f));
+    Wp(e, j, k2) = cast(BFloat(16), select(ka < Kx, Bt(j, kin), 0.0f));
+    rp = RDom(0, 2, 0, (Kx + 1) / 2, "rp");
+    acc(j, i) = 0.0f;
+    acc(j, i) += cast<float>(Ap(rp.x, rp.y, i)) * cast<float>(Wp(rp.x, j, rp.y));
+    Expr v = acc(j, i);
+    if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
+    if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
+    out(j, i) = v;
   } else {
     acc(accArgs) = 0.0f;
     acc(accArgs) += Ar(withB({r, i})) * Bt(withB({j, r}));
@@ -237,6 +256,20 @@ Func buildMatmul(Builder &B) {
     tileRows(out.specialize(M <= rows), rows);
   }
   tileRows(out, tr);
+  if (dot) {
+    /* bf16_dot: each task converts its weight columns to a bfloat16 panel of pairs (e, j, k2)
+     * (so a register block reads 16 columns' pairs as one 32-lane vector, whatever the weight's
+     * layout or packing), each row tile its rows' activations to pairs (e, k2, i); the update
+     * is vectorized over the pair atomically (a 2-to-1 vector reduction) and over 16 columns:
+     * Halide emits vdpbf16ps (checked in the kernel's object by precision_test). */
+    if (tn % 16) throw std::runtime_error("kernel " + k.kind + ": precision = bf16_dot needs tile_n in whole 16-lane vectors");
+    B.s(Wp).compute_at(out, par).bound_extent(j, tn).vectorize(j, 16).unroll(Wp.args()[0]);
+    B.s(Ap).compute_at(out, columnTasks ? io : t).vectorize(Ap.args()[1], 16, TailStrategy::GuardWithIf).unroll(Ap.args()[0]);
+    B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn).vectorize(j, 16).unroll(i);
+    B.s(acc.update()).reorder(rp.x, j, i, rp.y).atomic().vectorize(rp.x).vectorize(j, 16).unroll(j).unroll(i);
+    if (int ku = B.sch.k_unroll ? (int)*B.sch.k_unroll : 2; ku > 1) B.s(acc.update()).unroll(rp.y, ku, TailStrategy::GuardWithIf);
+    return out;
+  }
   if (B.sch.pack == Packing::per_task) {
     B.s(Bt).compute_at(out, par);
     if (vec > 1) B.s(Bt).vectorize(j, vec, TailStrategy::GuardWithIf);
