@@ -56,7 +56,12 @@ TEST(Precision, Bf16GemmsMatchTheRoundedReference) {
     m.output("y", y);
     m.output("z", ffn(m, "ffn", y, {.d_model = d, .d_ff = dff, .act = Activation::Relu}));
   };
-  std::string exe = kt::compile(dir, "bf16", build), exe32 = kt::compile(dir + "/f32", "f32", build, {"--precision", "f32"});
+  // On a CPU with AVX-512 BF16 the host target uses its dot products (bf16_dot); the plain
+  // AVX-512 target then checks the rounding in f32 FMAs (bf16).
+  __builtin_cpu_init();
+  std::vector<std::string> extra = {};
+  if (__builtin_cpu_supports("avx512bf16")) extra = {"--target", "x86-64-avx512"};
+  std::string exe = kt::compile(dir, "bf16", build, extra), exe32 = kt::compile(dir + "/f32", "f32", build, {"--precision", "f32"});
   ASSERT_FALSE(exe.empty());
   ASSERT_FALSE(exe32.empty());
   ref::T x = kt::randomT({L, d}, 5);
@@ -64,6 +69,10 @@ TEST(Precision, Bf16GemmsMatchTheRoundedReference) {
   W w;
   ref::T y = kt::runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
   ref::T z = kt::loadNpy(dir + "/out/z.npy");
+  if (!extra.empty()) {
+    auto dis = kt::run("objdump -d --no-show-raw-insn " + exe + " | grep -c vdpbf16ps");
+    EXPECT_EQ(std::atoi(dis.output.c_str()), 0) << "the x86-64-avx512 target has no AVX-512 BF16";
+  }
   // The rounded reference: every GEMM's operands rounded, the sums and the rest in f32.
   ref::T wantY = ref::linear(rounded(x), rounded(w["lin.w"]), w["lin.b"], true);
   ref::T h = ref::relu(ref::linear(rounded(y), rounded(w["ffn.fc1.weight"]), w["ffn.fc1.bias"], true));
@@ -83,19 +92,22 @@ TEST(Precision, Bf16GemmsMatchTheRoundedReference) {
 }
 
 // On a CPU with AVX-512 BF16 (the host target), the register-block GEMMs use its dot products
-// (kiln-assign-precision's bf16_dot): the executable holds vdpbf16ps, and the results match the
-// rounded reference, with an odd K (a zero pair element) and column tails.
+// (kiln-assign-precision's bf16_dot): the executable holds vdpbf16ps, and the results of two
+// linears and an FFN match the rounded reference, with an odd K (a zero pair element) and
+// column tails.
 TEST(Precision, Bf16DotProductsMatchTheRoundedReference) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512bf16")) GTEST_SKIP() << "this CPU has no AVX-512 BF16: kiln rounds and uses f32 FMAs";
-  const int64_t k = 35, d = 64, n = 160, L = 37;
+  const int64_t k = 35, d = 64, n = 160, dff = 96, L = 37;
   std::string dir = kt::workDir("precision_bf16_dot");
   auto build = [&](Model &m) {
     Dim Ls = m.seq("L", 64);
     Tensor x = m.input("x", {Ls, k});
     Tensor y = linear(x, m.param("a.w", {d, k}, {.scale = 0.5f}), m.param("a.b", {d}, {.scale = 0.5f}));
     m.output("y", y);
-    m.output("z", linear(y, m.param("b.w", {n, d}, {.scale = 0.5f}), m.param("b.b", {n}, {.scale = 0.5f})));
+    Tensor z = linear(y, m.param("b.w", {n, d}, {.scale = 0.5f}), m.param("b.b", {n}, {.scale = 0.5f}));
+    m.output("z", z);
+    m.output("f", ffn(m, "ffn", z, {.d_model = n, .d_ff = dff, .act = Activation::Relu}));
   };
   std::string exe = kt::compile(dir, "dot", build, {"--precision", "bf16", "--dump-dir", dir + "/dump"});
   ASSERT_FALSE(exe.empty());
@@ -108,6 +120,12 @@ TEST(Precision, Bf16DotProductsMatchTheRoundedReference) {
   ref::T z = kt::loadNpy(dir + "/out/z.npy");
   EXPECT_TRUE(kt::allClose(ref::linear(rounded(x), rounded(w["a.w"]), w["a.b"], true), y));
   EXPECT_TRUE(kt::allClose(ref::linear(rounded(y), rounded(w["b.w"]), w["b.b"], true), z));
+  ref::T h = ref::relu(ref::linear(rounded(z), rounded(w["ffn.fc1.weight"]), w["ffn.fc1.bias"], true));
+  EXPECT_TRUE(kt::allClose(ref::linear(rounded(h), rounded(w["ffn.fc2.weight"]), w["ffn.fc2.bias"], true),
+                           kt::loadNpy(dir + "/out/f.npy")));
+  // Every GEMM kernel (the two linears and the FFN) says bf16_dot in its schedule.
+  auto dots = kt::run("grep -l 'precision=bf16_dot' " + dir + "/dump/*.schedule.txt | wc -l");
+  EXPECT_EQ(std::atoi(dots.output.c_str()), 3) << dots.output;
   ref::T f32Y = ref::linear(x, w["a.w"], w["a.b"], true);
   EXPECT_GT(maxDiff(f32Y, y), 0.0) << "the bf16 result equals the f32 one: nothing was rounded";
 }

@@ -47,7 +47,8 @@ module attributes {kiln.precision = "bf16"} {
 
 // With dot (AVX-512 BF16): a register-block linear or matmul whose tile_n is whole 16-lane
 // vectors and that sums K in one piece uses vdpbf16ps (bf16_dot); a streaming one (decode), one
-// with K chunks, a 24-column tile, a batched product and the FFN keep the rounding (bf16).
+// with K chunks, a 24-column tile and a batched product keep the rounding (bf16); so does an FFN
+// whose hidden tile is 24 columns, not one whose tiles are 64.
 // Without dot, all of them are bf16.
 // DOT-LABEL: func.func @dot
 // DOT: kiln.linear {{.*}}gemm = register_block, precision = bf16_dot>
@@ -67,4 +68,17 @@ func.func @dot(%x: tensor<?x64xf32>, %w: tensor<64x64xf32>, %b: tensor<2x?x64xf3
   %m = kiln.matmul %x, %w {kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, gemm = register_block>} : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
   %bb = kiln.batch_matmul %b, %b {transpose_b = true, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, gemm = register_block>} : (tensor<2x?x64xf32>, tensor<2x?x64xf32>) -> tensor<2x?x?xf32>
   return %a, %s, %c, %n, %m, %bb : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<2x?x?xf32>
+}
+
+// -----
+
+// DOT-LABEL: func.func @ffns
+// DOT: kiln.ffn {{.*}}hidden_tile_n = 64, {{.*}}precision = bf16_dot>
+// DOT: kiln.ffn {{.*}}hidden_tile_n = 24, {{.*}}precision = bf16>
+func.func @ffns(%x: tensor<?x64xf32>, %w1: tensor<64x256xf32>, %b1: tensor<256xf32>, %w2: tensor<256x64xf32>, %b2: tensor<64xf32>) -> (tensor<?x64xf32>, tensor<?x64xf32>) {
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, pack = per_call, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>}
+      : (tensor<?x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
+  %z = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, pack = per_call, hidden_vec = 8, hidden_tile_n = 24, chunk = 32, gemm = register_block>}
+      : (tensor<?x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
+  return %y, %z : tensor<?x64xf32>, tensor<?x64xf32>
 }

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -114,10 +115,13 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
     std::vector<Argument> args(B.in.begin(), B.in.end());
     Target t(halideTarget);
     t = t.with_feature(Target::NoRuntime);
-    // bf16_dot (kiln-assign-precision, a target with AVX-512 BF16): this kernel alone is
-    // generated for Sapphire Rapids' features, which let Halide emit vdpbf16ps.
-    if (spec.schedule.precision == OperandPrecision::bf16_dot)
-      t = t.with_feature(Target::AVX512_Cannonlake).with_feature(Target::AVX512_SapphireRapids);
+    // bf16_dot (kiln-assign-precision, a target with AVX-512 BF16): Halide 14 selects
+    // vdpbf16ps only for its Sapphire Rapids feature, whose LLVM CPU also allows AVX-512 FP16
+    // (vmovw...), which other CPUs with BF16 lack (AMD Zen 4, Intel Cooper Lake). So this
+    // kernel is generated as LLVM bitcode for Sapphire Rapids, and LLVM's llc makes its object
+    // for x86-64-v4 (AVX-512 F, CD, BW, DQ, VL) plus avx512bf16 only.
+    const bool dotBf16 = spec.schedule.precision == OperandPrecision::bf16_dot;
+    if (dotBf16) t = t.with_feature(Target::AVX512_Cannonlake).with_feature(Target::AVX512_SapphireRapids);
     // Write under temporary names, then rename: a concurrent or interrupted build never
     // leaves a half-written kernel in the cache.
     std::string tmp = dir + "/." + name + "." + std::to_string(getpid());
@@ -129,7 +133,23 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
     struct Reset {
       ~Reset() { KernelWarnings::sink = nullptr; }
     } reset;
-    Pipeline(outputs).compile_to({{OutputFileType::object, tmp + ".o"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
+    if (dotBf16) {
+      Pipeline(outputs).compile_to({{OutputFileType::bitcode, tmp + ".bc"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
+      std::string cmd = std::string(KILN_LLC) + " -O3 -filetype=obj -relocation-model=pic -mcpu=x86-64-v4 -mattr=+avx512bf16 '" +
+                        tmp + ".bc' -o '" + tmp + ".o' 2>&1";
+      std::string llcOut;
+      int rc = -1;
+      if (FILE *pipe = popen(cmd.c_str(), "r")) {
+        char buf[512];
+        while (size_t n = fread(buf, 1, sizeof buf, pipe)) llcOut.append(buf, n);
+        rc = pclose(pipe);
+      }
+      fs::remove(tmp + ".bc", ec);
+      if (rc != 0) throw std::runtime_error("llc failed on its bf16_dot bitcode (" + cmd + "): " + llcOut);
+      B.log << "object: LLVM bitcode for Halide's avx512_sapphirerapids, compiled by llc -mcpu=x86-64-v4 -mattr=+avx512bf16\n";
+    } else {
+      Pipeline(outputs).compile_to({{OutputFileType::object, tmp + ".o"}, {OutputFileType::stmt, tmp + ".stmt"}}, args, name, t);
+    }
     reportWarnings(name, warnings, B.log);
     out->schedule = B.log.str();
     if (cuda) {  // the PTX Halide embedded in the object (empty: every stage runs on the host)

@@ -10,11 +10,11 @@
 //      (dY·W, a kiln.matmul), as mixed-precision training does; weight gradients
 //      (kiln.weight_grad), attention and its gradient and everything else stay f32, so do the
 //      parameters (the optimizer updates f32 master weights) and the activations between kernels.
-//   3. With `dot` (the target has AVX-512 BF16; the pass runs after kiln-tile-ops): a linear or
-//      matmul, not batched, with gemm = register_block, no k_chunk and tile_n a multiple of 16
-//      gets bf16_dot: its kernel converts both operands to bfloat16 pairs along K and sums each
-//      pair's products with vdpbf16ps. Others (decode's streaming GEMMs, the FFN, batched
-//      products) keep bf16.
+//   3. With `dot` (the target has AVX-512 BF16; the pass runs after kiln-tile-ops): a linear,
+//      matmul (not batched) or FFN with gemm = register_block, no k_chunk and column tiles
+//      (tile_n, and the FFN's hidden_tile_n) of whole 16-lane vectors gets bf16_dot: its kernel
+//      converts both operands to bfloat16 pairs along K and sums each pair's products with
+//      vdpbf16ps. Others (decode's streaming GEMMs, batched products) keep bf16.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 
@@ -41,8 +41,9 @@ struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass
     module.walk([&](Operation *op) {
       if (!isa<kiln::LinearOp, kiln::MatMulOp, kiln::BatchMatMulOp, kiln::FfnOp>(op)) return;
       kiln::ScheduleFields s = kiln::scheduleOf(op), want;
-      bool dotted = dot && isa<kiln::LinearOp, kiln::MatMulOp>(op) && s.gemm == kiln::GemmEngine::register_block &&
-                    !s.k_chunk && s.tile_n && *s.tile_n % 16 == 0;
+      bool dotted = dot && isa<kiln::LinearOp, kiln::MatMulOp, kiln::FfnOp>(op) &&
+                    s.gemm == kiln::GemmEngine::register_block && !s.k_chunk && s.tile_n && *s.tile_n % 16 == 0 &&
+                    (!isa<kiln::FfnOp>(op) || (s.hidden_tile_n && *s.hidden_tile_n % 16 == 0));
       want.precision = dotted ? kiln::OperandPrecision::bf16_dot : kiln::OperandPrecision::bf16;
       kiln::mergeSchedule(op, want);
     });

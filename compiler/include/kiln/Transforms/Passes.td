@@ -316,9 +316,9 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
     f32. Parameters, activations between kernels, weight gradients (kiln.weight_grad),
     attention and its gradient, and the optimizer stay f32.
 
-    With `dot` (a target with AVX-512 BF16), a linear or matmul (not batched) that
-    kiln-tile-ops gave a register-block schedule without K chunks and whose tile_n is whole
-    16-lane vectors gets `precision = bf16_dot` instead: the same rounding, and each pair of
+    With `dot` (a target with AVX-512 BF16), a linear, matmul (not batched) or FFN that
+    kiln-tile-ops gave a register-block schedule without K chunks and whose column tiles
+    (tile_n, an FFN's hidden_tile_n too) are whole 16-lane vectors gets `precision = bf16_dot` instead: the same rounding, and each pair of
     products along K summed by one lane of a `vdpbf16ps` (f32 accumulators).
 
       %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<..., gemm = register_block>} : ...

@@ -38,13 +38,36 @@ Func buildFfn(Builder &B) {
   const bool stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
   if (stream && (oi1 || oi2)) throw std::runtime_error("kernel ffn: gemm = stream reads [in, out] weights only");
   W1p(f, kk) = gemmOperand(B, pan1 ? panelRead(W1, k.inputs[1], f, kk) : stream ? W1(f, kk) : P1(f % tn1, kk, f / tn1));
+  // bf16_dot (a CPU register-block FFN): both GEMMs' operands as bfloat16 pairs along K (k =
+  // 2·k2 + e, a zero element past an odd K), the weights in panels of pairs (e, pi, k2, po)
+  // converted once per call, the chunk's input and intermediate rows once per chunk; acc sums
+  // f32(a)·f32(w) over (e, k2), one vdpbf16ps lane per pair.
+  const bool dot = B.sch.precision == OperandPrecision::bf16_dot;
+  if (dot && (B.gpu || stream)) throw std::runtime_error("kernel ffn: precision = bf16_dot needs a CPU register-block schedule");
+  Func Xp("Xp"), Hp("Hp"), W1b("W1b"), W2b("W2b");
+  Var e("e"), k2("k2");
+  RDom q1(0, 2, 0, (d + 1) / 2, "q1"), q2(0, 2, 0, (dff + 1) / 2, "q2");
+  Expr ka = 2 * k2 + e;
+  auto bf16 = [&](Expr inRange, Expr v) { return cast(BFloat(16), select(inRange, v, 0.0f)); };
   acc1(f, i) = 0.0f;
-  acc1(f, i) += Xr(r1, i) * W1p(f, r1);
+  if (dot) {
+    Xp(e, k2, i) = bf16(ka < d, Xr(min(ka, d - 1), i));
+    W1b(e, pi, k2, po) = bf16(ka < d, P1(pi, min(ka, d - 1), po));
+    acc1(f, i) += cast<float>(Xp(q1.x, q1.y, i)) * cast<float>(W1b(q1.x, f % tn1, q1.y, f / tn1));
+  } else {
+    acc1(f, i) += Xr(r1, i) * W1p(f, r1);
+  }
   h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
   Hr(kk, i) = gemmOperand(B, h(kk, i));
   W2p(j, kk) = gemmOperand(B, pan2 ? panelRead(W2, k.inputs[3], j, kk) : stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2));
   acc2(j, i) = 0.0f;
-  acc2(j, i) += Hr(r2, i) * W2p(j, r2);
+  if (dot) {
+    Hp(e, k2, i) = bf16(ka < dff, h(min(ka, dff - 1), i));
+    W2b(e, pi, k2, po) = bf16(ka < dff, P2(pi, min(ka, dff - 1), po));
+    acc2(j, i) += cast<float>(Hp(q2.x, q2.y, i)) * cast<float>(W2b(q2.x, j % tn2, q2.y, j / tn2));
+  } else {
+    acc2(j, i) += Hr(r2, i) * W2p(j, r2);
+  }
   Expr v = acc2(j, i) + B2(j);
   if (k.inputs.size() > 5) v = v + B.in[5](j, i);
   out(j, i) = v;
@@ -108,6 +131,32 @@ Func buildFfn(Builder &B) {
     tileOut(out.specialize(M <= rows), rows);
   }
   tileOut(out, chunk);
+  if (dot) {
+    /* bf16_dot: the same tiles; each register block's update vectorized over the pair
+     * (atomically: a 2-to-1 reduction) and 16 columns, which Halide emits as vdpbf16ps. The
+     * weights' pair panels are made once per call (in parallel over panels), the chunk's
+     * input rows and its intermediate's once per chunk. */
+    if (tn1 % 16 || tn2 % 16) throw std::runtime_error("kernel ffn: precision = bf16_dot needs column tiles of whole 16-lane vectors");
+    B.s(acc2).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn2).vectorize(j, 16).unroll(i);
+    B.s(acc2.update()).reorder(q2.x, j, i, q2.y).atomic().vectorize(q2.x).vectorize(j, 16).unroll(j).unroll(i);
+    Var fo("fo"), fi("fi"), hy("hy"), hyy("hyy");
+    B.s(h).compute_at(out, io)
+        .split(f, fo, fi, tn1, pan1 && dff % tn1 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards)
+        .split(i, hy, hyy, tm, TailStrategy::GuardWithIf)
+        .reorder(fi, hyy, hy, fo);
+    if (par) B.s(h).parallel(fo);
+    B.s(h).vectorize(fi, 16, TailStrategy::GuardWithIf);
+    B.s(acc1).compute_at(h, hy).bound_extent(i, tm).bound_extent(f, tn1).vectorize(f, 16).unroll(i);
+    B.s(acc1.update()).reorder(q1.x, f, i, q1.y).atomic().vectorize(q1.x).vectorize(f, 16).unroll(f).unroll(i);
+    B.s(Xp).compute_at(out, io).vectorize(k2, 16, TailStrategy::GuardWithIf).unroll(e);
+    B.s(Hp).compute_at(out, io).vectorize(k2, 16, TailStrategy::GuardWithIf).unroll(e);
+    if (par) B.s(Hp).parallel(i);
+    for (Func Wb : {W1b, W2b}) {
+      B.s(Wb).compute_root().vectorize(pi, 16, TailStrategy::GuardWithIf).unroll(e);
+      if (par) B.s(Wb).parallel(po);
+    }
+    return out;
+  }
   B.s(acc2).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn2);
   B.s(acc2.update()).reorder(j, i, r2);
   if (w2 > 1) B.s(acc2).vectorize(j, w2), B.s(acc2.update()).vectorize(j, w2);
