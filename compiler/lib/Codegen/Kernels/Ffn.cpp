@@ -49,26 +49,34 @@ Func buildFfn(Builder &B) {
   RDom q1(0, 2, 0, (d + 1) / 2, "q1"), q2(0, 2, 0, (dff + 1) / 2, "q2");
   Expr ka = 2 * k2 + e;
   auto bf16 = [&](Expr inRange, Expr v) { return cast(BFloat(16), select(inRange, v, 0.0f)); };
-  acc1(f, i) = 0.0f;
+  // With bf16_dot the accumulators are over (lane, panel, row): a register block reads its
+  // pair panel as vectors (indexing by f % tn inside the update made Halide 14 gather the last
+  // vector of each panel); h and out read them back by f % tn and f / tn once per block.
   if (dot) {
     Xp(e, k2, i) = bf16(ka < d, Xr(min(ka, d - 1), i));
     W1b(e, pi, k2, po) = bf16(ka < d, P1(pi, min(ka, d - 1), po));
-    acc1(f, i) += cast<float>(Xp(q1.x, q1.y, i)) * cast<float>(W1b(q1.x, f % tn1, q1.y, f / tn1));
+    acc1(pi, po, i) = 0.0f;
+    acc1(pi, po, i) += cast<float>(Xp(q1.x, q1.y, i)) * cast<float>(W1b(q1.x, pi, q1.y, po));
+    h(f, i) = activation(op.getActivation(), acc1(f % tn1, f / tn1, i) + B1(f));
   } else {
+    acc1(f, i) = 0.0f;
     acc1(f, i) += Xr(r1, i) * W1p(f, r1);
+    h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
   }
-  h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
   Hr(kk, i) = gemmOperand(B, h(kk, i));
   W2p(j, kk) = gemmOperand(B, pan2 ? panelRead(W2, k.inputs[3], j, kk) : stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2));
-  acc2(j, i) = 0.0f;
+  Expr v;
   if (dot) {
     Hp(e, k2, i) = bf16(ka < dff, h(min(ka, dff - 1), i));
     W2b(e, pi, k2, po) = bf16(ka < dff, P2(pi, min(ka, dff - 1), po));
-    acc2(j, i) += cast<float>(Hp(q2.x, q2.y, i)) * cast<float>(W2b(q2.x, j % tn2, q2.y, j / tn2));
+    acc2(pi, po, i) = 0.0f;
+    acc2(pi, po, i) += cast<float>(Hp(q2.x, q2.y, i)) * cast<float>(W2b(q2.x, pi, q2.y, po));
+    v = acc2(j % tn2, j / tn2, i) + B2(j);
   } else {
+    acc2(j, i) = 0.0f;
     acc2(j, i) += Hr(r2, i) * W2p(j, r2);
+    v = acc2(j, i) + B2(j);
   }
-  Expr v = acc2(j, i) + B2(j);
   if (k.inputs.size() > 5) v = v + B.in[5](j, i);
   out(j, i) = v;
 
@@ -120,7 +128,7 @@ Func buildFfn(Builder &B) {
   auto tileOut = [&](Stage st, int rows) {
     auto ls = B.s(st);
     ls.split(i, io, ii, rows, TailStrategy::GuardWithIf)
-        .split(j, jo, ji, tn2, pan2 && dout % tn2 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards)
+        .split(j, jo, ji, tn2, (pan2 && dout % tn2) || dot ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards)
         .split(ii, yi, yii, tm, TailStrategy::GuardWithIf)
         .reorder(ji, yii, yi, jo, io);
     if (par) ls.parallel(io).parallel(jo);  // nested: short inputs are one chunk
@@ -137,17 +145,18 @@ Func buildFfn(Builder &B) {
      * weights' pair panels are made once per call (in parallel over panels), the chunk's
      * input rows and its intermediate's once per chunk. */
     if (tn1 % 16 || tn2 % 16) throw std::runtime_error("kernel ffn: precision = bf16_dot needs column tiles of whole 16-lane vectors");
-    B.s(acc2).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn2).vectorize(j, 16).unroll(i);
-    B.s(acc2.update()).reorder(q2.x, j, i, q2.y).atomic().vectorize(q2.x).vectorize(j, 16).unroll(j).unroll(i);
+    B.s(acc2).compute_at(out, yi).bound_extent(i, tm).bound_extent(pi, tn2).bound_extent(po, 1).vectorize(pi, 16).unroll(i);
+    B.s(acc2.update()).reorder(q2.x, pi, i, q2.y).atomic().vectorize(q2.x).vectorize(pi, 16).unroll(pi).unroll(i);
+    // Column tiles start at whole panels (GuardWithIf): a block's accumulator is one panel's.
     Var fo("fo"), fi("fi"), hy("hy"), hyy("hyy");
     B.s(h).compute_at(out, io)
-        .split(f, fo, fi, tn1, pan1 && dff % tn1 ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards)
+        .split(f, fo, fi, tn1, TailStrategy::GuardWithIf)
         .split(i, hy, hyy, tm, TailStrategy::GuardWithIf)
         .reorder(fi, hyy, hy, fo);
     if (par) B.s(h).parallel(fo);
     B.s(h).vectorize(fi, 16, TailStrategy::GuardWithIf);
-    B.s(acc1).compute_at(h, hy).bound_extent(i, tm).bound_extent(f, tn1).vectorize(f, 16).unroll(i);
-    B.s(acc1.update()).reorder(q1.x, f, i, q1.y).atomic().vectorize(q1.x).vectorize(f, 16).unroll(f).unroll(i);
+    B.s(acc1).compute_at(h, hy).bound_extent(i, tm).bound_extent(pi, tn1).bound_extent(po, 1).vectorize(pi, 16).unroll(i);
+    B.s(acc1.update()).reorder(q1.x, pi, i, q1.y).atomic().vectorize(q1.x).vectorize(pi, 16).unroll(pi).unroll(i);
     B.s(Xp).compute_at(out, io).vectorize(k2, 16, TailStrategy::GuardWithIf).unroll(e);
     B.s(Hp).compute_at(out, io).vectorize(k2, 16, TailStrategy::GuardWithIf).unroll(e);
     if (par) B.s(Hp).parallel(i);
