@@ -21,7 +21,7 @@ kilnrt_status fail(kilnrt_status code, std::string message) {
   g_last_error = std::move(message);
   return code;
 }
-size_t dtype_size(kiln_dtype t) { return t == KILN_F32 || t == KILN_I32 ? 4 : 0; }
+size_t dtype_size(kiln_dtype t) { return t == KILN_F32 || t == KILN_I32 ? 4 : t == KILN_F16 || t == KILN_BF16 ? 2 : 0; }
 const char *dtype_name(kiln_dtype t) {
   return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : t == KILN_F16 ? "f16" : t == KILN_BF16 ? "bf16" : "an unsupported dtype";
 }

@@ -88,7 +88,8 @@ std::string describe(const kiln_model_info &model) {
     int64_t shape[KILN_MAX_RANK];
     int rank = kilnrt::param_file_shape(model.params[i], shape);
     os << "    " << model.params[i].name << " " << kilnrt::shape_str(shape, rank) << " "
-       << (model.params[i].dtype == KILN_F32 ? "f32" : "i32") << "\n";
+       << kilnrt::dtype_name((kiln_dtype)model.params[i].dtype)
+       << (model.params[i].dtype == KILN_BF16 ? " (kept in bfloat16: f32 and f16 tensors are rounded at load)" : "") << "\n";
   }
   return os.str();
 }

@@ -113,12 +113,14 @@ int kilnrt::param_file_shape(const kiln_tensor_info &p, int64_t *shape) {
 // A transposed or panel parameter in the layout the model keeps, from its file's layout (made
 // once, when weights are loaded or generated), and back (`to_file`, for saving). Panels (or row
 // blocks of a transpose) are laid out in parallel, each reading and writing rows contiguously.
-static Storage kept_layout(const kiln_tensor_info &p, const float *src, bool to_file) {
+// T is the kept element: float, or uint16_t for a parameter kept in bfloat16.
+template <typename T>
+static Storage kept_layout(const kiln_tensor_info &p, const T *src, bool to_file) {
   int64_t shape[KILN_MAX_RANK] = {};  // relaid parameters are 2-D in files
   kilnrt::param_file_shape(p, shape);
   const int64_t K = p.transposed ? shape[1] : shape[0], N = p.transposed ? shape[0] : shape[1];
-  Storage st = alloc64((size_t)(to_file ? K * N : param_numel(p)) * 4);
-  float *dst = (float *)st.get();
+  Storage st = alloc64((size_t)(to_file ? K * N : param_numel(p)) * sizeof(T));
+  T *dst = (T *)st.get();
   if (p.panel_cols <= 0) {  // transposed: [rows, cols] -> [cols, rows], in blocks of 64 x 64
     const int64_t rows = to_file ? K : N, cols = to_file ? N : K, b = 64;
     kilnrt::parallel_for((int)((rows + b - 1) / b), [&](int rb) {
@@ -133,7 +135,7 @@ static Storage kept_layout(const kiln_tensor_info &p, const float *src, bool to_
     const int64_t c0 = pn * w, cols = std::min(w, N - c0), at = pn * K * w;
     if (!to_file) {
       if (cols < w)  // the last panel's padding
-        for (int64_t k = 0; k < K; ++k) std::fill(dst + at + k * w + cols, dst + at + k * w + w, 0.0f);
+        for (int64_t k = 0; k < K; ++k) std::fill(dst + at + k * w + cols, dst + at + k * w + w, T(0));
       if (!p.transposed)  // file [K, N]: a row segment per k
         for (int64_t k = 0; k < K; ++k) std::copy(src + k * N + c0, src + k * N + c0 + cols, dst + at + k * w);
       else  // file [N, K]: a file row per column
@@ -149,6 +151,27 @@ static Storage kept_layout(const kiln_tensor_info &p, const float *src, bool to_
   return st;
 }
 static bool relaid(const kiln_tensor_info &p) { return p.transposed || p.panel_cols > 0; }
+// A parameter in the kept layout, from its f32 (or, kept in bfloat16, its bf16) values in the file's.
+static Storage kept_layout(const kiln_tensor_info &p, const void *src, bool to_file) {
+  return p.dtype == KILN_BF16 ? kept_layout(p, (const uint16_t *)src, to_file) : kept_layout(p, (const float *)src, to_file);
+}
+
+static std::string hex16(uint16_t v) {
+  char b[8];
+  snprintf(b, sizeof b, "%04x", v);
+  return b;
+}
+
+// f32 to bfloat16, to nearest with ties to even (as the GEMMs round their operands); a NaN
+// stays a (quiet) NaN.
+static void narrow_bf16(const float *in, uint16_t *out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    memcpy(&u, &in[i], 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) out[i] = (uint16_t)((u >> 16) | 0x40);
+    else out[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+  }
+}
 
 // Drops the whole pages of [p, p + n), a tensor of the weights file's private, read-only
 // mapping that the model no longer reads (it keeps a relaid copy): loading then never holds a
@@ -292,7 +315,9 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
     int64_t want[KILN_MAX_RANK];
     const int rank = kilnrt::param_file_shape(p, want);
     const bool half = (t.dtype == KILN_F16 || t.dtype == KILN_BF16) && p.dtype == KILN_F32;
-    bool same = t.rank == rank && (t.dtype == (kiln_dtype)p.dtype || half);
+    // A parameter kept in bfloat16 (--precision bf16) takes any float dtype: BF16 as stored.
+    const bool keptBf16 = p.dtype == KILN_BF16 && (t.dtype == KILN_F32 || t.dtype == KILN_F16 || t.dtype == KILN_BF16);
+    bool same = t.rank == rank && (t.dtype == (kiln_dtype)p.dtype || half || keptBf16);
     for (int d = 0; d < rank; ++d) same = same && t.shape[d] == want[d];
     if (!same) {
       misshaped.push_back(name + " (" + shape_str(t.shape, t.rank) + " " + dtype_name(t.dtype) + ", expected " +
@@ -313,8 +338,39 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
                           std::to_string(((const float *)t.data)[at]) + ") at flat index " + std::to_string(at) +
                           "; kiln refuses non-finite weights, which give silently wrong outputs (load them anyway "
                           "with --allow-non-finite-weights)");
+    if (!opt.allow_non_finite && t.dtype == KILN_BF16 && p.dtype == KILN_BF16) {
+      const uint16_t *u = (const uint16_t *)t.data;
+      for (int64_t k = 0, n = kilnrt_tensor_numel(&t); k < n; ++k)
+        if ((u[k] & 0x7f80u) == 0x7f80u)
+          return user_error("weights file '" + std::string(path) + "': tensor '" + name + "' holds a non-finite bf16 value (bits 0x" +
+                            hex16(u[k]) + ") at flat index " + std::to_string(k) +
+                            "; kiln refuses non-finite weights, which give silently wrong outputs (load them anyway "
+                            "with --allow-non-finite-weights)");
+    }
+    const bool mappedHere = !half && !(keptBf16 && t.dtype != KILN_BF16);
+    if (keptBf16 && t.dtype != KILN_BF16) {  // rounded to bfloat16 once, here
+      int64_t n = kilnrt_tensor_numel(&t);
+      Storage wide;
+      const float *f = (const float *)t.data;
+      if (t.dtype == KILN_F16) {
+        wide = alloc64((size_t)n * 4);
+        widen_half(KILN_F16, (const uint16_t *)t.data, (float *)wide.get(), n);
+        f = (const float *)wide.get();
+      }
+      Storage st = alloc64((size_t)n * 2);
+      narrow_bf16(f, (uint16_t *)st.get(), n);
+      for (int64_t k = 0; k < n && !opt.allow_non_finite; ++k)
+        if ((((const uint16_t *)st.get())[k] & 0x7f80u) == 0x7f80u)
+          return user_error("weights file '" + std::string(path) + "': tensor '" + name + "' holds " + std::to_string(f[k]) +
+                            " at flat index " + std::to_string(k) +
+                            ", which is beyond bfloat16's range (the model keeps this weight in bf16: --precision bf16)");
+      if (t.dtype == KILN_F32) release_mapped(t.data, (size_t)n * 4);
+      t.data = st.get();
+      t.dtype = KILN_BF16;
+      converted.push_back(std::move(st));
+    }
     ptrs[it->second] = t.data;
-    if (!half) mapped[it->second] = (size_t)kilnrt_tensor_numel(&t) * 4;
+    if (mappedHere) mapped[it->second] = (size_t)kilnrt_tensor_numel(&t) * dtype_size(t.dtype);
   }
   std::vector<std::string> missing;
   for (int i = 0; i < m->n_params; ++i)
@@ -333,7 +389,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   std::vector<Storage> owned = std::move(converted);  // converted, transposed and panel parameters, made once here
   for (int i = 0; i < m->n_params; ++i)
     if (relaid(m->params[i])) {
-      owned.push_back(kept_layout(m->params[i], (const float *)ptrs[i], false));
+      owned.push_back(kept_layout(m->params[i], (const void *)ptrs[i], false));
       if (mapped[i]) release_mapped(ptrs[i], mapped[i]);
       ptrs[i] = owned.back().get();
     } else if (m->params_written && mapped[i]) {  // a training step writes it: a copy of its own
@@ -377,7 +433,12 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
         f[k] = (float)(p.init_scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
       }
     }
-    if (relaid(p)) st = kept_layout(p, f, false);  // generated in the file's layout (the same numbers), kept as the model reads them
+    if (p.dtype == KILN_BF16) {  // kept in bfloat16: the generated numbers rounded once
+      Storage h = alloc64((size_t)n * 2);
+      narrow_bf16(f, (uint16_t *)h.get(), n);
+      st = std::move(h);
+    }
+    if (relaid(p)) st = kept_layout(p, (const void *)st.get(), false);  // generated in the file's layout (the same numbers), kept as the model reads them
     s->params[i] = st.get();
     s->param_store.push_back(std::move(st));
   }
@@ -399,7 +460,7 @@ extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const ch
     t.rank = kilnrt::param_file_shape(p, t.shape);
     t.data = s->params[i];
     if (relaid(p)) {
-      back.push_back(kept_layout(p, (const float *)s->params[i], true));
+      back.push_back(kept_layout(p, (const void *)s->params[i], true));
       t.data = back.back().get();
     }
     names.push_back(p.name);
@@ -523,7 +584,7 @@ static kilnrt_status sync_to_device(kilnrt_session *s, const kiln_entry_info *e,
   const kiln_model_info *m = s->m;
   if (!s->params_on_device) {
     for (int i = 0; i < m->n_params; ++i)
-      if (kilnrt_status st = s->dev_params[i]->reserve(s->params[i], param_numel(m->params[i]) * 4);
+      if (kilnrt_status st = s->dev_params[i]->reserve(s->params[i], param_numel(m->params[i]) * dtype_size((kiln_dtype)m->params[i].dtype));
           st || (st = s->dev_params[i]->upload()))
         return st;
     s->params_on_device = true;

@@ -258,12 +258,13 @@ extern "C" kilnrt_status kilnrt_weights_save(const char *path, int32_t n, const 
   for (int i = 0; i < n; ++i)
     if (kilnrt_tensor_numel(&ts[i]) < 0 || dtype_size(ts[i].dtype) == 0)
       return user_error(std::string("cannot write weights file '") + path + "': tensor '" + names[i] +
-                        "' is not a valid f32 or i32 tensor");
+                        "' is not a valid f32, i32, f16 or bf16 tensor");
   for (int i = 0; i < n; ++i) {
     uint64_t bytes = (uint64_t)kilnrt_tensor_numel(&ts[i]) * dtype_size(ts[i].dtype);
     json shape = json::array();
     for (int d = 0; d < ts[i].rank; ++d) shape.push_back(ts[i].shape[d]);
-    header[names[i]] = {{"dtype", ts[i].dtype == KILN_F32 ? "F32" : "I32"},
+    const char *dt = ts[i].dtype == KILN_F32 ? "F32" : ts[i].dtype == KILN_I32 ? "I32" : ts[i].dtype == KILN_F16 ? "F16" : "BF16";
+    header[names[i]] = {{"dtype", dt},
                         {"shape", shape},
                         {"data_offsets", {off, off + bytes}}};
     off += bytes;

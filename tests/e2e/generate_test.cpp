@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -69,9 +70,9 @@ void expectGenerated(const std::string &dir, const std::string &cmd, int n, cons
 
 // The GPT-2 of the PyTorch fixture (2 layers, width 64, 4 heads, vocabulary 256, context 64),
 // compiled to dir/gpt2.
-kt::RunResult compileSmallGpt2(const std::string &dir) {
+kt::RunResult compileSmallGpt2(const std::string &dir, const std::string &flags = "") {
   return kt::run(std::string(KILN_BIN) + "/gpt2-compile --layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 64 --quiet "
-                 "--cache-dir " + std::string(KILN_TEST_CACHE) + " -o " + dir + "/gpt2");
+                 "--cache-dir " + std::string(KILN_TEST_CACHE) + " -o " + dir + "/gpt2 " + flags);
 }
 
 // examples/gpt2 --generate: the prompt runs once (filling the caches), then one decode step per
@@ -136,6 +137,96 @@ TEST(Gpt2Generate, PrefillKeepsTheLastRowAndStepLogitsMatchTheReference) {
   EXPECT_TRUE(kt::allClose(wantSteps, steps));
   EXPECT_NE(r.output.find("prompt: 7 tokens in"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("ms; peak RSS "), std::string::npos) << r.output;  // loading and memory after it
+}
+
+// x rounded to bfloat16 (to nearest, ties to even), written simply.
+float roundBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// --precision bf16 on a CPU target, inference only: GPT-2's GEMM weights (the linears', the
+// FFNs' and the LM head's, which is the token embedding's table, tied) are kept in bfloat16:
+// rounded once at load from the f32 fixture, saved as BF16 tensors, and a BF16 checkpoint is
+// used as stored (the same outputs, bit for bit). The decode steps (streaming GEMMs reading the
+// bf16 panels) agree with the forward entry (register-block GEMMs) over the same tokens, and
+// both are within bfloat16's rounding of the f32 reference, not equal to it.
+TEST(Gpt2Generate, Bf16WeightsAreKeptInBfloat16) {
+  std::string dir = kt::workDir("gpt2_bf16"), fx = kSrc + "/tests/fixtures/gpt2";
+  auto r = compileSmallGpt2(dir, "--precision bf16");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(dir + "/gpt2 --help");
+  EXPECT_NE(r.output.find("h.0.mlp.c_fc.weight [64, 256] bf16 (kept in bfloat16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("h.0.mlp.c_fc.bias [256] f32"), std::string::npos) << r.output;
+  W w = kt::loadWeights(fx + "/weights.safetensors");
+  std::vector<int32_t> prompt{17, 4, 99, 3, 250, 61, 7};
+  std::string cmd = dir + "/gpt2 --tokens " + kt::idList(prompt);
+  r = kt::run(cmd + " --weights " + fx + "/weights.safetensors --entry forward --output-dir " + dir + "/f --save-weights " +
+              dir + "/bf16.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // The saved checkpoint: the GEMM weights as BF16, each the fixture's value rounded; the rest F32, unchanged.
+  kilnrt_weights *saved = nullptr;
+  ASSERT_EQ(kilnrt_weights_open((dir + "/bf16.safetensors").c_str(), &saved), KILNRT_OK) << kilnrt_last_error();
+  int bf16 = 0;
+  for (int i = 0; i < kilnrt_weights_count(saved); ++i) {
+    const char *cname;
+    kilnrt_tensor t;
+    kilnrt_weights_get(saved, i, &cname, &t);
+    std::string name = cname;
+    if (!w.count(name) && name.rfind("transformer.", 0) == 0) name = name.substr(12);
+    ASSERT_TRUE(w.count(name)) << name;
+    const ref::T &want = w[name];
+    ASSERT_EQ(kilnrt_tensor_numel(&t), (int64_t)want.v.size()) << name;
+    const bool gemm = name.find(".weight") != std::string::npos && name.find("ln") == std::string::npos && name != "wpe.weight";
+    EXPECT_EQ(t.dtype, gemm ? KILN_BF16 : KILN_F32) << name;
+    if (t.dtype == KILN_BF16) ++bf16;
+    for (size_t k = 0; k < want.v.size(); ++k) {
+      float got;
+      if (t.dtype == KILN_BF16) {
+        uint32_t bits = (uint32_t)((const uint16_t *)t.data)[k] << 16;
+        std::memcpy(&got, &bits, 4);
+      } else {
+        got = ((const float *)t.data)[k];
+      }
+      float expect = t.dtype == KILN_BF16 ? roundBf16(want.v[k]) : want.v[k];
+      if (got != expect) {
+        ADD_FAILURE() << name << "[" << k << "] = " << got << ", expected " << expect;
+        break;
+      }
+    }
+  }
+  kilnrt_weights_close(saved);
+  EXPECT_EQ(bf16, 9) << "wte and, per layer, c_attn, c_proj, c_fc and mlp.c_proj";
+  // The BF16 checkpoint, used as stored: the same logits, bit for bit.
+  r = kt::run(cmd + " --weights " + dir + "/bf16.safetensors --entry forward --output-dir " + dir + "/f2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T logits = kt::loadNpy(dir + "/f/logits.npy");
+  EXPECT_EQ(logits.v, kt::loadNpy(dir + "/f2/logits.npy").v);
+  // Within bfloat16's rounding of the f32 reference, and not equal to it.
+  ref::T full = ref::gpt2_hf(w, prompt, 2, 4, "");
+  double scale = 0, diff = 0;
+  for (size_t k = 0; k < full.v.size(); ++k) {
+    scale = std::max(scale, (double)std::abs(full.v[k]));
+    diff = std::max(diff, (double)std::abs(full.v[k] - logits.v[k]));
+  }
+  EXPECT_GT(diff, 1e-5 * scale) << "bf16 logits equal the f32 reference's: nothing was rounded";
+  EXPECT_LT(diff, 3e-2 * scale);
+  // Decode steps against the forward over the prompt and the generated tokens.
+  const int n = 4, V = 256, L = (int)prompt.size();
+  r = kt::run(cmd + " --weights " + dir + "/bf16.safetensors --generate " + std::to_string(n) + " --output-dir " + dir + "/g");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<int32_t> gen = readIds(dir + "/g/generated.npy");
+  ASSERT_EQ(gen.size(), (size_t)n);
+  std::vector<int32_t> seq = prompt;
+  seq.insert(seq.end(), gen.begin(), gen.end() - 1);
+  r = kt::run(dir + "/gpt2 --tokens " + kt::idList(seq) + " --weights " + dir + "/bf16.safetensors --entry forward --output-dir " + dir + "/tf");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T tf = kt::loadNpy(dir + "/tf/logits.npy"), steps = kt::loadNpy(dir + "/g/step_logits.npy"), want({n, V});
+  std::copy(tf.v.begin() + (L - 1) * V, tf.v.end(), want.v.begin());
+  EXPECT_TRUE(kt::allClose(want, steps));
 }
 
 // examples/transformer --generate: the encoder runs once (its `encode` entry fills every decoder

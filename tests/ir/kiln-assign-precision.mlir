@@ -2,6 +2,7 @@
 // RUN: kiln-opt %s --split-input-file --kiln-assign-precision | FileCheck %s --check-prefix=MODULE
 // RUN: kiln-opt %s --split-input-file --kiln-assign-precision=precision=f32 | FileCheck %s --check-prefix=F32
 // RUN: kiln-opt %s --split-input-file --kiln-assign-precision="precision=bf16 dot=true" | FileCheck %s --check-prefix=DOT
+// RUN: kiln-opt %s --split-input-file --kiln-assign-precision="precision=bf16 weights=true" | FileCheck %s --check-prefix=WEIGHTS
 // RUN: not kiln-opt %s --split-input-file --kiln-assign-precision=precision=fp8 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: kiln-assign-precision: unknown precision 'fp8' (f32 or bf16)
 
@@ -81,4 +82,40 @@ func.func @ffns(%x: tensor<?x64xf32>, %w1: tensor<64x256xf32>, %b1: tensor<256xf
   %z = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, pack = per_call, hidden_vec = 8, hidden_tile_n = 24, chunk = 32, gemm = register_block>}
       : (tensor<?x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
   return %y, %z : tensor<?x64xf32>, tensor<?x64xf32>
+}
+
+// -----
+
+// With weights (CPU targets), a parameter read only in panels by bf16 GEMMs (a linear's weight,
+// an FFN's W1 and W2) or as an embedding's table tied to such a head is kept in bf16; one also
+// read another way (%other feeds a relu) and one not in panels stay f32. Without weights,
+// nothing changes type.
+// WEIGHTS-LABEL: func.func @weights
+// WEIGHTS: kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xbf16>
+// WEIGHTS: kiln.param "wte" {panel_cols = 64 : i64, transposed} : tensor<1x16x64xbf16>
+// WEIGHTS: kiln.embedding {{.*}} : (tensor<1x16x64xbf16>, tensor<?xi32>) -> tensor<?x16xf32>
+// WEIGHTS: kiln.param "w1" {panel_cols = 32 : i64} : tensor<1x16x32xbf16>
+// WEIGHTS: kiln.param "w2" {panel_cols = 16 : i64} : tensor<1x32x16xbf16>
+// WEIGHTS: kiln.param "other" {panel_cols = 16 : i64} : tensor<1x16x16xf32>
+// WEIGHTS: kiln.param "plain" : tensor<16x16xf32>
+// CHECK-LABEL: func.func @weights
+// CHECK-NOT: xbf16>
+// CHECK: return
+func.func @weights(%x: tensor<?x16xf32>, %ids: tensor<?xi32>) -> (tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>) {
+  %w = kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
+  %y = kiln.linear %x, %w {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x32xf32>) -> tensor<?x32xf32>
+  %e = kiln.param "wte" {panel_cols = 64 : i64, transposed} : tensor<1x16x64xf32>
+  %h = kiln.embedding %e, %ids {table_layout = "panels"} : (tensor<1x16x64xf32>, tensor<?xi32>) -> tensor<?x16xf32>
+  %l = kiln.linear %h, %e {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x64xf32>) -> tensor<?x64xf32>
+  %w1 = kiln.param "w1" {panel_cols = 32 : i64} : tensor<1x16x32xf32>
+  %b1 = kiln.param "b1" : tensor<32xf32>
+  %w2 = kiln.param "w2" {panel_cols = 16 : i64} : tensor<1x32x16xf32>
+  %b2 = kiln.param "b2" : tensor<16xf32>
+  %f = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "panels", layout2 = "panels", activation = #kiln.activation<relu>} : (tensor<?x16xf32>, tensor<1x16x32xf32>, tensor<32xf32>, tensor<1x32x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  %o = kiln.param "other" {panel_cols = 16 : i64} : tensor<1x16x16xf32>
+  %g = kiln.linear %x, %o {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x16xf32>) -> tensor<?x16xf32>
+  %os = kiln.relu %o : (tensor<1x16x16xf32>) -> tensor<1x16x16xf32>
+  %p = kiln.param "plain" : tensor<16x16xf32>
+  %q = kiln.linear %x, %p : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  return %y, %l, %f, %g, %q : tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>
 }

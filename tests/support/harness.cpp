@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -256,6 +257,17 @@ std::map<std::string, ref::T> loadWeights(const std::string &path) {
     const char *name;
     kilnrt_tensor t;
     kilnrt_weights_get(w, i, &name, &t);
+    if (t.dtype == KILN_BF16) {  // a weight kept in bfloat16 (--precision bf16): widened, exactly
+      ref::T r;
+      r.shape.assign(t.shape, t.shape + t.rank);
+      r.v.resize(kilnrt_tensor_numel(&t));
+      for (size_t k = 0; k < r.v.size(); ++k) {
+        uint32_t bits = (uint32_t)((const uint16_t *)t.data)[k] << 16;
+        memcpy(&r.v[k], &bits, 4);
+      }
+      out[name] = r;
+      continue;
+    }
     if (t.dtype != KILN_F32) continue;  // mask buffers and other non-weights
     out[name] = fromTensor(t);
   }

@@ -69,10 +69,15 @@ Syms defaultSeqLengths(Operation *op, ArrayRef<Syms> operands) {
   return r;
 }
 
+double elementBytes(Value v) {
+  auto t = dyn_cast<ShapedType>(v.getType());
+  return t ? t.getElementTypeBitWidth() / 8.0 : 4.0;
+}
+
 OpCost defaultCost(Operation *op, llvm::function_ref<double(Value)> numel) {
   OpCost c;
-  for (Value v : op->getOperands()) c.read += 4 * numel(v);
-  for (Value v : op->getResults()) c.written += 4 * numel(v);
+  for (Value v : op->getOperands()) c.read += elementBytes(v) * numel(v);
+  for (Value v : op->getResults()) c.written += elementBytes(v) * numel(v);
   return c;
 }
 

@@ -55,7 +55,7 @@ double paramBytesOf(ModuleOp module) {
   double bytes = 0;
   llvm::StringSet<> seen;
   module.walk([&](ParamOp p) {
-    if (seen.insert(p.getName()).second) bytes += 4 * cast<RankedTensorType>(p.getType()).getNumElements();
+    if (seen.insert(p.getName()).second) bytes += elementBytes(p.getResult()) * cast<RankedTensorType>(p.getType()).getNumElements();
   });
   return bytes;
 }

@@ -39,7 +39,7 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
                                          : SmallVector<int64_t, 2>{factors[2 * s + 1]};
     for (int64_t p : parts) dims << (rank++ ? ", " : "") << "{" << (p >= 0 ? bounds[p] : t.getDimSize(d)) << ", " << p << "}";
   }
-  os << "{" << cstr(name) << ", " << (t.getElementType().isF32() ? "KILN_F32" : "KILN_I32") << ", " << rank << ", {"
+  os << "{" << cstr(name) << ", " << (t.getElementType().isF32() ? "KILN_F32" : t.getElementType().isBF16() ? "KILN_BF16" : "KILN_I32") << ", " << rank << ", {"
      << dims.str();
   os << "}, " << vocab << ", "
      << (init == "ones" ? "KILN_INIT_ONES" : init == "zeros" ? "KILN_INIT_ZEROS" : "KILN_INIT_NORMAL") << ", "

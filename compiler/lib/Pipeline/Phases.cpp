@@ -69,7 +69,7 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
       pm.addPass(createPrepackWeights(PrepackWeightsOptions{t.vector_width, t.isGpu()}));
       pm.addPass(createTileSparsePattern());
       pm.addPass(createTileOps(TileOpsOptions{t.vector_width, t.isGpu()}));
-      pm.addPass(createAssignPrecision(AssignPrecisionOptions{opt.precision, t.bf16_dot}));
+      pm.addPass(createAssignPrecision(AssignPrecisionOptions{opt.precision, t.bf16_dot, !t.isGpu()}));
       break;
     case Phase::Scheduled: pm.addPass(createAssignSchedule(AssignScheduleOptions{t.vector_width})); break;
     case Phase::Kernels:

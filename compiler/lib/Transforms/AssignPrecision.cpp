@@ -15,8 +15,16 @@
 //      (tile_n, and the FFN's hidden_tile_n) of whole 16-lane vectors gets bf16_dot: its kernel
 //      converts both operands to bfloat16 pairs along K and sums each pair's products with
 //      vdpbf16ps. Others (decode's streaming GEMMs, batched products) keep bf16.
+//   4. With `weights` (CPU targets) and no kiln.adamw_step in the module (training keeps f32
+//      master weights): a parameter every use of which reads it in panels (kiln-prepack-weights)
+//      as a bf16 or bf16_dot linear's weight, W1 or W2 of such an FFN, or an embedding's table
+//      (an output head tied to the input embedding) gets the element type bf16. Its values are
+//      the ones the GEMMs would round to anyway, so results do not change; the runtime keeps
+//      it in half the bytes (the weight bytes a decode step reads are halved), rounding once at
+//      load or taking a BF16 checkpoint's values as stored.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace kiln {
 #define GEN_PASS_DEF_ASSIGNPRECISION
@@ -47,6 +55,38 @@ struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass
       want.precision = dotted ? kiln::OperandPrecision::bf16_dot : kiln::OperandPrecision::bf16;
       kiln::mergeSchedule(op, want);
     });
+    if (!weights) return;
+    bool training = false;
+    module.walk([&](kiln::AdamWStepOp) { training = true; });
+    if (training) return;
+    llvm::MapVector<StringRef, SmallVector<kiln::ParamOp>> byName;
+    module.walk([&](kiln::ParamOp p) { byName[p.getName()].push_back(p); });
+    for (auto &[name, ops] : byName) {
+      if (!ops.front().getPanelCols() || !cast<RankedTensorType>(ops.front().getType()).getElementType().isF32()) continue;
+      bool all = true;
+      for (kiln::ParamOp p : ops)
+        for (OpOperand &use : p->getUses()) all &= readsPanels(use);
+      if (!all) continue;
+      for (kiln::ParamOp p : ops) {
+        auto t = cast<RankedTensorType>(p.getType());
+        p.getResult().setType(RankedTensorType::get(t.getShape(), BFloat16Type::get(&getContext())));
+      }
+    }
+  }
+
+  // Whether `use` reads a parameter in panels as the weight of a bf16 GEMM or as a table.
+  static bool readsPanels(OpOperand &use) {
+    Operation *op = use.getOwner();
+    auto rounded = [&] {
+      auto p = kiln::scheduleOf(op).precision;
+      return p == kiln::OperandPrecision::bf16 || p == kiln::OperandPrecision::bf16_dot;
+    };
+    if (auto l = dyn_cast<kiln::LinearOp>(op)) return use.getOperandNumber() == 1 && l.getWeightLayout() == "panels" && rounded();
+    if (auto f = dyn_cast<kiln::FfnOp>(op))
+      return ((use.getOperandNumber() == 1 && f.getLayout1() == "panels") || (use.getOperandNumber() == 3 && f.getLayout2() == "panels")) &&
+             rounded();
+    if (auto e = dyn_cast<kiln::EmbeddingOp>(op)) return use.getOperandNumber() == 0 && e.getTableLayout() == "panels";
+    return false;
   }
 };
 }  // namespace

@@ -65,8 +65,9 @@ Value HalideBufferView::dims(OpBuilder &b, Location loc, Value view) const {
   return LLVM::GEPOp::create(b, loc, ptr_, view_, view, ArrayRef<LLVM::GEPArg>{0, 1});
 }
 
-int32_t HalideBufferView::typeCode(bool isFloat) {
-  halide_type_t t(isFloat ? halide_type_float : halide_type_int, 32, 1);
+int32_t HalideBufferView::typeCode(Type element) {
+  halide_type_t t(element.isF32() ? halide_type_float : halide_type_int, 32, 1);
+  if (element.isBF16()) t = halide_type_t(halide_type_bfloat, 16, 1);
   int32_t packed;
   static_assert(sizeof(t) == sizeof(packed));
   __builtin_memcpy(&packed, &t, sizeof t);

@@ -201,7 +201,7 @@ class EntryLowering {
       LLVM::StoreOp::create(b_, loc, dev, view_.field(b_, loc, view, Field::Device));
       LLVM::StoreOp::create(b_, loc, iface_, view_.field(b_, loc, view, Field::DeviceInterface));
     }
-    LLVM::StoreOp::create(b_, loc, c32(kiln::HalideBufferView::typeCode(rt.getElementType().isF32())),
+    LLVM::StoreOp::create(b_, loc, c32(kiln::HalideBufferView::typeCode(rt.getElementType())),
                           view_.field(b_, loc, view, Field::Type));
     LLVM::StoreOp::create(b_, loc, c32(rt.getRank()), view_.field(b_, loc, view, Field::Dimensions));
     LLVM::StoreOp::create(b_, loc, view_.dims(b_, loc, view), view_.field(b_, loc, view, Field::Dim));

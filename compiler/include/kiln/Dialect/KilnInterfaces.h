@@ -96,6 +96,8 @@ struct OpCost {
 // The interface's default implementations.
 Syms defaultSeqLengths(mlir::Operation *op, llvm::ArrayRef<Syms> operands);
 OpCost defaultCost(mlir::Operation *op, llvm::function_ref<double(mlir::Value)> numel);
+// Bytes per element of a tensor value (4 for f32 and i32, 2 for a bf16 weight).
+double elementBytes(mlir::Value v);
 
 }  // namespace kiln
 

@@ -21,7 +21,7 @@ Func buildDataMovement(Builder &B) {
     if (B.op<EmbeddingOp>().getTableLayout() == "panels") {
       const int w = (int)t.dims[2];
       Expr id = clamp(B.in[1](v[1]), 0, (int)(t.dims[0] * t.dims[2]) - 1);
-      out(v) = B.in[0](id % w, v[0], id / w);
+      out(v) = asF32(B.in[0](id % w, v[0], id / w));  // a table kept in bfloat16 widened
     } else {
       out(v) = B.in[0](v[0], clamp(B.in[1](v[1]), 0, (int)t.dims[0] - 1));
     }

@@ -37,7 +37,7 @@ Func buildFfn(Builder &B) {
   // gemm = stream (a decode step): the weights are read in place, never packed.
   const bool stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
   if (stream && (oi1 || oi2)) throw std::runtime_error("kernel ffn: gemm = stream reads [in, out] weights only");
-  W1p(f, kk) = gemmOperand(B, pan1 ? panelRead(W1, k.inputs[1], f, kk) : stream ? W1(f, kk) : P1(f % tn1, kk, f / tn1));
+  W1p(f, kk) = gemmWeight(B, pan1 ? panelRead(W1, k.inputs[1], f, kk) : stream ? W1(f, kk) : P1(f % tn1, kk, f / tn1));
   // bf16_dot (a CPU register-block FFN): both GEMMs' operands as bfloat16 pairs along K (k =
   // 2·k2 + e, a zero element past an odd K), the weights in panels of pairs (e, pi, k2, po)
   // converted once per call, the chunk's input and intermediate rows once per chunk; acc sums
@@ -48,7 +48,10 @@ Func buildFfn(Builder &B) {
   Var e("e"), k2("k2");
   RDom q1(0, 2, 0, (d + 1) / 2, "q1"), q2(0, 2, 0, (dff + 1) / 2, "q2");
   Expr ka = 2 * k2 + e;
-  auto bf16 = [&](Expr inRange, Expr v) { return cast(BFloat(16), select(inRange, v, 0.0f)); };
+  auto bf16 = [&](Expr inRange, Expr v) {
+    if (v.type().is_bfloat()) return select(inRange, v, cast(BFloat(16), 0.0f));  // a weight kept in bfloat16
+    return cast(BFloat(16), select(inRange, v, 0.0f));
+  };
   // With bf16_dot the accumulators are over (lane, panel, row): a register block reads its
   // pair panel as vectors (indexing by f % tn inside the update made Halide 14 gather the last
   // vector of each panel); h and out read them back by f % tn and f / tn once per block.
@@ -64,7 +67,7 @@ Func buildFfn(Builder &B) {
     h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
   }
   Hr(kk, i) = gemmOperand(B, h(kk, i));
-  W2p(j, kk) = gemmOperand(B, pan2 ? panelRead(W2, k.inputs[3], j, kk) : stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2));
+  W2p(j, kk) = gemmWeight(B, pan2 ? panelRead(W2, k.inputs[3], j, kk) : stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2));
   Expr v;
   if (dot) {
     Hp(e, k2, i) = bf16(ka < dff, h(min(ka, dff - 1), i));

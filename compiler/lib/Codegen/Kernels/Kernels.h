@@ -15,6 +15,10 @@ inline Expr roundToBf16(Expr x) {
 // bf16_dot, whose kernel converts its operands to bfloat16 pairs itself), or rounded to
 // bfloat16; the products are summed in f32 either way.
 inline Expr gemmOperand(const Builder &B, Expr x) { return B.sch.precision == OperandPrecision::bf16 ? roundToBf16(x) : x; }
+// A value as f32: a weight kept in bfloat16 (kiln-assign-precision) widened, exactly.
+inline Expr asF32(Expr x) { return x.type().is_bfloat() ? cast<float>(x) : x; }
+// A GEMM's weight operand: one kept in bfloat16 is already rounded, so only widened.
+inline Expr gemmWeight(const Builder &B, Expr w) { return w.type().is_bfloat() ? cast<float>(w) : gemmOperand(B, w); }
 
 // Matmul.cpp: linear, matmul, batch_matmul.
 Func buildMatmul(Builder &B);

@@ -120,7 +120,7 @@ Func buildMatmul(Builder &B) {
   Func Ar("Ar"), Bt("Bt"), acc("acc"), out("out");
   // A weight in panels (kiln-prepack-weights) is read in place: column j is lane j % w of panel
   // j / w (clamped: a streaming tile of several panels may overhang the last one).
-  Bt(withB({j, kk})) = gemmOperand(B, panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk})));
+  Bt(withB({j, kk})) = gemmWeight(B, panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk})));
   Ar(withB({kk, i})) = gemmOperand(B, A(withB({kk, row})));  // inlined on the CPU
   std::vector<Expr> accArgs = withB({j, i});
   // K in chunks of k_chunk (a long K; CPU, register blocks): acc is one chunk's sum, out the
@@ -150,7 +150,10 @@ Func buildMatmul(Builder &B) {
     Var e("e"), k2("k2");
     Expr ka = 2 * k2 + e, kin = min(ka, Kx - 1);
     Ap(e, k2, i) = cast(BFloat(16), select(ka < Kx, Ar(kin, i), 0.0f));
-    Wp(e, j, k2) = cast(BFloat(16), select(ka < Kx, Bt(j, kin), 0.0f));
+    if (k.inputs[1].is_bf16)  // kept in bfloat16: its panels read as they are
+      Wp(e, j, k2) = select(ka < Kx, panelRead(W, k.inputs[1], j, kin), cast(BFloat(16), 0.0f));
+    else
+      Wp(e, j, k2) = cast(BFloat(16), select(ka < Kx, Bt(j, kin), 0.0f));
     rp = RDom(0, 2, 0, (Kx + 1) / 2, "rp");
     acc(j, i) = 0.0f;
     acc(j, i) += cast<float>(Ap(rp.x, rp.y, i)) * cast<float>(Wp(rp.x, j, rp.y));
