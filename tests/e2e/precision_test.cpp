@@ -132,3 +132,42 @@ TEST(Precision, Bf16DotProductsMatchTheRoundedReference) {
   EXPECT_GT(maxDiff(f32Y, y), 0.0) << "the bf16 result equals the f32 one: nothing was rounded";
 }
 }  // namespace
+
+namespace {
+// In a model without a training step, --precision bf16 rounds attention's q, k and v to
+// bfloat16 too (scores, softmax and the weighted sum in f32): the projections' GEMMs round their
+// operands, the attention kernel its three inputs; checked against the plain reference on
+// values rounded the same way, causal and not.
+TEST(Precision, Bf16AttentionRoundsQueriesKeysAndValues) {
+  const int64_t d = 64, heads = 4, L = 37;
+  for (bool causal : {false, true}) {
+    std::string dir = kt::workDir(std::string("precision_attention") + (causal ? "_causal" : ""));
+    auto build = [&](Model &m) {
+      Dim Ls = m.seq("L", 64);
+      Tensor x = m.input("x", {Ls, d});
+      auto proj = [&](const char *n) { return split_heads(linear(x, m.param(n, {d, d}, {.scale = 0.5f})), heads); };
+      Tensor q = proj("wq"), k = proj("wk"), v = proj("wv");
+      Tensor s = scale(batch_matmul(q, k, {.transpose_b = true}), 1.0f / std::sqrt((float)(d / heads)));
+      if (causal) s = add(s, mask_for(s, Mask::causal()));
+      m.output("y", merge_heads(batch_matmul(softmax(s), v)));
+    };
+    std::string exe = kt::compile(dir, "attn", build, {"--target", "host", "--precision", "bf16", "--dump-dir", dir + "/dump"});
+    ASSERT_FALSE(exe.empty());
+    auto att = kt::run("grep -l 'precision=bf16' " + dir + "/dump/*attention*.schedule.txt | wc -l");
+    EXPECT_EQ(std::atoi(att.output.c_str()), 1) << att.output;
+    ref::T x = kt::randomT({L, d}, 11);
+    kt::saveNpy(dir + "/x.npy", x);
+    W w;
+    ref::T got = kt::runModel(dir, exe, "--input x=" + dir + "/x.npy", "y", w);
+    auto lin = [&](const char *n, bool round) {
+      ref::T p = ref::linear(rounded(x), rounded(w[n]), {}, true);
+      return round ? rounded(p) : p;
+    };
+    EXPECT_TRUE(kt::allClose(ref::mha_core(lin("wq", true), lin("wk", true), lin("wv", true), heads, causal), got)) << causal;
+    ref::T unrounded = ref::mha_core(lin("wq", false), lin("wk", false), lin("wv", false), heads, causal);
+    double top = 0;
+    for (float f : unrounded.v) top = std::max(top, (double)std::abs(f));
+    EXPECT_GT(maxDiff(unrounded, got), 1e-4 * top) << "attention's operands were not rounded";
+  }
+}
+}  // namespace

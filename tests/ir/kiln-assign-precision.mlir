@@ -98,6 +98,7 @@ func.func @ffns(%x: tensor<?x64xf32>, %w1: tensor<64x256xf32>, %b1: tensor<256xf
 // WEIGHTS: kiln.param "w2" {panel_cols = 16 : i64} : tensor<1x32x16xbf16>
 // WEIGHTS: kiln.param "other" {panel_cols = 16 : i64} : tensor<1x16x16xf32>
 // WEIGHTS: kiln.param "plain" : tensor<16x16xf32>
+// WEIGHTS: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
 // CHECK-LABEL: func.func @weights
 // CHECK-NOT: xbf16>
 // CHECK: return
@@ -117,5 +118,29 @@ func.func @weights(%x: tensor<?x16xf32>, %ids: tensor<?xi32>) -> (tensor<?x32xf3
   %os = kiln.relu %o : (tensor<1x16x16xf32>) -> tensor<1x16x16xf32>
   %p = kiln.param "plain" : tensor<16x16xf32>
   %q = kiln.linear %x, %p : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+  %h3 = kiln.reshape %q : (tensor<?x16xf32>) -> tensor<1x?x16xf32>
+  %att = kiln.attention %h3, %h3, %h3 {mask = "causal", scale = 2.500000e-01 : f32} : (tensor<1x?x16xf32>, tensor<1x?x16xf32>, tensor<1x?x16xf32>) -> tensor<1x?x16xf32>
   return %y, %l, %f, %g, %q : tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>
+}
+
+// -----
+
+// A model with a training step (kiln.adamw_step) keeps f32 parameters (the optimizer's master
+// weights) and f32 attention, even with weights.
+// WEIGHTS-LABEL: func.func @training
+// WEIGHTS: kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
+// WEIGHTS-NOT: xbf16>
+// WEIGHTS: kiln.attention
+// WEIGHTS-NOT: precision = bf16>}
+func.func @training(%x: tensor<?x16xf32>, %dw: tensor<1x16x32xf32>) -> (tensor<?x32xf32>, tensor<1x?x16xf32>) {
+  %w = kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
+  %y = kiln.linear %x, %w {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x32xf32>) -> tensor<?x32xf32>
+  %h3 = kiln.reshape %x : (tensor<?x16xf32>) -> tensor<1x?x16xf32>
+  %att = kiln.attention %h3, %h3, %h3 {mask = "causal", scale = 2.500000e-01 : f32} : (tensor<1x?x16xf32>, tensor<1x?x16xf32>, tensor<1x?x16xf32>) -> tensor<1x?x16xf32>
+  %p4 = kiln.param "v" : tensor<4xf32>
+  %s1 = kiln.param "s" : tensor<1xf32>
+  %m4 = kiln.state "optimizer.m.v" : tensor<4xf32>
+  %v4 = kiln.state "optimizer.v.v" : tensor<4xf32>
+  %r = kiln.adamw_step %p4, %m4, %v4, %p4, %s1, %s1, %s1 {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, clip_norm = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<4xf32>
+  return %y, %att : tensor<?x32xf32>, tensor<1x?x16xf32>
 }

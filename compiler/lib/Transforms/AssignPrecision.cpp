@@ -22,6 +22,10 @@
 //      the ones the GEMMs would round to anyway, so results do not change; the runtime keeps
 //      it in half the bytes (the weight bytes a decode step reads are halved), rounding once at
 //      load or taking a BF16 checkpoint's values as stored.
+//   5. In such a model (CPU, no training step), every kiln.attention gets precision = bf16 too:
+//      its kernel rounds q, k and v to bfloat16 and computes the scores, the softmax and the
+//      weighted sum in f32. (Training keeps attention and its gradient in f32; so do the
+//      sparse and LSH attention kernels.)
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "llvm/ADT/MapVector.h"
@@ -59,6 +63,12 @@ struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass
     bool training = false;
     module.walk([&](kiln::AdamWStepOp) { training = true; });
     if (training) return;
+    // 5. Dense and causal attention (kiln.attention) of such a model: q, k and v rounded.
+    module.walk([&](kiln::AttentionOp op) {
+      kiln::ScheduleFields want;
+      want.precision = kiln::OperandPrecision::bf16;
+      kiln::mergeSchedule(op, want);
+    });
     llvm::MapVector<StringRef, SmallVector<kiln::ParamOp>> byName;
     module.walk([&](kiln::ParamOp p) { byName[p.getName()].push_back(p); });
     for (auto &[name, ops] : byName) {

@@ -334,6 +334,9 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
       %w = kiln.param "h.0.mlp.c_fc.weight" {panel_cols = 3072, ...} : tensor<48x768x64xf32>
     becomes
       %w = kiln.param "h.0.mlp.c_fc.weight" {panel_cols = 3072, ...} : tensor<48x768x64xbf16>
+
+    In such a model every kiln.attention gets `precision = bf16` as well: its kernel rounds q, k
+    and v to bfloat16 and computes scores, softmax and the weighted sum in f32.
   }];
   let options = [Option<"precision", "precision", "std::string", "\"\"",
                         "f32 or bf16 (empty: the module's kiln.precision, else f32)">,

@@ -49,6 +49,17 @@ Func buildSequenceAttention(Builder &B) {
   // from the same running state, which the engine replicates over e), P is computed at root
   // and both outputs copy from it: scratch the size of the output twice over.
   const bool withLse = !k.more_outputs.empty();
+  // Mixed precision (precision = bf16, kiln-assign-precision): q, k and v rounded to bfloat16
+  // once, into copies the engine reads; the scores, the softmax and the weighted sum in f32.
+  const bool bf16 = B.sch.precision == OperandPrecision::bf16;
+  Func Qr("Qr"), Kr("Kr"), Vr("Vr");
+  if (bf16) {
+    Var a("a"), r("r"), hh("hh");
+    Qr(a, r, hh) = roundToBf16(B.in[0](a, r, hh));
+    Kr(a, r, hh) = roundToBf16(B.in[1](a, r, hh));
+    Vr(a, r, hh) = roundToBf16(B.in[2](a, r, hh));
+    ba.q = Qr, ba.k = Kr, ba.v = Vr;
+  }
   Func P = onlineBlockAttention(B, B.in[0], B.in[1], B.in[2], ba, "", out, t, true, withLse);
   Expr qb = (Lq + Bq - 1) / Bq;
   out(e, i, h) = P(e, clamp(i, 0, qb * Bq - 1), h)[0];
@@ -65,7 +76,15 @@ Func buildSequenceAttention(Builder &B) {
     return out;
   }
   /* THE SCHEDULE: CPU: tasks of (query block, head), each computing its P, or, with the
-   * lse, copying it from the root P; the lse's rows per head in parallel. */
+   * lse, copying it from the root P; the lse's rows per head in parallel. bf16: the rounded
+   * copies of q, k and v at root, heads in parallel. */
+  if (bf16)
+    for (Func f : {Qr, Kr, Vr}) {
+      B.s(f).compute_root();
+      if (B.parallel()) B.s(f).parallel(f.args()[2]);
+      if (int w = largestDivisor((int)k.inputs[0].dims[2], B.vec()); w > 1 && f.name() != Vr.name()) B.s(f).vectorize(f.args()[0], w);
+      if (int w = largestDivisor(E, B.vec()); w > 1 && f.name() == Vr.name()) B.s(f).vectorize(f.args()[0], w);
+    }
   B.s(out).split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t);
   if (B.parallel()) B.s(out).parallel(t);
   int we = largestDivisor(E, B.vec());
@@ -103,11 +122,14 @@ Func buildCacheAttention(Builder &B) {
     if (causal) r.where(r <= i + off);
     if (valid.defined()) r.where(r < valid);
   };
+  // Mixed precision (precision = bf16): q, k and v rounded to bfloat16 as they are read (k as
+  // it is transposed into Kt, or in place for a decode step); the rest in f32.
+  auto rd16 = [&](Expr x) { return B.sch.precision == OperandPrecision::bf16 ? roundToBf16(x) : x; };
   Func Kt("Kt"), S("S"), m("m"), E_("E"), l("l"), o("o"), out("out");
-  Kt(j, d, h) = K(d, j, h);
+  Kt(j, d, h) = rd16(K(d, j, h));
   RDom rd(0, D, "rd");
   S(j, i, h) = 0.0f;
-  S(j, i, h) += Q(rd, clamp(i, 0, Lq - 1), h) * Kt(j, rd, h);  // rows past Lq: a block's padding
+  S(j, i, h) += rd16(Q(rd, clamp(i, 0, Lq - 1), h)) * Kt(j, rd, h);  // rows past Lq: a block's padding
   RDom rj(0, Lk, "rj");
   limit(rj);
   m(i, h) = -std::numeric_limits<float>::infinity();
@@ -121,7 +143,7 @@ Func buildCacheAttention(Builder &B) {
   RDom rj3(0, Lk, "rj3");
   limit(rj3);
   o(e, i, h) = 0.0f;
-  o(e, i, h) += E_(rj3, i, h) * V(e, rj3, h);
+  o(e, i, h) += E_(rj3, i, h) * rd16(V(e, rj3, h));
   // A row with no visible key has l = 0: its output is zeros, never NaN.
   out(e, i, h) = select(l(i, h) > 0.0f, o(e, i, h) / l(i, h), 0.0f);
 

@@ -16,6 +16,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   /* THE ALGORITHM */
   Expr kb = ba.keyBlock(qo, j), kbc = clamp(kb, 0, ba.nkb - 1), kx = kbc * Bk + ki, qx = qo * Bq + qi;
   Expr hq = ba.head(g);
+  Func Qin = ba.q.defined() ? ba.q : Func(Q), Kin = ba.k.defined() ? ba.k : Func(K), Vin = ba.v.defined() ? ba.v : Func(V);
   Func Qt("Qt" + sfx), Sacc("Sacc" + sfx), S("S" + sfx), bm("bm" + sfx), Ex("E" + sfx), bs("bs" + sfx),
       bpv("bpv" + sfx), st("st" + sfx), P("P" + sfx), QRow("QRow" + sfx), KRow("KRow" + sfx);
   QRow(qi, qo, g) = ba.qrow(qx, g);
@@ -23,10 +24,10 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   Expr qrow = QRow(qi, qo, g), krow = KRow(ki, j, qo, g);
   Expr kp = clamp(krow, 0, Lk - 1), qp = clamp(qrow, 0, Lq - 1);
   Expr ok = kb >= 0 && kb < ba.nkb && ba.ok(qx, kx, qrow, krow, g);
-  Qt(qi, d, qo, g) = Q(d, qp, hq) * scale;
+  Qt(qi, d, qo, g) = Qin(d, qp, hq) * scale;
   RDom r(0, D, "r" + sfx);
   Sacc(qi, ki, j, qo, g) = 0.0f;
-  Sacc(qi, ki, j, qo, g) += Qt(qi, r, qo, g) * K(r, kp, hq);
+  Sacc(qi, ki, j, qo, g) += Qt(qi, r, qo, g) * Kin(r, kp, hq);
   Expr score = Sacc(qi, ki, j, qo, g);
   if (ba.keyScale) score = score * ba.keyScale(kp, g);
   if (ba.bias) score = score + ba.bias(qx, kx, qrow, krow, g);
@@ -41,7 +42,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   bs(qi, j, qo, g) += Ex(qi, rk2, j, qo, g);
   Expr kp3 = clamp(KRow(rk3, j, qo, g), 0, Lk - 1);
   bpv(e, qi, j, qo, g) = 0.0f;
-  bpv(e, qi, j, qo, g) += Ex(qi, rk3, j, qo, g) * V(e, kp3, hq);
+  bpv(e, qi, j, qo, g) += Ex(qi, rk3, j, qo, g) * Vin(e, kp3, hq);
   // The running state (acc, M, l) per row over the visited key blocks (FlashAttention's online
   // softmax; M and l are replicated over e: Tuple elements share dimensions).
   RDom rj(0, ba.slots, "rj" + sfx);

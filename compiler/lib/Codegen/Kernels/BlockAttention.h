@@ -34,6 +34,9 @@ struct BlockAttention {
   // computed once per block, not per pair: a permutation's divisions stay out of the tile).
   std::function<Expr(Expr qx, Expr kx, Expr qrow, Expr krow, Expr g)> ok, bias;
   std::function<Expr(Expr krow, Expr g)> keyScale;  // a factor on each key (undefined: 1)
+  // Read instead of the Q, K and V inputs when defined, with their arguments (mixed precision:
+  // copies rounded to bfloat16).
+  Func q, k, v;
 };
 
 // P is computed at out's `outVar` loop: a head (all query blocks, in parallel), or, when
