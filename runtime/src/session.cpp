@@ -281,6 +281,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   std::vector<std::string> unexpected, misshaped, skipped;
   std::vector<Storage> converted;  // F16/BF16 parameters widened to f32
   std::vector<size_t> mapped(m->n_params, 0);  // bytes of a parameter read in place from the mapping
+  std::vector<bool> kept(m->n_params, false);  // already in the layout the model keeps
   std::vector<std::pair<int, kilnrt_tensor>> states;  // optimizer states the file holds
   for (int i = 0; i < kilnrt_weights_count(w); ++i) {
     const char *cname;
@@ -363,8 +364,14 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
         if ((((const uint16_t *)st.get())[k] & 0x7f80u) == 0x7f80u)
           return user_error("weights file '" + std::string(path) + "': tensor '" + name + "' holds " + std::to_string(f[k]) +
                             " at flat index " + std::to_string(k) +
-                            ", which is beyond bfloat16's range (the model keeps this weight in bf16: --precision bf16)");
+                            (std::isfinite(f[k]) ? ", which is beyond bfloat16's range (the model keeps this weight in bf16: --precision bf16)"
+                                                 : "; kiln refuses non-finite weights, which give silently wrong outputs (load them "
+                                                   "anyway with --allow-non-finite-weights)"));
       if (t.dtype == KILN_F32) release_mapped(t.data, (size_t)n * 4);
+      if (relaid(p)) {  // relaid now, so one tensor's rounded copy is held at a time, not all of them
+        st = kept_layout(p, (const void *)st.get(), false);
+        kept[it->second] = true;
+      }
       t.data = st.get();
       t.dtype = KILN_BF16;
       converted.push_back(std::move(st));
@@ -388,7 +395,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   }
   std::vector<Storage> owned = std::move(converted);  // converted, transposed and panel parameters, made once here
   for (int i = 0; i < m->n_params; ++i)
-    if (relaid(m->params[i])) {
+    if (relaid(m->params[i]) && !kept[i]) {
       owned.push_back(kept_layout(m->params[i], (const void *)ptrs[i], false));
       if (mapped[i]) release_mapped(ptrs[i], mapped[i]);
       ptrs[i] = owned.back().get();

@@ -227,6 +227,42 @@ TEST(Gpt2Generate, Bf16WeightsAreKeptInBfloat16) {
   ref::T tf = kt::loadNpy(dir + "/tf/logits.npy"), steps = kt::loadNpy(dir + "/g/step_logits.npy"), want({n, V});
   std::copy(tf.v.begin() + (L - 1) * V, tf.v.end(), want.v.begin());
   EXPECT_TRUE(kt::allClose(want, steps));
+  // Bad checkpoints: an f32 weight beyond bfloat16's range, and an infinite BF16 one, are
+  // refused with the tensor and the index named.
+  W big = w;
+  big["h.1.mlp.c_fc.weight"].v[5] = 3.4e38f;
+  kt::saveWeights(dir + "/big.safetensors", big);
+  r = kt::run(cmd + " --weights " + dir + "/big.safetensors");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("tensor 'h.1.mlp.c_fc.weight' holds 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" at flat index 5, which is beyond bfloat16's range"), std::string::npos) << r.output;
+  std::vector<const char *> names;
+  std::vector<kilnrt_tensor> ts;
+  std::vector<std::vector<uint16_t>> halves;
+  for (auto &[name, t] : w) {
+    kilnrt_tensor k{KILN_F32, (int32_t)t.shape.size(), {}, const_cast<float *>(t.v.data())};
+    for (size_t d = 0; d < t.shape.size(); ++d) k.shape[d] = t.shape[d];
+    if (name == "h.0.attn.c_proj.weight") {  // as BF16, with an infinity at index 7
+      halves.emplace_back(t.v.size());
+      for (size_t e = 0; e < t.v.size(); ++e) {
+        uint32_t bits;
+        float rv = roundBf16(t.v[e]);
+        std::memcpy(&bits, &rv, 4);
+        halves.back()[e] = (uint16_t)(bits >> 16);
+      }
+      halves.back()[7] = 0x7f80;
+      k.dtype = KILN_BF16;
+      k.data = halves.back().data();
+    }
+    names.push_back(name.c_str());
+    ts.push_back(k);
+  }
+  ASSERT_EQ(kilnrt_weights_save((dir + "/inf.safetensors").c_str(), (int32_t)names.size(), names.data(), ts.data()), KILNRT_OK)
+      << kilnrt_last_error();
+  r = kt::run(cmd + " --weights " + dir + "/inf.safetensors");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("tensor 'h.0.attn.c_proj.weight' holds a non-finite bf16 value (bits 0x7f80) at flat index 7"),
+            std::string::npos) << r.output;
 }
 
 // examples/transformer --generate: the encoder runs once (its `encode` entry fills every decoder
