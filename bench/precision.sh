@@ -18,8 +18,8 @@ for p in f32 bf16; do
 done
 ids() { python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str((i * 7919 + 13) % 50257) for i in range(n)))" "$1"; }
 FWD=$(ids "$LEN") GEN=$(ids "$PROMPT")
-[ -f "$OUT/f32.safetensors" ] || "$OUT/gpt2-f32" --random-weights --seed 1 --tokens 1 --quiet --save-weights "$OUT/f32.safetensors"
-[ -f "$OUT/bf16.safetensors" ] || "$OUT/gpt2-bf16" --weights "$OUT/f32.safetensors" --tokens 1 --quiet --save-weights "$OUT/bf16.safetensors"
+[ -f "$OUT/f32.safetensors" ] || "$OUT/gpt2-f32" --random-weights --seed 1 --tokens 1 --quiet --save-weights "$OUT/f32.safetensors" > /dev/null
+[ -f "$OUT/bf16.safetensors" ] || "$OUT/gpt2-bf16" --weights "$OUT/f32.safetensors" --tokens 1 --quiet --save-weights "$OUT/bf16.safetensors" > /dev/null
 : > "$OUT/runs.txt"
 for round in $(seq "$ROUNDS"); do
   for run in "f32 f32" "bf16 f32" "bf16 bf16"; do
