@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -260,6 +261,45 @@ TEST(Gradients, AVocabularyWideHeadMatchesTheReferenceVjps) {
   kt::saveIds(dir + "/targets.npy", targets);
   checkGradients(dir, exe, prm, shapes, "--input tokens=" + dir + "/tokens.npy --input targets=" + dir + "/targets.npy",
                  vjp::crossEntropy(logits, targets, V), {{"emb", grad}});
+}
+
+// Mixed precision (--precision bf16 on a CPU): attention and its gradient round q, k and v to
+// bfloat16. The gradients must be those of attention over the rounded operands, passed on to q,
+// k and v unchanged: central differences of the unrounded double-precision loss taken at the
+// rounded q, k and v. The loss (a mean of attention's output times an input c, no GEMM) must be
+// the one at the rounded operands, which differs from the unrounded one at this tolerance.
+TEST(Gradients, Bf16AttentionGradientsAreThoseAtTheRoundedOperands) {
+  const int64_t L = 9, d = 8, H = 2;
+  std::map<std::string, std::vector<int64_t>> shapes = {{"q", {L, d}}, {"k", {L, d}}, {"v", {L, d}}};
+  std::string dir = kt::workDir("train_bf16_attention");
+  std::string exe = kt::compile(dir, "bf16_attention", [&](kiln::Model &m) {
+    auto c = m.input("c", {L, d});
+    auto p = [&](const char *n) { return kiln::split_heads(param(m, shapes, n), H); };
+    auto att = kiln::merge_heads(kiln::attention(p("q"), p("k"), p("v"), {.mask = kiln::Mask::causal()}));
+    m.loss(kiln::mean(kiln::mul(att, c)));
+    m.gradients();
+  }, {"--target", "host", "--precision", "bf16"});
+  ASSERT_FALSE(exe.empty());
+  ref::T c = kt::randomT({L, d}, 3);
+  kt::saveNpy(dir + "/c.npy", c);
+  Params prm = randomParams(shapes, 31), at = prm;
+  for (auto &[name, w] : at)
+    for (double &x : w) {  // to bfloat16, to nearest even
+      float f = (float)x;
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+      std::memcpy(&f, &u, 4);
+      x = f;
+    }
+  auto loss = [&](const Params &w) {
+    Mat att = vjp::attentionHeads(w.at("q"), w.at("k"), w.at("v"), L, L, H, d / H, true);
+    double sum = 0;
+    for (size_t i = 0; i < att.size(); ++i) sum += att[i] * c.v[i];
+    return sum / (double)att.size();
+  };
+  EXPECT_GT(std::abs(loss(prm) - loss(at)), 1e-5 * std::abs(loss(at))) << "rounding would go unnoticed";
+  checkGradients(dir, exe, prm, shapes, "--input c=" + dir + "/c.npy", loss(at), finiteDifferences(at, loss));
 }
 
 }  // namespace

@@ -15,17 +15,18 @@
 //      (tile_n, and the FFN's hidden_tile_n) of whole 16-lane vectors gets bf16_dot: its kernel
 //      converts both operands to bfloat16 pairs along K and sums each pair's products with
 //      vdpbf16ps. Others (decode's streaming GEMMs, batched products) keep bf16.
-//   4. With `weights` (CPU targets) and no kiln.adamw_step in the module (training keeps f32
+//   4. On a CPU target (`cpu`) with no kiln.adamw_step in the module (training keeps f32
 //      master weights): a parameter every use of which reads it in panels (kiln-prepack-weights)
 //      as a bf16 or bf16_dot linear's weight, W1 or W2 of such an FFN, or an embedding's table
 //      (an output head tied to the input embedding) gets the element type bf16. Its values are
 //      the ones the GEMMs would round to anyway, so results do not change; the runtime keeps
 //      it in half the bytes (the weight bytes a decode step reads are halved), rounding once at
 //      load or taking a BF16 checkpoint's values as stored.
-//   5. In such a model (CPU, no training step), every kiln.attention gets precision = bf16 too:
-//      its kernel rounds q, k and v to bfloat16 and computes the scores, the softmax and the
-//      weighted sum in f32. (Training keeps attention and its gradient in f32; so do the
-//      sparse and LSH attention kernels.)
+//   5. On a CPU target, every kiln.attention and kiln.attention_grad gets precision = bf16
+//      too: the kernels round q, k and v to bfloat16 and compute the scores, the softmax, the
+//      weighted sum and the gradients in f32 (the gradient of attention over the rounded
+//      operands, passed on to q, k and v unchanged, as a bf16 cast's gradient is). Sparse and
+//      LSH attention stay f32.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "llvm/ADT/MapVector.h"
@@ -59,16 +60,17 @@ struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass
       want.precision = dotted ? kiln::OperandPrecision::bf16_dot : kiln::OperandPrecision::bf16;
       kiln::mergeSchedule(op, want);
     });
-    if (!weights) return;
-    bool training = false;
-    module.walk([&](kiln::AdamWStepOp) { training = true; });
-    if (training) return;
-    // 5. Dense and causal attention (kiln.attention) of such a model: q, k and v rounded.
-    module.walk([&](kiln::AttentionOp op) {
+    if (!cpu) return;
+    // 5. Dense and causal attention and its gradient (CPU): q, k and v rounded.
+    module.walk([&](Operation *op) {
+      if (!isa<kiln::AttentionOp, kiln::AttentionGradOp>(op)) return;
       kiln::ScheduleFields want;
       want.precision = kiln::OperandPrecision::bf16;
       kiln::mergeSchedule(op, want);
     });
+    bool training = false;
+    module.walk([&](kiln::AdamWStepOp) { training = true; });
+    if (training) return;
     llvm::MapVector<StringRef, SmallVector<kiln::ParamOp>> byName;
     module.walk([&](kiln::ParamOp p) { byName[p.getName()].push_back(p); });
     for (auto &[name, ops] : byName) {

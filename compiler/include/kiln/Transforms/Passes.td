@@ -325,7 +325,7 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
     becomes
       %y = kiln.linear %x, %w {kiln.schedule = #kiln.schedule<..., gemm = register_block, precision = bf16_dot>} : ...
 
-    With `weights` (CPU targets) and no training step in the module (no kiln.adamw_step: the
+    With `cpu` (a CPU target) and no training step in the module (no kiln.adamw_step: the
     optimizer updates f32 master weights), a parameter whose every use reads it in panels as a
     linear's weight, an FFN's W1 or W2 or an embedding's table gets the element type bf16: the
     runtime keeps it in bfloat16 (rounded once at load, or as stored in a BF16 checkpoint), half
@@ -335,15 +335,16 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
     becomes
       %w = kiln.param "h.0.mlp.c_fc.weight" {panel_cols = 3072, ...} : tensor<48x768x64xbf16>
 
-    In such a model every kiln.attention gets `precision = bf16` as well: its kernel rounds q, k
-    and v to bfloat16 and computes scores, softmax and the weighted sum in f32.
+    With `cpu`, every kiln.attention and kiln.attention_grad gets `precision = bf16` as well:
+    the kernels round q, k and v to bfloat16 and compute scores, softmax, the weighted sum and
+    the gradients in f32.
   }];
   let options = [Option<"precision", "precision", "std::string", "\"\"",
                         "f32 or bf16 (empty: the module's kiln.precision, else f32)">,
                  Option<"dot", "dot", "bool", "false",
                         "the target has AVX-512 BF16 dot products (vdpbf16ps)">,
-                 Option<"weights", "weights", "bool", "false",
-                        "keep GEMM weights in bfloat16 (CPU targets: weights in panels)">];
+                 Option<"cpu", "cpu", "bool", "false",
+                        "the target is a CPU: attention rounds too, and an inference model keeps its GEMM weights in bfloat16">];
 }
 
 def AssignSchedule : Pass<"kiln-assign-schedule", "mlir::ModuleOp"> {

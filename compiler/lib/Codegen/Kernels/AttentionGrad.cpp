@@ -37,12 +37,15 @@ Func buildAttentionGrad(Builder &B) {
 
   /* THE ALGORITHM */
   // Rows read clamped: register blocks compute whole tiles past the last row (never stored).
-  auto rows = [&](ImageParam X, Expr L, const char *name) {
+  // Mixed precision (precision = bf16): q, k and v rounded to bfloat16 as the forward rounded
+  // them (the gradient of attention over the rounded operands, passed to q, k and v as it is).
+  auto rows = [&](ImageParam X, Expr L, const char *name, bool round = false) {
     Func f(name);
-    f(c, j, h) = X(c, min(j, L - 1), h);
+    Expr x = X(c, min(j, L - 1), h);
+    f(c, j, h) = round && B.sch.precision == OperandPrecision::bf16 ? roundToBf16(x) : x;
     return f;
   };
-  Func q = rows(Q, Lq, "q"), kk = rows(K, Lk, "k"), vv = rows(B.in[2], Lk, "v"), o = rows(B.in[3], Lq, "o"),
+  Func q = rows(Q, Lq, "q", true), kk = rows(K, Lk, "k", true), vv = rows(B.in[2], Lk, "v", true), o = rows(B.in[3], Lq, "o"),
        g = rows(B.in[4], Lq, "g");
   // Transposed copies ([rows, features] -> [features, rows] per head), made once: the vectors
   // of a product run along rows (keys or queries).
