@@ -139,14 +139,7 @@ TEST(Gpt2Generate, PrefillKeepsTheLastRowAndStepLogitsMatchTheReference) {
   EXPECT_NE(r.output.find("ms; peak RSS "), std::string::npos) << r.output;  // loading and memory after it
 }
 
-// x rounded to bfloat16 (to nearest, ties to even), written simply.
-float roundBf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+using kt::roundBf16;
 
 // --precision bf16 on a CPU target, inference only: GPT-2's GEMM weights (the linears', the
 // FFNs' and the LM head's, which is the token embedding's table, tied) are kept in bfloat16:

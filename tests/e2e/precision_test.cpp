@@ -15,20 +15,8 @@ using namespace kiln;
 using W = std::map<std::string, ref::T>;
 
 namespace {
-// x rounded to bfloat16, written simply: keep the top 16 bits after adding half an ulp of
-// bfloat16 (ties to the even one).
-float roundBf16(float x) {
-  if (std::isnan(x)) return x;
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-ref::T rounded(ref::T t) {
-  for (float &v : t.v) v = roundBf16(v);
-  return t;
-}
+using kt::roundBf16;
+ref::T rounded(const ref::T &t) { return kt::roundedBf16(t); }
 double maxDiff(const ref::T &a, const ref::T &b) {
   double m = 0;
   for (size_t i = 0; i < a.v.size(); ++i) m = std::max(m, (double)std::abs(a.v[i] - b.v[i]));

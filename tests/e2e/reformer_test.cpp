@@ -89,13 +89,17 @@ ref::T lshReference(const ref::T &qk, const ref::T &v, const ref::T &rot, const 
   return out;
 }
 
-std::string compileLsh(const std::string &dir, const LshCfg &c, int64_t H, int64_t D, int64_t bound) {
+std::string compileLsh(const std::string &dir, const LshCfg &c, int64_t H, int64_t D, int64_t bound,
+                       std::vector<std::string> flags = {}) {
   return kt::compile(dir, "lsh", [&](Model &m) {
     Dim L = m.seq("L", bound);
     Tensor qk = m.input("qk", {H, L, D}), v = m.input("v", {H, L, D});
     Tensor rot = m.param("rot", {c.hashes, D, c.buckets / 2}, {.scale = 1.0f});
     m.output("o", lsh_attention(qk, v, rot, {.buckets = c.buckets, .hashes = c.hashes, .chunk = c.chunk, .causal = c.causal}));
-  }, {"--dump-dir", dir + "/dump"});
+  }, [&] {
+    flags.insert(flags.end(), {"--dump-dir", dir + "/dump"});
+    return flags;
+  }());
 }
 
 // Runs the executable on qk, v; returns the output and the rotations it used.
@@ -128,6 +132,36 @@ TEST_P(LshAttention, MatchesThePlainAlgorithmWithTheSameRotations) {
     EXPECT_TRUE(kt::allClose(want, got));
   }
 }
+// --precision bf16 on a CPU target: the hashing and the chunked attention read qk and v rounded
+// to bfloat16 (the norms, scores, softmax and the rounds' merge in f32): the plain algorithm on
+// rounded operands with the same rotations, and not on the unrounded ones.
+TEST(LshAttentionBf16, RoundsQkAndValues) {
+  const LshCfg c{8, 2, 16, true};
+  const int64_t H = 2, D = 16, L = 100;
+  std::string dir = kt::workDir("lsh_bf16");
+  std::string exe = compileLsh(dir, c, H, D, 128, {"--target", "host", "--precision", "bf16"});
+  ASSERT_FALSE(exe.empty());
+  auto sched = kt::run("grep -l 'precision=bf16' " + dir + "/dump/*lsh*.schedule.txt | wc -l");
+  EXPECT_EQ(std::atoi(sched.output.c_str()), 2) << "the hashing and the chunked attention: " << sched.output;
+  // The first of a few draws whose hash projections are clear of ties (same draws every run).
+  ref::T qk, v, rot, got, want;
+  double margin = 0, margin32;
+  for (unsigned seed = 61; seed < 81 && margin <= 1e-4; seed += 2) {
+    qk = kt::randomT({H, L, D}, seed), v = kt::randomT({H, L, D}, seed + 1);
+    got = runLsh(dir, exe, qk, v, &rot);
+    want = lshReference(kt::roundedBf16(qk), kt::roundedBf16(v), rot, c, &margin);
+  }
+  ASSERT_GT(margin, 1e-4) << "every draw's hash projections lie within rounding of a tie";
+  EXPECT_TRUE(kt::allClose(want, got));
+  ref::T unrounded = lshReference(qk, v, rot, c, &margin32);
+  double top = 0, diff = 0;
+  for (size_t i = 0; i < got.v.size(); ++i) {
+    top = std::max(top, (double)std::abs(unrounded.v[i]));
+    diff = std::max(diff, (double)std::abs(unrounded.v[i] - got.v[i]));
+  }
+  EXPECT_GT(diff, 1e-4 * top) << "qk and v were not rounded";
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, LshAttention,
                          ::testing::Values(LshCfg{4, 1, 8, false}, LshCfg{8, 3, 16, true}, LshCfg{16, 2, 32, false},
                                            LshCfg{2, 2, 5, true}),

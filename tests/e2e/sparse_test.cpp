@@ -273,3 +273,74 @@ TEST(SparseSchedule, EditedInTheIrAndCompiledByKilnc) {
   }
 }
 }  // namespace
+
+namespace {
+// ---------------------------------------------------------------- mixed precision
+// --precision bf16 on a CPU target: the block-sparse kernel rounds q, k and v to bfloat16 once
+// and computes the scores, the softmax, P·V and the parts' log-sum-exp merge in f32: the plain
+// masked attention on rounded operands, and not the unrounded one. Two parts merged (strided),
+// a table of blocks (a layout) and per-head patterns.
+TEST(SparseBf16, RoundsQueriesKeysAndValues) {
+  std::vector<std::string> lay = {"#......", "##.....", "#.#....", ".#.#...", "#...#..", "..#..#.", "#.....#"};
+  struct Case {
+    std::string name;
+    Mask mask;
+    std::vector<Mask> heads;
+    std::vector<Allowed> allowed;  // per head group
+  };
+  std::vector<Case> cases = {
+      {"strided", Mask::strided({.stride = 8}), {}, {either(window(8), stridedGlobal(8))}},
+      {"layout", Mask::block_layout({.block = 16, .rows = lay}), {},
+       {[lay](int64_t i, int64_t j) { return j <= i && lay[i / 16][j / 16] == '#'; }}},
+      {"heads", Mask::none(),
+       {Mask::strided({.stride = 8, .part = Part::Local}), Mask::fixed({.block = 16, .summary = 2, .part = Part::Global})},
+       {window(8), fixedGlobal(16, 2)}},
+  };
+  const int64_t H = 2, L = 100, D = 16;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::string dir = kt::workDir("sparse_bf16_" + c.name);
+    std::string exe = kt::compile(dir, "sp", [&](Model &m) {
+      Dim Ls = m.seq("L", 112);
+      Tensor q = m.input("q", {H, Ls, D}), k = m.input("k", {H, Ls, D}), v = m.input("v", {H, Ls, D});
+      m.output("o", attention(q, k, v, {.mask = c.mask, .head_masks = c.heads}));
+    }, {"--target", "host", "--precision", "bf16", "--dump-dir", dir + "/dump"});
+    ASSERT_FALSE(exe.empty());
+    // Every attention kernel (per-head patterns: one per pattern) says bf16.
+    auto att = kt::run("grep -l 'precision=bf16' " + dir + "/dump/*attention*.schedule.txt | wc -l"),
+         f32 = kt::run("grep -L 'precision=bf16' " + dir + "/dump/*attention*.schedule.txt | wc -l");
+    EXPECT_EQ(std::atoi(att.output.c_str()), c.heads.empty() ? 1 : 2) << att.output;
+    EXPECT_EQ(std::atoi(f32.output.c_str()), 0) << f32.output;
+    ref::T q = kt::randomT({H, L, D}, 51, 2.0f), k = kt::randomT({H, L, D}, 52, 2.0f), v = kt::randomT({H, L, D}, 53);
+    kt::saveNpy(dir + "/q.npy", q);
+    kt::saveNpy(dir + "/k.npy", k);
+    kt::saveNpy(dir + "/v.npy", v);
+    auto r = kt::run(exe + " --input q=" + dir + "/q.npy --input k=" + dir + "/k.npy --input v=" + dir + "/v.npy --output-dir " +
+                     dir + "/out");
+    ASSERT_EQ(r.code, 0) << r.output;
+    ref::T got = kt::loadNpy(dir + "/out/o.npy");
+    auto reference = [&](const ref::T &qq, const ref::T &kk, const ref::T &vv) {
+      if (c.allowed.size() == 1) return maskedAttention(qq, kk, vv, c.allowed[0]);
+      ref::T o({H, L, D});
+      for (int64_t g = 0; g < H; ++g) {  // one head per pattern
+        auto head = [&](const ref::T &t) {
+          ref::T s({1, L, D});
+          std::copy(t.v.begin() + g * L * D, t.v.begin() + (g + 1) * L * D, s.v.begin());
+          return s;
+        };
+        ref::T oh = maskedAttention(head(qq), head(kk), head(vv), c.allowed[g]);
+        std::copy(oh.v.begin(), oh.v.end(), o.v.begin() + g * L * D);
+      }
+      return o;
+    };
+    EXPECT_TRUE(kt::allClose(reference(kt::roundedBf16(q), kt::roundedBf16(k), kt::roundedBf16(v)), got));
+    ref::T unrounded = reference(q, k, v);
+    double top = 0, diff = 0;
+    for (size_t i = 0; i < got.v.size(); ++i) {
+      top = std::max(top, (double)std::abs(unrounded.v[i]));
+      diff = std::max(diff, (double)std::abs(unrounded.v[i] - got.v[i]));
+    }
+    EXPECT_GT(diff, 1e-4 * top) << "the operands were not rounded";
+  }
+}
+}  // namespace

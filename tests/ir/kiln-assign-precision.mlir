@@ -143,3 +143,29 @@ func.func @training(%x: tensor<?x16xf32>, %dw: tensor<1x16x32xf32>) -> (tensor<?
   %r = kiln.adamw_step %p4, %m4, %v4, %p4, %s1, %s1, %s1 {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32, clip_norm = 0.0 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<4xf32>
   return %y, %att : tensor<?x32xf32>, tensor<1x?x16xf32>
 }
+
+// -----
+
+// On a CPU, every attention engine rounds its operands: a block-sparse attention and its
+// gradient, LSH's hashing, chunked attention and its gradient (the sort has no operands to
+// round). Without cpu (a GPU target) none of them changes.
+// WEIGHTS-LABEL: func.func @sparse_and_lsh
+// WEIGHTS: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>, mask = "strided"
+// WEIGHTS: kiln.attention_grad {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
+// WEIGHTS: kiln.lsh_hash {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
+// WEIGHTS: kiln.lsh_sort
+// WEIGHTS-NOT: precision
+// WEIGHTS: kiln.lsh_chunk_attention {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
+// WEIGHTS: kiln.lsh_chunk_attention_grad {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
+// CHECK-LABEL: func.func @sparse_and_lsh
+// CHECK-NOT: precision
+// CHECK: return
+func.func @sparse_and_lsh(%q: tensor<2x?x16xf32>, %g: tensor<2x?x16xf32>, %rot: tensor<2x16x4xf32>) -> (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) {
+  %o, %lse = kiln.attention %q, %q, %q {mask = "strided", pattern_size = 8 : i64, part = "union", scale = 2.500000e-01 : f32} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> (tensor<2x?x16xf32>, tensor<2x?xf32>)
+  %dq = kiln.attention_grad %q, %q, %q, %o, %g, %lse {mask = "strided", pattern_size = 8 : i64, part = "union", scale = 2.500000e-01 : f32, wrt = "query"} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?xf32>) -> tensor<2x?x16xf32>
+  %b = kiln.lsh_hash %q, %rot : (tensor<2x?x16xf32>, tensor<2x16x4xf32>) -> tensor<2x2x?xi32>
+  %s = kiln.lsh_sort %b : (tensor<2x2x?xi32>) -> tensor<2x2x2x?xi32>
+  %a = kiln.lsh_chunk_attention %q, %q, %b, %s {causal, chunk = 8 : i64, scale = 2.500000e-01 : f32} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x2x?xi32>, tensor<2x2x2x?xi32>) -> tensor<2x?x16xf32>
+  %da = kiln.lsh_chunk_attention_grad %q, %q, %b, %s, %a, %g {causal, chunk = 8 : i64, scale = 2.500000e-01 : f32, wrt = "qk"} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x2x?xi32>, tensor<2x2x2x?xi32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> tensor<2x?x16xf32>
+  return %dq, %a, %da : tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>
+}

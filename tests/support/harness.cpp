@@ -351,6 +351,20 @@ ref::T randomT(std::vector<int64_t> shape, unsigned seed, float scale) {
   return t;
 }
 
+// Written simply: keep the top 16 bits after adding half an ulp of bfloat16 (ties to the even one).
+float roundBf16(float x) {
+  if (std::isnan(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+ref::T roundedBf16(ref::T t) {
+  for (float &v : t.v) v = roundBf16(v);
+  return t;
+}
+
 ::testing::AssertionResult allClose(const ref::T &r, const ref::T &got) {
   if (r.shape != got.shape) {
     std::ostringstream os;

@@ -72,6 +72,10 @@ void saveIds(const std::string &path, const std::vector<int32_t> &ids, bool as_i
 std::string idList(const std::vector<int32_t> &ids);
 std::vector<int32_t> randomIds(int n, int vocab, unsigned seed);
 ref::T randomT(std::vector<int64_t> shape, unsigned seed, float scale = 1.0f);
+// x rounded to bfloat16 (to nearest, ties to even; a NaN stays one), as an f32: what kiln's
+// mixed precision (--precision bf16) reads an operand as.
+float roundBf16(float x);
+ref::T roundedBf16(ref::T t);  // every element rounded
 
 // The shared comparison: |got - ref| <= 1e-4 |ref| + 1e-4 max|ref| elementwise, same shape.
 ::testing::AssertionResult allClose(const ref::T &ref, const ref::T &got);

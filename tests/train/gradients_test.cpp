@@ -284,14 +284,7 @@ TEST(Gradients, Bf16AttentionGradientsAreThoseAtTheRoundedOperands) {
   kt::saveNpy(dir + "/c.npy", c);
   Params prm = randomParams(shapes, 31), at = prm;
   for (auto &[name, w] : at)
-    for (double &x : w) {  // to bfloat16, to nearest even
-      float f = (float)x;
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-      std::memcpy(&f, &u, 4);
-      x = f;
-    }
+    for (double &x : w) x = kt::roundBf16((float)x);  // to bfloat16, to nearest even
   auto loss = [&](const Params &w) {
     Mat att = vjp::attentionHeads(w.at("q"), w.at("k"), w.at("v"), L, L, H, d / H, true);
     double sum = 0;

@@ -22,11 +22,13 @@
 //      the ones the GEMMs would round to anyway, so results do not change; the runtime keeps
 //      it in half the bytes (the weight bytes a decode step reads are halved), rounding once at
 //      load or taking a BF16 checkpoint's values as stored.
-//   5. On a CPU target, every kiln.attention and kiln.attention_grad gets precision = bf16
-//      too: the kernels round q, k and v to bfloat16 and compute the scores, the softmax, the
-//      weighted sum and the gradients in f32 (the gradient of attention over the rounded
-//      operands, passed on to q, k and v unchanged, as a bf16 cast's gradient is). Sparse and
-//      LSH attention stay f32.
+//   5. On a CPU target, every attention and its gradient gets precision = bf16 too (dense,
+//      causal, over a cache, block-sparse: kiln.attention and kiln.attention_grad; LSH:
+//      kiln.lsh_hash, kiln.lsh_chunk_attention and its grad): the kernels round q, k and v (the
+//      Reformer's shared qk, hashed as rounded) to bfloat16 and compute the scores, the
+//      softmax, the weighted sums, the merges and the gradients in f32 (the gradient of
+//      attention over the rounded operands, passed on to q, k and v unchanged, as a bf16
+//      cast's gradient is).
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
 #include "llvm/ADT/MapVector.h"
@@ -61,9 +63,11 @@ struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass
       kiln::mergeSchedule(op, want);
     });
     if (!cpu) return;
-    // 5. Dense and causal attention and its gradient (CPU): q, k and v rounded.
+    // 5. Attention and its gradient, every engine (CPU): q, k and v rounded.
     module.walk([&](Operation *op) {
-      if (!isa<kiln::AttentionOp, kiln::AttentionGradOp>(op)) return;
+      if (!isa<kiln::AttentionOp, kiln::AttentionGradOp, kiln::LshHashOp, kiln::LshChunkAttentionOp,
+               kiln::LshChunkAttentionGradOp>(op))
+        return;
       kiln::ScheduleFields want;
       want.precision = kiln::OperandPrecision::bf16;
       kiln::mergeSchedule(op, want);

@@ -313,8 +313,8 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
     With bf16, every kiln.linear, kiln.matmul, kiln.batch_matmul and kiln.ffn (the backward's
     input gradients, dY·W, are matmuls too) gets `precision = bf16` in its schedule: its kernel
     rounds both operands to bfloat16 (round to nearest, ties to even) and sums the products in
-    f32. Parameters, activations between kernels, weight gradients (kiln.weight_grad),
-    attention and its gradient, and the optimizer stay f32.
+    f32. Parameters, activations between kernels, weight gradients (kiln.weight_grad) and
+    the optimizer stay f32 (attention: see `cpu` below).
 
     With `dot` (a target with AVX-512 BF16), a linear, matmul (not batched) or FFN that
     kiln-tile-ops gave a register-block schedule without K chunks and whose column tiles
@@ -335,9 +335,11 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
     becomes
       %w = kiln.param "h.0.mlp.c_fc.weight" {panel_cols = 3072, ...} : tensor<48x768x64xbf16>
 
-    With `cpu`, every kiln.attention and kiln.attention_grad gets `precision = bf16` as well:
-    the kernels round q, k and v to bfloat16 and compute scores, softmax, the weighted sum and
-    the gradients in f32.
+    With `cpu`, every attention and its gradient gets `precision = bf16` as well, whatever its
+    engine (kiln.attention and kiln.attention_grad: dense, causal, over a cache, block-sparse;
+    kiln.lsh_hash, kiln.lsh_chunk_attention and kiln.lsh_chunk_attention_grad): the kernels
+    round q, k and v (LSH: the shared qk, hashed as rounded) to bfloat16 and compute scores,
+    softmax, the weighted sums and the gradients in f32.
   }];
   let options = [Option<"precision", "precision", "std::string", "\"\"",
                         "f32 or bf16 (empty: the module's kiln.precision, else f32)">,

@@ -51,14 +51,11 @@ Func buildSequenceAttention(Builder &B) {
   const bool withLse = !k.more_outputs.empty();
   // Mixed precision (precision = bf16, kiln-assign-precision): q, k and v rounded to bfloat16
   // once, into copies the engine reads; the scores, the softmax and the weighted sum in f32.
-  const bool bf16 = B.sch.precision == OperandPrecision::bf16;
-  Func Qr("Qr"), Kr("Kr"), Vr("Vr");
-  if (bf16) {
-    Var a("a"), r("r"), hh("hh");
-    Qr(a, r, hh) = roundToBf16(B.in[0](a, r, hh));
-    Kr(a, r, hh) = roundToBf16(B.in[1](a, r, hh));
-    Vr(a, r, hh) = roundToBf16(B.in[2](a, r, hh));
-    ba.q = Qr, ba.k = Kr, ba.v = Vr;
+  if (B.sch.precision == OperandPrecision::bf16) {
+    const int D = (int)k.inputs[0].dims[2];
+    ba.q = attentionOperand(B, B.in[0], D, "Qr");
+    ba.k = attentionOperand(B, B.in[1], D, "Kr");
+    ba.v = attentionOperand(B, B.in[2], E, "Vr");
   }
   Func P = onlineBlockAttention(B, B.in[0], B.in[1], B.in[2], ba, "", out, t, true, withLse);
   Expr qb = (Lq + Bq - 1) / Bq;
@@ -76,15 +73,7 @@ Func buildSequenceAttention(Builder &B) {
     return out;
   }
   /* THE SCHEDULE: CPU: tasks of (query block, head), each computing its P, or, with the
-   * lse, copying it from the root P; the lse's rows per head in parallel. bf16: the rounded
-   * copies of q, k and v at root, heads in parallel. */
-  if (bf16)
-    for (Func f : {Qr, Kr, Vr}) {
-      B.s(f).compute_root();
-      if (B.parallel()) B.s(f).parallel(f.args()[2]);
-      if (int w = largestDivisor((int)k.inputs[0].dims[2], B.vec()); w > 1 && f.name() != Vr.name()) B.s(f).vectorize(f.args()[0], w);
-      if (int w = largestDivisor(E, B.vec()); w > 1 && f.name() == Vr.name()) B.s(f).vectorize(f.args()[0], w);
-    }
+   * lse, copying it from the root P; the lse's rows per head in parallel. */
   B.s(out).split(i, io, ii, Bq, TailStrategy::GuardWithIf).fuse(io, h, t);
   if (B.parallel()) B.s(out).parallel(t);
   int we = largestDivisor(E, B.vec());

@@ -19,6 +19,21 @@ inline Expr gemmOperand(const Builder &B, Expr x) { return B.sch.precision == Op
 inline Expr asF32(Expr x) { return x.type().is_bfloat() ? cast<float>(x) : x; }
 // A GEMM's weight operand: one kept in bfloat16 is already rounded, so only widened.
 inline Expr gemmWeight(const Builder &B, Expr w) { return w.type().is_bfloat() ? cast<float>(w) : gemmOperand(B, w); }
+// Attention's operands under the kernel's precision (kiln-assign-precision): with bf16, a copy
+// of X(c, row, head) rounded to bfloat16, made once at root (heads in parallel, vectors of
+// `width`, X's first extent) for the products to read; else X itself.
+inline Func attentionOperand(Builder &B, ImageParam X, int width, const std::string &name) {
+  if (B.sch.precision != OperandPrecision::bf16) return Func(X);
+  Func f(name);
+  Var a("a"), r("r"), h("h");
+  f(a, r, h) = roundToBf16(X(a, r, h));
+  if (!B.gpu) {
+    B.s(f).compute_root();
+    if (B.parallel()) B.s(f).parallel(h);
+    if (int w = largestDivisor(width, B.vec()); w > 1) B.s(f).vectorize(a, w);
+  }
+  return f;
+}
 
 // Matmul.cpp: linear, matmul, batch_matmul.
 Func buildMatmul(Builder &B);

@@ -14,10 +14,12 @@ Func buildLshHash(Builder &B) {
   Var c("c"), i("i"), r("r"), h("h"), io("io"), ii("ii");
 
   /* THE ALGORITHM */
+  // Mixed precision (precision = bf16): qk rounded to bfloat16 as read, as the chunked
+  // attention reads it (the buckets are those of the rounded vectors); rotations and sums in f32.
   Func proj("proj"), out("out");
   RDom rd(0, D, "rd");
   proj(c, i, r, h) = 0.0f;
-  proj(c, i, r, h) += QK(rd, i, h) * ROT(c, rd, r);
+  proj(c, i, r, h) += gemmOperand(B, QK(rd, i, h)) * ROT(c, rd, r);
   RDom rb(0, 2 * half, "rb");
   Expr pc = proj(clamp(rb % half, 0, half - 1), i, r, h);
   out(i, r, h) = argmax(rb, select(rb < half, pc, -pc))[0];
@@ -52,16 +54,20 @@ Func buildLshChunkAttention(Builder &B) {
   Var e("e"), i("i"), h("h"), c("c");
 
   /* THE ALGORITHM */
+  // Mixed precision (precision = bf16): qk and v rounded to bfloat16 once (the hashing read
+  // the same rounded qk), the norms, scores, softmax and sums in f32.
+  Func QKin = attentionOperand(B, QK, D, "QKr"), Vin = attentionOperand(B, B.in[1], E, "Vr");
   // Keys are the unit-normalized queries (shared QK).
   Func knorm("knorm");
   RDom rd(0, D, "rd");
-  Expr n2 = sum(QK(rd, c, h) * QK(rd, c, h));
+  Expr n2 = sum(QKin(rd, c, h) * QKin(rd, c, h));
   knorm(c, h) = select(n2 > 0.0f, 1.0f / sqrt(n2), 0.0f);
   auto perm = [=](Expr p, Expr g) { return SO(clamp(p, 0, L - 1), 0, g % R, g / R); };
   BlockAttention ba;
   ba.block = C;  // the op's chunk: a query chunk attends to key chunks of the same size
   ba.scale = op.getScale().convertToFloat();
   ba.valueWidth = E;
+  ba.q = QKin, ba.k = QKin, ba.v = Vin;
   ba.nkb = (L + C - 1) / C;
   ba.slots = Expr(2);
   ba.keyBlock = [](Expr qo, Expr j) { return qo - 1 + j; };  // the previous chunk, then its own

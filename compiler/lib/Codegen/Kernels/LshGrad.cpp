@@ -25,12 +25,15 @@ Func buildLshChunkAttentionGrad(Builder &B) {
   const KernelSpec &k = B.k;
   if (B.gpu) throw std::runtime_error("kernel " + k.kind + " has CPU schedules only (for now)");
   LshChunkAttentionGradOp op = B.op<LshChunkAttentionGradOp>();
-  ImageParam QK = B.in[0], V = B.in[1], BK = B.in[2], SO = B.in[3], O = B.in[4], G = B.in[5];
+  ImageParam BK = B.in[2], SO = B.in[3], O = B.in[4], G = B.in[5];
   const int C = (int)op.getChunk(), R = (int)k.inputs[2].dims[1], D = (int)k.inputs[0].dims[2];
   const int E = (int)k.inputs[1].dims[2];
+  // Mixed precision (precision = bf16): qk and v rounded to bfloat16 as the forward rounded
+  // them, once (the gradient at the rounded operands, passed on unchanged); the rest in f32.
+  Func QK = attentionOperand(B, B.in[0], D, "QKr"), V = attentionOperand(B, B.in[1], E, "Vr");
   const bool causal = op.getCausal(), wrtQk = op.getWrt() == "qk";
   const float scale = op.getScale().convertToFloat(), kNeg = -1e30f;
-  Expr L = QK.dim(1).extent();
+  Expr L = B.in[0].dim(1).extent();
   Var c("c"), e("e"), t("t"), i("i"), x("x"), y("y"), r("r"), h("h");
 
   /* THE ALGORITHM */

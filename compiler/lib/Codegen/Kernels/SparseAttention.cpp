@@ -29,12 +29,18 @@ Func buildSparseAttention(Builder &B) {
   // With the lse result (for the backward), each part's P at root, read by both outputs.
   const bool withLse = !k.more_outputs.empty();
   Func out("out"), merge("merge");
+  // Mixed precision (precision = bf16): q, k and v rounded to bfloat16 once, into copies every
+  // part reads; the scores, the softmax, the weighted sums and the merge in f32.
+  const int D = (int)k.inputs[0].dims[2];
+  Func Qin = attentionOperand(B, B.in[0], D, "Qr"), Kin = attentionOperand(B, B.in[1], D, "Kr"),
+       Vin = attentionOperand(B, B.in[2], E, "Vr");
   for (size_t n = 0; n < parts.size(); ++n) {
     const sparse::Part &pt = parts[n];
     BlockAttention ba;
     ba.block = Bq;
     ba.scale = op.getScale().convertToFloat();
     ba.valueWidth = E;
+    ba.q = Qin, ba.k = Kin, ba.v = Vin;
     ba.nkb = m.blocks(pt.k);
     if (pt.rule == sparse::Rule::Table) {
       BlockTable t = blockTable(tables, std::to_string(n));

@@ -27,15 +27,20 @@ Func buildSparseAttentionGrad(Builder &B) {
   const sparse::Pattern p = patternOf(op);
   if (p.schedule.empty() || p.schedule.size() > 2)
     throw std::runtime_error("kernel " + k.kind + ": a sparse pattern needs its block schedule of one or two parts (kiln.sparse)");
-  ImageParam Q = B.in[0], K = B.in[1], V = B.in[2], O = B.in[3], G = B.in[4], LSE = B.in[5];
+  ImageParam O = B.in[3], G = B.in[4], LSE = B.in[5];
   const int Bk = B.need(B.sch.block, "block"), D = (int)k.inputs[0].dims[2], E = (int)k.inputs[2].dims[2];
+  // Mixed precision (precision = bf16): q, k and v rounded to bfloat16 as the forward rounded
+  // them, into copies made once (the gradient of attention over the rounded operands, passed to
+  // q, k and v as it is); everything else in f32.
+  Func Q = attentionOperand(B, B.in[0], D, "Qr"), K = attentionOperand(B, B.in[1], D, "Kr"),
+       V = attentionOperand(B, B.in[2], E, "Vr");
   const float scale = op.getScale().convertToFloat();
   const std::string wrt = op.getWrt().str();
   const bool queries = wrt == "query", value = wrt == "value";
   const int W = value ? E : D;  // the result's row
   const int v = B.vec();
   const TailStrategy gw = TailStrategy::GuardWithIf;
-  Expr L = Q.dim(1).extent();
+  Expr L = B.in[0].dim(1).extent();
 
   /* THE ALGORITHM */
   ExprOps ops;
