@@ -120,15 +120,21 @@ Func buildFfn(Builder &B) {
   }
 
   /* THE SCHEDULE: CPU
-   * Chunks of `chunk` rows run in parallel; within a chunk the intermediate h is computed once
-   * (a GEMM with the same register blocks as a linear) and consumed by the second GEMM. As for
-   * linears, inputs shorter than a chunk get chunks of 1, 2, 4... register blocks: GuardWithIf
-   * would otherwise compute a whole chunk of h for one row. Column tiles of a weight in panels
-   * start at whole panels (GuardWithIf where the panels do not divide the columns). */
+   * Chunks of rows run in parallel; within a chunk the intermediate h is computed once (a GEMM
+   * with the same register blocks as a linear) and consumed by the second GEMM. The rows are
+   * cut into as few chunks of at most `chunk` rows as they need, of equal length rounded up to
+   * whole register blocks (a factor computed from M at run time): a register block's rows are
+   * guarded, not its loop, so a chunk longer than its rows would compute every block of it
+   * (M = 128 in chunks of 192 computed 32 blocks of the second GEMM for 22; M = 512 in chunks
+   * of 336, 112 for 86). Column tiles of a weight in panels start at whole panels (GuardWithIf
+   * where the panels do not divide the columns). */
   const int tm = B.need(B.sch.tile_m, "tile_m"), w2 = B.vec(), w1 = B.need(B.sch.hidden_vec, "hidden_vec");
   const bool par = B.parallel();
   Var io("io"), ii("ii"), jo("jo"), ji("ji"), yi("yi"), yii("yii");
-  auto tileOut = [&](Stage st, int rows) {
+  const int cap = std::max(chunk, tm);
+  Expr nChunks = max((M + cap - 1) / cap, 1), perChunk = (M + nChunks - 1) / nChunks;
+  Expr chunkRows = clamp((perChunk + tm - 1) / tm * tm, tm, (cap + tm - 1) / tm * tm);
+  auto tileOut = [&](Stage st, Expr rows) {
     auto ls = B.s(st);
     ls.split(i, io, ii, rows, TailStrategy::GuardWithIf)
         .split(j, jo, ji, tn2, (pan2 && dout % tn2) || dot ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards)
@@ -137,11 +143,7 @@ Func buildFfn(Builder &B) {
     if (par) ls.parallel(io).parallel(jo);  // nested: short inputs are one chunk
     if (w2 > 1) ls.vectorize(ji, w2, TailStrategy::GuardWithIf);
   };
-  for (int rows = tm; rows < chunk; rows *= 2) {
-    B.note("out.specialize(M <= " + std::to_string(rows) + ")");
-    tileOut(out.specialize(M <= rows), rows);
-  }
-  tileOut(out, chunk);
+  tileOut(out, chunkRows);
   if (dot) {
     /* bf16_dot: the same tiles; each register block's update vectorized over the pair
      * (atomically: a 2-to-1 reduction) and 16 columns, which Halide emits as vdpbf16ps. The
