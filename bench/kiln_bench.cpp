@@ -780,12 +780,12 @@ int main(int argc, char **argv) {
   if (want("bert_base_forward"))
     for (long L : quick ? std::vector<long>{4} : std::vector<long>{128, 512}) bertForwardCase(L, quick);
   if (want("ut_step")) utStepCase(quick ? 9 : 512, quick);
-  // A fraction above 1 means the peak was mismeasured; at --quick's sizes the
-  // measurements are too short to hold anyone to them.
   if (g_disagrees) {
     fprintf(stderr, "kiln-bench: error: a row's outputs differ from its baseline's\n");
     return 4;
   }
+  // A fraction above 1 means the peak was mismeasured; at --quick's sizes the
+  // measurements are too short to hold anyone to them.
   if (g_over_peak && !quick) {
     fprintf(stderr, "kiln-bench: error: a row exceeds what this run measured the machine can do; rerun on an idle machine\n");
     return 3;
