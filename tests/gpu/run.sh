@@ -12,7 +12,8 @@
 #                                        # and, for the end-to-end cases, with the test's reference
 #                                        # (plain loops or PyTorch) where it had one;
 #                                        # PARTS (default examples,e2e,bench): the examples, the
-#                                        # end-to-end test models' recorded cases, kiln-gpu-bench
+#                                        # end-to-end test models' recorded cases (KILN_GPU_JOBS at
+#                                        # a time, default the cores up to 8), kiln-gpu-bench
 #
 # KILN_GPU_API=opencl compiles for --target=opencl instead (no bench): the same GPU schedules on
 # any OpenCL device. ctest gpu/opencl-examples runs both halves here, on PoCL's CPU device.
@@ -63,6 +64,13 @@ prepare() {
     echo "$rargs" >"$dir/args"
     echo "prepared $name ($(ls "$dir/want" | wc -l) outputs)"
   done
+  # Packed like the end-to-end models below: the executables share their runtime, so the
+  # examples' 18 (about 50 MB) pack into a few MB.
+  local names=()
+  for m in "${models[@]}"; do names+=("${m%%|*}"); done
+  strip "${names[@]/#/$bundle/}"/{cpu,$api,$api-resident} 2>/dev/null
+  tar -C "$bundle" -cf - "${names[@]}" | xz -9 -T2 --lzma2=preset=9,dict=64MiB >"$bundle/examples.tar.xz" || exit 1
+  (cd "$bundle" && rm -rf "${names[@]}")
   # The end-to-end test models: the suite runs here on the CPU; every model it compiles is also
   # compiled for the GPU, and every run with outputs becomes a case (tests/support/harness.h).
   # Random weights are regenerated from their seed there, so no weights travel.
@@ -81,12 +89,40 @@ prepare() {
   echo "bundle: $bundle ($(du -sh "$bundle" | cut -f1))"
 }
 
+# One end-to-end case (a folder of the unpacked bundle): runs its model, compares each output
+# with kiln's CPU output and with the test's reference where it had one, and writes the failures
+# (none: an empty file) to the case's `verdict`.
+run_case() {
+  local c=$1 exe out=""
+  exe=$(cat "$c/model")
+  rm -f "$c/verdict"
+  # shellcheck disable=SC2046
+  if ! (cd "$c" && $limit "./$exe" $(cat args) --output-dir got >run.log 2>&1); then
+    printf 'FAIL e2e case %s (%s %s):\n%s\n' "$(basename "$c")" "$exe" "$(cat "$c/args")" "$(tail -5 "$c/run.log")" >"$c/verdict"
+    return
+  fi
+  # Against kiln's CPU outputs, and against the reference the test checked them with (the
+  # plain-loop reference or PyTorch's outputs), where it had one.
+  local want
+  for want in "$c"/want/*.npy "$c"/ref/*.npy; do
+    [ -f "$want" ] || continue
+    "$bundle/kiln-npy-compare" "$want" "$c/got/$(basename "$want")" $tol >"$c/compare.log" 2>&1 ||
+      out+="FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")) against $(basename "$(dirname "$want")")/$(basename "$want"):"$'\n'"$(cat "$c/compare.log")"$'\n'
+  done
+  printf '%s' "$out" >"$c/verdict"
+}
+
 device() {
   [ -d "$bundle" ] || { echo "no bundle at $bundle: run '$0 prepare' on the build machine"; exit 1; }
   local fail=0 api parts=",${3:-examples,e2e,bench},"
   api=$(cat "$bundle/api")
+  if [ -f "$bundle/examples.tar.xz" ]; then
+    command -v xz >/dev/null || { echo "no xz here to unpack the bundle's examples.tar.xz"; exit 1; }
+    xz -dc "$bundle/examples.tar.xz" | tar -C "$bundle" -xf - || { echo "could not unpack examples.tar.xz"; exit 1; }
+  fi
   local limit=""
-  command -v timeout >/dev/null && limit="timeout 300"  # a hung kernel fails its case, not the whole run
+  # a hung kernel fails its case, not the whole run (KILN_GPU_CASE_LIMIT seconds per executable)
+  command -v timeout >/dev/null && limit="timeout ${KILN_GPU_CASE_LIMIT:-300}"
   [[ $parts == *,examples,* ]] && for m in "${models[@]}"; do
     IFS='|' read -r name _ _ <<<"$m"
     for variant in "$api" "$api-resident"; do  # buffers copied per kernel call; buffers kept on the device
@@ -115,26 +151,24 @@ device() {
     echo "SKIPPED: the end-to-end test models (no xz here to unpack e2e.tar.xz)"
   elif [ -f "$bundle/e2e.tar.xz" ]; then  # the end-to-end test models' cases
     rm -rf "$bundle/e2e" && { xz -dc "$bundle/e2e.tar.xz" | tar -C "$bundle" -xf -; } || fail=1
-    local n=0 bad=0 refs=0 c
+    local n=0 bad=0 refs=0 c jobs
+    jobs=${KILN_GPU_JOBS:-$(nproc 2>/dev/null || echo 1)}
+    [ "$jobs" -gt 8 ] && jobs=8
     for c in "$bundle"/e2e/cases/*/; do
-      local exe
-      exe=$(cat "$c/model")
       [ -d "$c/ref" ] && refs=$((refs + 1))
-      [ -n "${KILN_GPU_DRY_RUN:-}" ] && { n=$((n + 1)); continue; }
-      # shellcheck disable=SC2046
-      if ! (cd "$c" && $limit "./$exe" $(cat args) --output-dir got >run.log 2>&1); then
-        echo "FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")):"; tail -5 "$c/run.log"; bad=$((bad + 1)); continue
-      fi
-      # Against kiln's CPU outputs, and against the reference the test checked them with (the
-      # plain-loop reference or PyTorch's outputs), where it had one.
-      for want in "$c"/want/*.npy "$c"/ref/*.npy; do
-        [ -f "$want" ] || continue
-        "$bundle/kiln-npy-compare" "$want" "$c/got/$(basename "$want")" $tol >"$c/compare.log" 2>&1 ||
-          { echo "FAIL e2e case $(basename "$c") ($exe $(cat "$c/args")) against $(basename "$(dirname "$want")")/$(basename "$want"):"
-            cat "$c/compare.log"; bad=$((bad + 1)); }
-      done
       n=$((n + 1))
     done
+    # The cases run $jobs at a time (one GPU, several processes); each writes its verdict to
+    # its own folder, read back below in the cases' order.
+    if [ -z "${KILN_GPU_DRY_RUN:-}" ]; then
+      export bundle tol limit
+      export -f run_case
+      printf '%s\n' "$bundle"/e2e/cases/*/ | xargs -P "$jobs" -I{} bash -c 'run_case "$1"' _ {}
+      for c in "$bundle"/e2e/cases/*/; do
+        [ -f "$c/verdict" ] || { echo "FAIL e2e case $(basename "$c"): no verdict (the case did not finish)"; bad=$((bad + 1)); continue; }
+        [ -s "$c/verdict" ] && { cat "$c/verdict"; bad=$((bad + $(grep -c '^FAIL' "$c/verdict"))); }
+      done
+    fi
     echo "end-to-end models: $n cases ($refs with the test's reference as well as the CPU outputs), $bad failing ($SECONDS s since the start)"
     [ $bad = 0 ] || fail=1
   fi
