@@ -13,7 +13,7 @@
 // CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, column_tasks = 0, pack = per_task, gemm = register_block>
 // CHECK: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 8, tile_rows = 48, column_tasks = 0, pack = per_task, gemm = register_block>
 // AVX2-LABEL: func.func @linear_tiles
-// AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 32, tile_rows = 32, column_tasks = 1, pack = per_task, gemm = register_block>
+// AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 32, tile_rows = 4, column_tasks = 1, pack = per_task, gemm = register_block>
 // AVX2: kiln.schedule = #kiln.schedule<tile_m = 4, tile_n = 8, tile_rows = 32, column_tasks = 0, pack = per_task, gemm = register_block>
 // GPU-LABEL: func.func @linear_tiles
 // GPU: kiln.schedule = #kiln.schedule<pack = per_call, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 8>
@@ -138,7 +138,7 @@ func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x
 // tiles of 48); the FFN reads both weights' panels, its blocks one panel wide each. On a GPU,
 // panels are read in place too.
 // CHECK-LABEL: func.func @panels
-// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 48, column_tasks = 1, pack = at_load, k_unroll = 1, gemm = register_block>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 6, column_tasks = 1, pack = at_load, k_unroll = 1, gemm = register_block>
 // CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 1, tile_n = 128, pack = at_load, gemm = stream>
 // CHECK: kiln.linear {{.*}}#kiln.schedule<tile_m = 1, tile_n = 48, pack = at_load, gemm = stream>
 // CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>

@@ -111,7 +111,8 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
                       length bounds is at least 2^16 FLOPs and bytes); 0: one thread
       tile_m, tile_n  a GEMM's register block: rows x columns (a multiple of vec); gemm =
                       stream: every row (a decode step's, or the bound of a batch's few)
-      tile_rows       rows of a GEMM's task tile (shorter inputs get 1, 2, 4... blocks)
+      tile_rows       rows of a GEMM's task tile (shorter inputs get 1, 2, 4... blocks; one
+                      register block's with column tasks)
       column_tasks    1: a linear's tasks are its column tiles, each packing its weight panel
                       once (enough columns for every thread); 0: row and column tiles fused
       k_chunk         a CPU GEMM's K per pass over the rows (0 or unset: all of K in the

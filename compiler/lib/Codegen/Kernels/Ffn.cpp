@@ -55,16 +55,18 @@ Func buildFfn(Builder &B) {
   // With bf16_dot the accumulators are over (lane, panel, row): a register block reads its
   // pair panel as vectors (indexing by f % tn inside the update made Halide 14 gather the last
   // vector of each panel); h and out read them back by f % tn and f / tn once per block.
+  // The sums start at the biases where every column tile is within the columns (sumsStartAtBias).
+  const bool start1 = sumsStartAtBias(B, dff, tn1), start2 = sumsStartAtBias(B, dout, tn2);
   if (dot) {
     Xp(e, k2, i) = bf16(ka < d, Xr(min(ka, d - 1), i));
     W1b(e, pi, k2, po) = bf16(ka < d, P1(pi, min(ka, d - 1), po));
-    acc1(pi, po, i) = 0.0f;
+    acc1(pi, po, i) = start1 ? B1(po * tn1 + pi) : Expr(0.0f);
     acc1(pi, po, i) += cast<float>(Xp(q1.x, q1.y, i)) * cast<float>(W1b(q1.x, pi, q1.y, po));
-    h(f, i) = activation(op.getActivation(), acc1(f % tn1, f / tn1, i) + B1(f));
+    h(f, i) = activation(op.getActivation(), start1 ? acc1(f % tn1, f / tn1, i) : acc1(f % tn1, f / tn1, i) + B1(f));
   } else {
-    acc1(f, i) = 0.0f;
+    acc1(f, i) = start1 ? B1(f) : Expr(0.0f);
     acc1(f, i) += Xr(r1, i) * W1p(f, r1);
-    h(f, i) = activation(op.getActivation(), acc1(f, i) + B1(f));
+    h(f, i) = activation(op.getActivation(), start1 ? acc1(f, i) : acc1(f, i) + B1(f));
   }
   Hr(kk, i) = gemmOperand(B, h(kk, i));
   W2p(j, kk) = gemmWeight(B, pan2 ? panelRead(W2, k.inputs[3], j, kk) : stream ? W2(j, kk) : P2(j % tn2, kk, j / tn2));
@@ -72,13 +74,13 @@ Func buildFfn(Builder &B) {
   if (dot) {
     Hp(e, k2, i) = bf16(ka < dff, h(min(ka, dff - 1), i));
     W2b(e, pi, k2, po) = bf16(ka < dff, P2(pi, min(ka, dff - 1), po));
-    acc2(pi, po, i) = 0.0f;
+    acc2(pi, po, i) = start2 ? B2(po * tn2 + pi) : Expr(0.0f);
     acc2(pi, po, i) += cast<float>(Hp(q2.x, q2.y, i)) * cast<float>(W2b(q2.x, pi, q2.y, po));
-    v = acc2(j % tn2, j / tn2, i) + B2(j);
+    v = start2 ? acc2(j % tn2, j / tn2, i) : acc2(j % tn2, j / tn2, i) + B2(j);
   } else {
-    acc2(j, i) = 0.0f;
+    acc2(j, i) = start2 ? B2(j) : Expr(0.0f);
     acc2(j, i) += Hr(r2, i) * W2p(j, r2);
-    v = acc2(j, i) + B2(j);
+    v = start2 ? acc2(j, i) : acc2(j, i) + B2(j);
   }
   if (k.inputs.size() > 5) v = v + B.in[5](j, i);
   out(j, i) = v;

@@ -127,6 +127,9 @@ Func buildMatmul(Builder &B) {
   // bias plus the chunks' sums in order.
   const int kc = !B.gpu && !stream && B.sch.k_chunk ? (int)*B.sch.k_chunk : 0;
   const bool dot = B.sch.precision == OperandPrecision::bf16_dot;
+  // A linear's sums start at its bias where every column tile is within N (sumsStartAtBias).
+  const bool hasBias = lin && k.inputs.size() > 2;
+  const bool biasStart = hasBias && !kc && sumsStartAtBias(B, N, B.sch.tile_n ? (int64_t)*B.sch.tile_n : 0);
   if (dot && (B.gpu || stream || kc || batch || B.sch.gemm != GemmEngine::register_block))
     throw std::runtime_error("kernel " + k.kind + ": precision = bf16_dot needs a CPU register-block GEMM without batch or k_chunk");
   RDom rk, rc, rp;
@@ -155,17 +158,17 @@ Func buildMatmul(Builder &B) {
     else
       Wp(e, j, k2) = cast(BFloat(16), select(ka < Kx, Bt(j, kin), 0.0f));
     rp = RDom(0, 2, 0, (Kx + 1) / 2, "rp");
-    acc(j, i) = 0.0f;
+    acc(j, i) = biasStart ? B.in[2](j) : Expr(0.0f);
     acc(j, i) += cast<float>(Ap(rp.x, rp.y, i)) * cast<float>(Wp(rp.x, j, rp.y));
     Expr v = acc(j, i);
-    if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
+    if (hasBias && !biasStart) v = v + B.in[2](j);
     if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
     out(j, i) = v;
   } else {
-    acc(accArgs) = 0.0f;
+    acc(accArgs) = biasStart ? B.in[2](j) : Expr(0.0f);
     acc(accArgs) += Ar(withB({r, i})) * Bt(withB({j, r}));
     Expr v = acc(accArgs);
-    if (lin && k.inputs.size() > 2) v = v + B.in[2](j);
+    if (hasBias && !biasStart) v = v + B.in[2](j);
     if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
     out(accArgs) = v;
   }
