@@ -165,7 +165,16 @@ Func buildMatmul(Builder &B) {
     if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
     out(j, i) = v;
   } else {
-    acc(accArgs) = biasStart ? B.in[2](j) : Expr(0.0f);
+    if (biasStart) {
+      acc(accArgs) = B.in[2](j);
+    } else if (!B.gpu && !stream) {
+      // No bias to start from (the LM head): the first product starts the sum and the rest of K
+      // follows, the same sums bit for bit, with no zeroed register block.
+      acc(accArgs) = Ar(withB({0, i})) * Bt(withB({j, 0}));
+      r = RDom(1, Kx - 1, "r");
+    } else {
+      acc(accArgs) = 0.0f;
+    }
     acc(accArgs) += Ar(withB({r, i})) * Bt(withB({j, r}));
     Expr v = acc(accArgs);
     if (hasBias && !biasStart) v = v + B.in[2](j);
