@@ -62,7 +62,8 @@ Func buildFfn(Builder &B) {
     W1b(e, pi, k2, po) = bf16(ka < d, P1(pi, min(ka, d - 1), po));
     acc1(pi, po, i) = start1 ? B1(po * tn1 + pi) : Expr(0.0f);
     acc1(pi, po, i) += cast<float>(Xp(q1.x, q1.y, i)) * cast<float>(W1b(q1.x, pi, q1.y, po));
-    h(f, i) = activation(op.getActivation(), start1 ? acc1(f % tn1, f / tn1, i) : acc1(f % tn1, f / tn1, i) + B1(f));
+    Expr s1 = acc1(f % tn1, f / tn1, i);
+    h(f, i) = activation(op.getActivation(), start1 ? s1 : s1 + B1(f));
   } else {
     acc1(f, i) = start1 ? B1(f) : Expr(0.0f);
     acc1(f, i) += Xr(r1, i) * W1p(f, r1);
@@ -76,12 +77,13 @@ Func buildFfn(Builder &B) {
     W2b(e, pi, k2, po) = bf16(ka < dff, P2(pi, min(ka, dff - 1), po));
     acc2(pi, po, i) = start2 ? B2(po * tn2 + pi) : Expr(0.0f);
     acc2(pi, po, i) += cast<float>(Hp(q2.x, q2.y, i)) * cast<float>(W2b(q2.x, pi, q2.y, po));
-    v = start2 ? acc2(j % tn2, j / tn2, i) : acc2(j % tn2, j / tn2, i) + B2(j);
+    v = acc2(j % tn2, j / tn2, i);
   } else {
     acc2(j, i) = start2 ? B2(j) : Expr(0.0f);
     acc2(j, i) += Hr(r2, i) * W2p(j, r2);
-    v = start2 ? acc2(j, i) : acc2(j, i) + B2(j);
+    v = acc2(j, i);
   }
+  if (!start2) v = v + B2(j);
   if (k.inputs.size() > 5) v = v + B.in[5](j, i);
   out(j, i) = v;
 

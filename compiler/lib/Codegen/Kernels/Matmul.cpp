@@ -168,8 +168,9 @@ Func buildMatmul(Builder &B) {
     if (biasStart) {
       acc(accArgs) = B.in[2](j);
     } else if (!B.gpu && !stream) {
-      // No bias to start from (the LM head): the first product starts the sum and the rest of K
-      // follows, the same sums bit for bit, with no zeroed register block.
+      // No bias to start from (none, as in the LM head, or one a column tile would read past N):
+      // the first product starts the sum and the rest of K follows, the same sums bit for bit,
+      // with no zeroed register block.
       acc(accArgs) = Ar(withB({0, i})) * Bt(withB({j, 0}));
       r = RDom(1, Kx - 1, "r");
     } else {
