@@ -761,6 +761,13 @@ int main(int argc, char **argv) {
     linearCase(&bench_linear_768x768, 512, 768, 768, quick);
     linearCase(&bench_linear_768x3072, 512, 768, 3072, quick);
     linearCase(&bench_linear_3072x768, 512, 3072, 768, quick);
+    // BERT-base's and GPT-2 small's shapes at L = 128 (22 register blocks of 6 rows; not quick:
+    // the quick run's 8 rows are one block either way).
+    if (!quick) {
+      linearCase(&bench_linear_768x768, 128, 768, 768, quick);
+      linearCase(&bench_linear_768x3072, 128, 768, 3072, quick);
+      linearCase(&bench_linear_3072x768, 128, 3072, 768, quick);
+    }
   }
   std::vector<long> Ls = quick ? std::vector<long>{37} : std::vector<long>{512, 1024, 2048, 4096, 8192};
   if (want("attention_dense"))

@@ -17,42 +17,65 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   Expr kb = ba.keyBlock(qo, j), kbc = clamp(kb, 0, ba.nkb - 1), kx = kbc * Bk + ki, qx = qo * Bq + qi;
   Expr hq = ba.head(g);
   Func Qin = ba.q.defined() ? ba.q : Func(Q), Kin = ba.k.defined() ? ba.k : Func(K), Vin = ba.v.defined() ? ba.v : Func(V);
-  Func Qt("Qt" + sfx), Sacc("Sacc" + sfx), S("S" + sfx), bm("bm" + sfx), Ex("E" + sfx), bs("bs" + sfx),
-      bpv("bpv" + sfx), st("st" + sfx), P("P" + sfx), QRow("QRow" + sfx), KRow("KRow" + sfx);
+  Func Qt("Qt" + sfx), st("st" + sfx), P("P" + sfx), QRow("QRow" + sfx);
   QRow(qi, qo, g) = ba.qrow(qx, g);
-  KRow(ki, j, qo, g) = ba.krow(kx, g);
-  Expr qrow = QRow(qi, qo, g), krow = KRow(ki, j, qo, g);
-  Expr kp = clamp(krow, 0, Lk - 1), qp = clamp(qrow, 0, Lq - 1);
-  Expr ok = kb >= 0 && kb < ba.nkb && ba.ok(qx, kx, qrow, krow, g);
+  Expr qrow = QRow(qi, qo, g), qp = clamp(qrow, 0, Lq - 1);
   Qt(qi, d, qo, g) = Qin(d, qp, hq) * scale;
-  RDom r(0, D, "r" + sfx);
-  Sacc(qi, ki, j, qo, g) = 0.0f;
-  Sacc(qi, ki, j, qo, g) += Qt(qi, r, qo, g) * Kin(r, kp, hq);
-  Expr score = Sacc(qi, ki, j, qo, g);
-  if (ba.keyScale) score = score * ba.keyScale(kp, g);
-  if (ba.bias) score = score + ba.bias(qx, kx, qrow, krow, g);
-  S(qi, ki, j, qo, g) = score + select(ok, 0.0f, kNeg);
-  RDom rk(0, Bk, "rk" + sfx), rk2(0, Bk, "rk2" + sfx), rk3(0, Bk, "rk3" + sfx);
-  bm(qi, j, qo, g) = kNeg;
-  bm(qi, j, qo, g) = max(bm(qi, j, qo, g), S(qi, rk, j, qo, g));
-  // Masked scores are kNeg below the row's, so exp gives 0; a row with no allowed key in the
-  // block (bm = kNeg) gets exp(kNeg / 2) = 0 too, without a second evaluation of the mask.
-  Ex(qi, ki, j, qo, g) = exp(S(qi, ki, j, qo, g) - max(bm(qi, j, qo, g), kNeg * 0.5f));
-  bs(qi, j, qo, g) = 0.0f;
-  bs(qi, j, qo, g) += Ex(qi, rk2, j, qo, g);
-  Expr kp3 = clamp(KRow(rk3, j, qo, g), 0, Lk - 1);
-  bpv(e, qi, j, qo, g) = 0.0f;
-  bpv(e, qi, j, qo, g) += Ex(qi, rk3, j, qo, g) * Vin(e, kp3, hq);
+  // One key block's scores, softmax terms and P.V (Funcs of slot j). On the CPU the first visited
+  // slot gets a set of its own (`first`: masked past the block's slot limit, which may be 0), so
+  // the running state below starts from it instead of rescaling the initial state.
+  struct Slot {
+    Func KRow, Sacc, S, bm, Ex, bs, bpv;
+    RDom r, rk, rk2, rk3;
+  };
+  auto slotFuncs = [&](const std::string &tag, bool first) {
+    Slot f{Func("KRow" + tag + sfx), Func("Sacc" + tag + sfx), Func("S" + tag + sfx), Func("bm" + tag + sfx),
+           Func("E" + tag + sfx), Func("bs" + tag + sfx), Func("bpv" + tag + sfx),
+           RDom(0, D, "r" + tag + sfx), RDom(0, Bk, "rk" + tag + sfx), RDom(0, Bk, "rk2" + tag + sfx),
+           RDom(0, Bk, "rk3" + tag + sfx)};
+    f.KRow(ki, j, qo, g) = ba.krow(kx, g);
+    Expr krow = f.KRow(ki, j, qo, g), kp = clamp(krow, 0, Lk - 1);
+    Expr ok = kb >= 0 && kb < ba.nkb && ba.ok(qx, kx, qrow, krow, g);
+    if (first) ok = ok && j < ba.slotLimit(qo);
+    f.Sacc(qi, ki, j, qo, g) = 0.0f;
+    f.Sacc(qi, ki, j, qo, g) += Qt(qi, f.r, qo, g) * Kin(f.r, kp, hq);
+    Expr score = f.Sacc(qi, ki, j, qo, g);
+    if (ba.keyScale) score = score * ba.keyScale(kp, g);
+    if (ba.bias) score = score + ba.bias(qx, kx, qrow, krow, g);
+    f.S(qi, ki, j, qo, g) = score + select(ok, 0.0f, kNeg);
+    f.bm(qi, j, qo, g) = kNeg;
+    f.bm(qi, j, qo, g) = max(f.bm(qi, j, qo, g), f.S(qi, f.rk, j, qo, g));
+    // Masked scores are kNeg below the row's, so exp gives 0; a row with no allowed key in the
+    // block (bm = kNeg) gets exp(kNeg / 2) = 0 too, without a second evaluation of the mask.
+    f.Ex(qi, ki, j, qo, g) = exp(f.S(qi, ki, j, qo, g) - max(f.bm(qi, j, qo, g), kNeg * 0.5f));
+    f.bs(qi, j, qo, g) = 0.0f;
+    f.bs(qi, j, qo, g) += f.Ex(qi, f.rk2, j, qo, g);
+    Expr kp3 = clamp(f.KRow(f.rk3, j, qo, g), 0, Lk - 1);
+    f.bpv(e, qi, j, qo, g) = 0.0f;
+    f.bpv(e, qi, j, qo, g) += f.Ex(qi, f.rk3, j, qo, g) * Vin(e, kp3, hq);
+    return f;
+  };
+  const bool peel = !B.gpu;
+  Slot sl = slotFuncs("", false), s0;
   // The running state (acc, M, l) per row over the visited key blocks (FlashAttention's online
-  // softmax; M and l are replicated over e: Tuple elements share dimensions).
-  RDom rj(0, ba.slots, "rj" + sfx);
+  // softmax; M and l are replicated over e: Tuple elements share dimensions). From the initial
+  // state (0, -1e30, 0) the first slot's update would give exactly its own (bpv, bm, bs): on the
+  // CPU the state starts there (a row with no allowed key: (0, -1e30, 0) all the same) and the
+  // update runs over the later slots; the GPU updates from the initial state over all of them.
+  RDom rj(peel ? 1 : 0, peel ? ba.slots - 1 : ba.slots, "rj" + sfx);
   rj.where(rj < ba.slotLimit(qo));
-  st(e, qi, qo, g) = Tuple(0.0f, kNeg, 0.0f);
+  if (peel) {
+    s0 = slotFuncs("first", true);
+    st(e, qi, qo, g) = Tuple(s0.bpv(e, qi, 0, qo, g), s0.bm(qi, 0, qo, g), s0.bs(qi, 0, qo, g));
+  } else {
+    st(e, qi, qo, g) = Tuple(0.0f, kNeg, 0.0f);
+  }
   // One of the two rescalings is exp(0) = 1: one exponential per element of the state, not two.
-  Expr Mo = st(e, qi, qo, g)[1], bmv = bm(qi, rj, qo, g), Mn = max(Mo, bmv);
+  Expr Mo = st(e, qi, qo, g)[1], bmv = sl.bm(qi, rj, qo, g), Mn = max(Mo, bmv);
   Expr up = bmv > Mo, t = exp(-abs(Mo - bmv));
   Expr a = select(up, t, 1.0f), b = select(up, 1.0f, t);
-  st(e, qi, qo, g) = Tuple(st(e, qi, qo, g)[0] * a + bpv(e, qi, rj, qo, g) * b, Mn, st(e, qi, qo, g)[2] * a + bs(qi, rj, qo, g) * b);
+  st(e, qi, qo, g) = Tuple(st(e, qi, qo, g)[0] * a + sl.bpv(e, qi, rj, qo, g) * b, Mn,
+                           st(e, qi, qo, g)[2] * a + sl.bs(qi, rj, qo, g) * b);
   // The normalized result per (row of a query block), then in query order (Pst is inlined on
   // the CPU; on the GPU it is the kernel, so a thread's bounds are its own row, not x % block).
   Func Pst("Pst" + sfx);
@@ -71,7 +94,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
     B.s(Qt).compute_at(Pst, qi);
     B.s(st).compute_at(Pst, qi);
     B.s(st.update()).reorder(e, qi, rj);
-    for (Func f : {KRow, Sacc, S, bm, Ex, bs, bpv}) B.s(f).compute_at(st, rj).bound_extent(j, 1);
+    for (Func f : {sl.KRow, sl.Sacc, sl.S, sl.bm, sl.Ex, sl.bs, sl.bpv}) B.s(f).compute_at(st, rj).bound_extent(j, 1);
     return P;
   }
 
@@ -97,25 +120,43 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
   B.s(st.update()).split(qi, qio, qii, pvq).reorder(e, qii, qio, rj);
   if (we > 1) B.s(st.update()).vectorize(e, we).unroll(e);
   B.s(st.update()).unroll(qii);
-  if (ba.gatherRows) B.s(KRow).compute_at(st, rj);
-  B.s(S).compute_at(st, rj).tile(qi, ki, qio, kio, qii, kii, tq, tk, TailStrategy::RoundUp).unroll(kii);
-  if (wq > 1) B.s(S).vectorize(qii, wq).unroll(qii);
-  B.s(Sacc).compute_at(S, qio).unroll(ki);
-  B.s(Sacc.update()).reorder(qi, ki, r).unroll(ki);
-  if (wq > 1) B.s(Sacc).vectorize(qi, wq).unroll(qi), B.s(Sacc.update()).vectorize(qi, wq).unroll(qi);
-  B.s(bm).compute_at(st, rj);
-  B.s(bm.update()).reorder(qi, rk);
-  B.s(Ex).compute_at(st, rj);
-  B.s(bs).compute_at(st, rj);
-  B.s(bs.update()).reorder(qi, rk2);
-  if (wq > 1) {
-    B.s(bm).vectorize(qi, wq), B.s(bm.update()).vectorize(qi, wq).unroll(qi);
-    B.s(Ex).vectorize(qi, wq).unroll(qi);
-    B.s(bs).vectorize(qi, wq), B.s(bs.update()).vectorize(qi, wq).unroll(qi);
+  // A slot's Funcs at loop `at` of st (the update's rj; the first slot's: P's query block, before
+  // st): scores in register tiles, P.V over e.
+  auto scheduleSlot = [&](Slot f, Func consumer, const VarOrRVar &at, bool one) {
+    if (ba.gatherRows) B.s(f.KRow).compute_at(consumer, at);
+    B.s(f.S).compute_at(consumer, at).tile(qi, ki, qio, kio, qii, kii, tq, tk, TailStrategy::RoundUp).unroll(kii);
+    if (wq > 1) B.s(f.S).vectorize(qii, wq).unroll(qii);
+    B.s(f.Sacc).compute_at(f.S, qio).unroll(ki);
+    B.s(f.Sacc.update()).reorder(qi, ki, f.r).unroll(ki);
+    if (wq > 1) B.s(f.Sacc).vectorize(qi, wq).unroll(qi), B.s(f.Sacc.update()).vectorize(qi, wq).unroll(qi);
+    B.s(f.bm).compute_at(consumer, at);
+    B.s(f.bm.update()).reorder(qi, f.rk);
+    B.s(f.Ex).compute_at(consumer, at);
+    B.s(f.bs).compute_at(consumer, at);
+    B.s(f.bs.update()).reorder(qi, f.rk2);
+    if (wq > 1) {
+      B.s(f.bm).vectorize(qi, wq), B.s(f.bm.update()).vectorize(qi, wq).unroll(qi);
+      B.s(f.Ex).vectorize(qi, wq).unroll(qi);
+      B.s(f.bs).vectorize(qi, wq), B.s(f.bs.update()).vectorize(qi, wq).unroll(qi);
+    }
+    if (one) {  // the first slot's: one block of j
+      for (Func fn : {f.S, f.bm, f.Ex, f.bs}) B.s(fn).bound_extent(j, 1);
+      if (ba.gatherRows) B.s(f.KRow).bound_extent(j, 1);
+    }
+  };
+  scheduleSlot(sl, st, rj, false);
+  B.s(sl.bpv).compute_at(st, qio).unroll(qi);
+  B.s(sl.bpv.update()).reorder(e, qi, sl.rk3).unroll(qi);
+  if (we > 1) B.s(sl.bpv).vectorize(e, we).unroll(e), B.s(sl.bpv.update()).vectorize(e, we).unroll(e);
+  if (peel) {
+    // The first slot, computed per query block before st starts from it; its P.V in blocks of
+    // pvq rows as the update's.
+    scheduleSlot(s0, P, xo, true);
+    B.s(s0.bpv).compute_at(P, xo).bound_extent(j, 1).split(qi, qio, qii, pvq).reorder(e, qii, qio).unroll(qii);
+    if (we > 1) B.s(s0.bpv).vectorize(e, we).unroll(e);
+    B.s(s0.bpv.update()).split(qi, qio, qii, pvq).reorder(e, qii, s0.rk3, qio).unroll(qii);
+    if (we > 1) B.s(s0.bpv.update()).vectorize(e, we).unroll(e);
   }
-  B.s(bpv).compute_at(st, qio).unroll(qi);
-  B.s(bpv.update()).reorder(e, qi, rk3).unroll(qi);
-  if (we > 1) B.s(bpv).vectorize(e, we).unroll(e), B.s(bpv.update()).vectorize(e, we).unroll(e);
   return P;
 }
 
