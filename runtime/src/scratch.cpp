@@ -11,6 +11,7 @@
 // Installed into the Halide runtime by the first session (halide_set_custom_malloc).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -36,6 +37,8 @@ namespace {
 constexpr size_t kAlign = 128;
 // Blocks up to this size are per-task scratch (a panel, a strip): made for every thread at once.
 constexpr size_t kTaskSized = (size_t)1 << 20;
+// Blocks up to this size double in number on a miss (a few tens of KiB each).
+constexpr size_t kSmallTaskSized = (size_t)64 << 10;
 
 struct Pool {
   std::mutex mu;
@@ -71,8 +74,13 @@ void *scratch_malloc(void *, size_t n) {
     // large blocks (a kernel's root buffer, made once per call) one at a time. Every new block
     // is touched now, so no later run takes its page faults.
     // (Two per thread at first, as a task may hold two blocks of one size; a later miss adds one
-    // per thread.)
-    int want = r > kTaskSized ? 1 : p.made[r] == 0 ? 2 * p.threads : p.threads;
+    // per thread, or, for small blocks, as many as there are: a task of a block attention kernel
+    // holds five blocks of its score and P.V size at once (its first key block's and the later
+    // ones'), and doubling reaches what the busiest run needs in a miss or two.)
+    int want = r > kTaskSized         ? 1
+               : p.made[r] == 0       ? 2 * p.threads
+               : r <= kSmallTaskSized ? std::max(p.threads, p.made[r])
+                                      : p.threads;
     for (int k = 0; k < want; ++k) {
       void *nb = aligned_alloc(kAlign, r);
       if (!nb) break;
