@@ -75,8 +75,9 @@ void *scratch_malloc(void *, size_t n) {
     // is touched now, so no later run takes its page faults.
     // (Two per thread at first, as a task may hold two blocks of one size; a later miss adds one
     // per thread, or, for small blocks, as many as there are: a task of a block attention kernel
-    // holds five blocks of its score and P.V size at once (its first key block's and the later
-    // ones'), and doubling reaches what the busiest run needs in a miss or two.)
+    // holds its first key block's scores and exponentials beside the later blocks', and under
+    // load one more per thread per miss still missed in the third run; doubling reaches what the
+    // busiest run needs in a miss or two.)
     int want = r > kTaskSized         ? 1
                : p.made[r] == 0       ? 2 * p.threads
                : r <= kSmallTaskSized ? std::max(p.threads, p.made[r])

@@ -139,9 +139,9 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
       B.s(f.Ex).vectorize(qi, wq).unroll(qi);
       B.s(f.bs).vectorize(qi, wq), B.s(f.bs.update()).vectorize(qi, wq).unroll(qi);
     }
-    if (one) {  // the first slot's: one block of j
-      for (Func fn : {f.S, f.bm, f.Ex, f.bs}) B.s(fn).bound_extent(j, 1);
-      if (ba.gatherRows) B.s(f.KRow).bound_extent(j, 1);
+    if (one) {  // the first slot's, per query block: one qo (Halide cannot prove it from x / block)
+      for (Func fn : {f.S, f.bm, f.Ex, f.bs}) B.s(fn).bound_extent(qo, 1);
+      if (ba.gatherRows) B.s(f.KRow).bound_extent(qo, 1);
     }
   };
   scheduleSlot(sl, st, rj, false);
@@ -152,7 +152,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
     // The first slot, computed per query block before st starts from it; its P.V in blocks of
     // pvq rows as the update's.
     scheduleSlot(s0, P, xo, true);
-    B.s(s0.bpv).compute_at(P, xo).bound_extent(j, 1).split(qi, qio, qii, pvq).reorder(e, qii, qio).unroll(qii);
+    B.s(s0.bpv).compute_at(P, xo).bound_extent(qo, 1).split(qi, qio, qii, pvq).reorder(e, qii, qio).unroll(qii);
     if (we > 1) B.s(s0.bpv).vectorize(e, we).unroll(e);
     B.s(s0.bpv.update()).split(qi, qio, qii, pvq).reorder(e, qii, s0.rk3, qio).unroll(qii);
     if (we > 1) B.s(s0.bpv.update()).vectorize(e, we).unroll(e);
