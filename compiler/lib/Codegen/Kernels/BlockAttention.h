@@ -29,6 +29,9 @@ struct BlockAttention {
   // tables; false: both are the identity, inlined, so a tile's key rows are affine and their
   // addresses stay in scalar registers.
   bool gatherRows = true;
+  // true: qrow is a permutation or a gather (not the identity): the query block's rows are read
+  // whole and transposed in register tiles (a strided read per element is a scalar load each).
+  bool gatherQueryRows = true;
   std::function<Expr(Expr g)> head;            // Q/K/V head of g
   // Element mask and extra score on the query and key indices and their rows (qrow, krow,
   // computed once per block, not per pair: a permutation's divisions stay out of the tile).

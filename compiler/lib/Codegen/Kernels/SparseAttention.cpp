@@ -57,6 +57,7 @@ Func buildSparseAttention(Builder &B) {
     ba.qrow = [=](Expr qx, Expr) { return m.pos(pt.q, qx); };
     ba.krow = [=](Expr kx, Expr) { return m.pos(pt.k, kx); };
     ba.gatherRows = pt.q != sparse::Order::Identity || pt.k != sparse::Order::Identity;
+    ba.gatherQueryRows = pt.q != sparse::Order::Identity;
     ba.head = [](Expr g) { return g; };
     ba.ok = [=](Expr qx, Expr kx, Expr qrow, Expr krow, Expr) {
       return qx < m.length(pt.q) && qrow < L && kx < m.length(pt.k) && krow < L && m.allowedPart(pt, qrow, krow);
