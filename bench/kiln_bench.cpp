@@ -526,7 +526,7 @@ void sparseAttentionCase(const char *name, bool fixed, long L, bool quick) {
   }, quick || L > 4096);  // the plain loops: warm medians up to L = 4096, one run beyond
   if (L > 4096 && !quick) nt = 0;  // computed once as the oracle, not timed
   pairs /= H;
-  kiln::sparse::Pattern p{.kind = fixed ? "fixed" : "strided", .size = s, .summary = fixed ? t : 0, .block = 64};
+  kiln::sparse::Pattern p{.kind = fixed ? kiln::sparse::Kind::Fixed : kiln::sparse::Kind::Strided, .size = s, .summary = fixed ? t : 0, .block = 64};
   double visited = kiln::sparse::countWork(p, L).visited;
   char ds[32], cs[32];
   snprintf(ds, sizeof ds, "%.4f", pairs / ((double)L * L));

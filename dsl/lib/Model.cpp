@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kiln/dsl/Ops.h"
+#include "kilnrt/model.h"
 
 namespace kiln {
 
@@ -169,7 +170,7 @@ void Model::loss(Tensor t, LossOptions opt, SourceLoc loc) {
         if (nodes_[i].kind == OpKind::State && nodes_[i].name == name && nodes_[i].entry == current_entry()) return (int)i;
       return state(name, {1}, loc).id();
     };
-    Node w{.kind = OpKind::LossWeight, .inputs = {counter("optimizer.step"), counter("optimizer.steps")}, .shape = {1}};
+    Node w{.kind = OpKind::LossWeight, .inputs = {counter(KILN_STATE_STEP), counter(KILN_STATE_STEPS)}, .shape = {1}};
     w.factor = opt.weight;
     w.until = opt.until;
     w.loc = loc;
@@ -258,6 +259,11 @@ void Model::train(TrainOptions opt, SourceLoc loc) {
   if (opt.warmup_steps < 0) bad("warmup_steps must be non-negative");
   if (opt.decay && (opt.decay->steps <= opt.warmup_steps || !(opt.decay->min_ratio >= 0 && opt.decay->min_ratio <= 1)))
     bad("the cosine decay needs steps beyond the warmup and min_ratio in [0, 1]");
+  // The entry's role is now the training step's (the runtime's --train finds it so).
+  for (int e = 0; e < (int)roles_.size(); ++e)
+    if (e != current_entry() && roles_[e] == EntryRole::TrainStep)
+      bad("entry '" + entries_[e] + "' is the training step already (one per model)");
+  roles_[current_entry()] = EntryRole::TrainStep;
   train_[current_entry()] = std::move(opt);
 }
 
@@ -282,13 +288,28 @@ int Model::shared(OpKind kind, const std::string &name, const Shape &shape, cons
   return -1;
 }
 
-void Model::entry(const std::string &name, SourceLoc loc) {
+void Model::entry(const std::string &name, EntryRole role, SourceLoc loc) {
   if (region_ >= 0) throw Error("entry: a new entry cannot start inside a recurrent step", loc);
   for (auto &e : entries_)
     if (e == name) throw Error("entry: an entry point named '" + name + "' already exists", loc);
   if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
     throw Error("entry: the name must be lower-case letters, digits and '_', got '" + name + "'", loc);
+  for (size_t e = 0; e < roles_.size(); ++e)
+    if (role != EntryRole::Other && roles_[e] == role)
+      throw Error("entry: '" + name + "' has the role of entry '" + entries_[e] + "' already (one entry per role)", loc);
   entries_.push_back(name);
+  roles_.push_back(role);
+}
+
+void training_entries(Model &m, const std::function<void(EntryRole)> &loss, TrainOptions opt, SourceLoc loc) {
+  m.entry("gradients", EntryRole::Gradients, loc);
+  loss(EntryRole::Gradients);
+  m.gradients(loc);
+  m.entry("eval", EntryRole::Eval, loc);
+  loss(EntryRole::Eval);
+  m.entry("train_step", EntryRole::TrainStep, loc);
+  loss(EntryRole::TrainStep);
+  m.train(std::move(opt), loc);
 }
 
 Tensor Model::state(const std::string &name, Shape shape, SourceLoc loc) { return state(name, shape, Dim(), loc); }
@@ -378,12 +399,12 @@ Tensor Model::add(Node n) {
   n.reversible_part = reversible_part_;
   for (int in : n.inputs)
     if (nodes_.at(in).region >= 0 && nodes_[in].region != n.region)
-      throw Error(std::string(op_name(n.kind)) + ": an operand was made inside a recurrent step and is used outside "
+      throw Error(std::string(op_name(n)) + ": an operand was made inside a recurrent step and is used outside "
                       "it; only the recurrent's results (hidden, ponder, steps) leave the step",
                   n.loc);
   for (int in : n.inputs)
     if (nodes_.at(in).entry != n.entry)
-      throw Error(std::string(op_name(n.kind)) + ": an operand belongs to entry '" + entries_[nodes_[in].entry] +
+      throw Error(std::string(op_name(n)) + ": an operand belongs to entry '" + entries_[nodes_[in].entry] +
                       "' but this op is in entry '" + entries_[n.entry] + "' (declare parameters and states again in each entry)",
                   n.loc);
   nodes_.push_back(std::move(n));

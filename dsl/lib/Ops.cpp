@@ -48,6 +48,15 @@ Tensor make(Model &m, OpKind k, std::vector<int> in, Shape shape, const SourceLo
   n.loc = loc;
   return m.add(std::move(n));
 }
+// A generic op (OpKind::Op): the dialect op `name` with `attrs`, an f32 result.
+Tensor make_op(Model &m, const char *name, std::vector<int> in, Shape shape, std::vector<OpAttr> attrs,
+               const SourceLoc &loc) {
+  Node n{.kind = OpKind::Op, .inputs = std::move(in), .shape = std::move(shape)};
+  n.op = name;
+  n.attrs = std::move(attrs);
+  n.loc = loc;
+  return m.add(std::move(n));
+}
 }  // namespace
 
 Tensor embedding(Tensor table, Tensor ids, SourceLoc loc) {
@@ -189,6 +198,15 @@ Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, LayerNormOptions opt, Sou
   Tensor r = make(m, OpKind::LayerNorm, {x.id(), gamma.id(), beta.id()}, x.shape(), loc);
   const_cast<Node &>(r.node()).eps = opt.eps;
   return r;
+}
+
+Tensor rms_norm(Tensor x, Tensor weight, RmsNormOptions opt, SourceLoc loc) {
+  Model &m = model_of({x, weight}, "rms_norm", loc);
+  need_f32(m, "rms_norm", "input", x, loc);
+  need_rank(m, "rms_norm", "weight", weight, 1, 1, loc);
+  same_dim(m, "rms_norm", "the input's last dim", x.dim(-1), "the weight length", weight.dim(0), loc);
+  need(opt.eps > 0 && std::isfinite(opt.eps), "rms_norm", "eps must be positive", loc);
+  return make_op(m, "rms_norm", {x.id(), weight.id()}, x.shape(), {{"epsilon", OpAttr::Type::F32, opt.eps}}, loc);
 }
 
 Tensor reshape(Tensor x, Shape shape, SourceLoc loc) {

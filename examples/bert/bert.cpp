@@ -76,8 +76,7 @@ static void build_bert(kiln::Model &m, const BertConfig &c) {
   // the masked positions (`targets`, -1 elsewhere; ./bert --train masks 15% of each window:
   // 80% [MASK], 10% a random id, 10% kept). Entries `gradients`, `eval`, `train_step` (AdamW).
   if (!c.train) return;
-  auto maskedLmLoss = [&](const char *entry) {
-    m.entry(entry);
+  auto maskedLmLoss = [&](EntryRole) {
     Tensor tokens = m.tokens("tokens", N, c.vocab);
     Tensor targets = m.targets("targets", N, c.vocab, MaskedLM{.mask_token = c.mask_token});
     const std::string h = "cls.predictions.";
@@ -87,13 +86,10 @@ static void build_bert(kiln::Model &m, const BertConfig &c) {
     Tensor logits = linear(t, words, m.param(h + "bias", {c.vocab}, {.init = Init::Zeros}));
     m.loss(cross_entropy(logits, targets));
   };
-  maskedLmLoss("gradients");
-  m.gradients();
-  maskedLmLoss("eval");
-  maskedLmLoss("train_step");
-  m.train({.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f, .weight_decay = 0.01f},
-           .clip_norm = 1.0f,
-           .warmup_steps = c.warmup});
+  training_entries(m, maskedLmLoss,
+                   {.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f, .weight_decay = 0.01f},
+                    .clip_norm = 1.0f,
+                    .warmup_steps = c.warmup});
 }
 
 int main(int argc, char **argv) {

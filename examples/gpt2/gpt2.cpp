@@ -106,13 +106,13 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   Tensor wpe = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
   m.output("logits", decoder(add(embedding(wte, tokens), position_embedding(wpe, tokens)), Tensor(), wte));
   // prefill: the same prompt and caches, the head on the last row only.
-  m.entry("prefill");
+  m.entry("prefill", EntryRole::Prefill);
   Tensor ptokens = m.tokens("tokens", N, c.vocab);
   Tensor wteP = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor wpeP = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
   m.output("last_logits", decoder(add(embedding(wteP, ptokens), position_embedding(wpeP, ptokens)), Tensor(), wteP, true));
   // decode: one token at position `past`, attending to the cached positions.
-  m.entry("decode");
+  m.entry("decode", EntryRole::Decode);
   Tensor token = m.tokens("token", 1, c.vocab);
   Tensor past = m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx});
   Tensor wte1 = m.param("transformer.wte.weight", {c.vocab, d});
@@ -121,7 +121,7 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   // decode_batch (--batch > 1): one token per sequence ([B]), all at position `past`, each
   // attending to its own cache (filled by forward over [B, L] prompts).
   if (c.batch > 1) {
-    m.entry("decode_batch");
+    m.entry("decode_batch", EntryRole::DecodeBatch);
     Tensor tokenB = m.tokens("token_batch", B, c.vocab);
     Tensor pastB = m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx});
     Tensor wteB = m.param("transformer.wte.weight", {c.vocab, d});
@@ -141,8 +141,8 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   // training steps t <= l/(2n) · T only (T = --steps); --train-ahead K: heads aux.ahead.k
   // ([vocab, d], on ln_f's output) predict the tokens k = 2 .. K ahead (inputs "targets.k"),
   // weight --train-ahead-weight each.
-  auto nextTokenLoss = [&](const char *entry, bool aux) {
-    m.entry(entry);
+  auto nextTokenLoss = [&](EntryRole role) {
+    const bool aux = role != EntryRole::Eval;
     Tensor t = m.tokens("tokens", N, c.vocab);
     Tensor targets = m.targets("targets", N, c.vocab);
     Tensor w = m.param("transformer.wte.weight", {c.vocab, d});
@@ -169,15 +169,11 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
       m.loss(cross_entropy(linear(h, m.param(name, {c.vocab, d})), tk), {.weight = c.ahead_weight});
     }
   };
-  nextTokenLoss("gradients", true);
-  m.gradients();
-  nextTokenLoss("eval", false);
-  nextTokenLoss("train_step", true);
   TrainOptions opt{.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
                    .clip_norm = 1.0f,
                    .warmup_steps = c.warmup};
   if (c.decay_steps > 0) opt.decay = Cosine{.steps = c.decay_steps, .min_ratio = 0.1f};
-  m.train(opt);
+  training_entries(m, nextTokenLoss, opt);
 }
 
 int main(int argc, char **argv) {

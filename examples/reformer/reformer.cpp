@@ -69,20 +69,16 @@ static void build_reformer(kiln::Model &m, const ReformerConfig &c) {
   // --train-warmup). Their backward reconstructs each reversible layer's input from its output
   // (kiln-reverse-layers; --reversible-backward store keeps the activations instead).
   if (!c.train) return;
-  auto nextTokenLoss = [&](const char *entry) {
-    m.entry(entry);
+  auto nextTokenLoss = [&](EntryRole) {
     Tensor t = m.tokens("tokens", L, c.vocab);
     Tensor targets = m.targets("targets", L, c.vocab);
     Tensor w = table();
     m.loss(cross_entropy(linear(encoder(w, t), w), targets));
   };
-  nextTokenLoss("gradients");
-  m.gradients();
-  nextTokenLoss("eval");
-  nextTokenLoss("train_step");
-  m.train({.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.98f, .eps = 1e-9f, .weight_decay = 0.0f},
-           .clip_norm = 1.0f,
-           .warmup_steps = c.warmup});
+  training_entries(m, nextTokenLoss,
+                   {.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.98f, .eps = 1e-9f, .weight_decay = 0.0f},
+                    .clip_norm = 1.0f,
+                    .warmup_steps = c.warmup});
 }
 
 int main(int argc, char **argv) {

@@ -90,18 +90,14 @@ static void build_sparse(kiln::Model &m, const SparseConfig &c) {
   // over the same block schedules; `eval`, the loss alone; `train_step`, AdamW (--train-lr,
   // --train-warmup).
   if (!c.train) return;
-  auto nextTokenLoss = [&](const char *entry) {
-    m.entry(entry);
+  auto nextTokenLoss = [&](EntryRole) {
     Tensor t = m.tokens("tokens", N, c.vocab);
     m.loss(cross_entropy(decoder(t), m.targets("targets", N, c.vocab)));
   };
-  nextTokenLoss("gradients");
-  m.gradients();
-  nextTokenLoss("eval");
-  nextTokenLoss("train_step");
-  m.train({.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.98f, .eps = 1e-9f, .weight_decay = 0.0f},
-           .clip_norm = 1.0f,
-           .warmup_steps = c.warmup});
+  training_entries(m, nextTokenLoss,
+                   {.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.98f, .eps = 1e-9f, .weight_decay = 0.0f},
+                    .clip_norm = 1.0f,
+                    .warmup_steps = c.warmup});
 }
 
 int main(int argc, char **argv) {

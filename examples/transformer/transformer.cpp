@@ -115,7 +115,7 @@ static void build_transformer(kiln::Model &m, const TransformerConfig &c) {
 
   // encode: the source once; every decoder layer's cross-attention keys and values go to the
   // cross caches, which all decode steps read.
-  m.entry("encode");
+  m.entry("encode", EntryRole::Encode);
   Tensor memory1 = encoder(m.tokens("src_tokens", S, c.src_vocab));
   for (int64_t i = 0; i < c.layers; ++i) {
     std::vector<Tensor> kv = project(in_proj("decoder.layers." + std::to_string(i) + ".multihead_attn"), memory1, 1, 2);
@@ -126,7 +126,7 @@ static void build_transformer(kiln::Model &m, const TransformerConfig &c) {
 
   // decode: one target token at position `past`; self-attention over the decoder's own cache,
   // cross-attention over the first `memory_len` rows of the cross caches.
-  m.entry("decode");
+  m.entry("decode", EntryRole::Decode);
   Tensor token = m.tokens("token", 1, c.tgt_vocab);
   Tensor past = m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx});
   Tensor memory_len = m.input("memory_len", {1}, {.dtype = DType::I32, .vocab = c.ctx + 1});
@@ -147,7 +147,7 @@ static void build_transformer(kiln::Model &m, const TransformerConfig &c) {
   // --train: `gradients`, the teacher-forced cross-entropy of `targets` [T] (-1 where a position
   // has none) and its gradient with respect to every parameter (grad.<name>).
   if (!c.train) return;
-  m.entry("gradients");
+  m.entry("gradients", EntryRole::Gradients);
   Tensor logits = teacherForced(m.tokens("src_tokens", S, c.src_vocab), m.tokens("tgt_tokens", T, c.tgt_vocab));
   m.loss(cross_entropy(logits, m.targets("targets", T, c.tgt_vocab)));
   m.gradients();

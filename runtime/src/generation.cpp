@@ -1,12 +1,13 @@
 // generation.cpp - kilnrt_generate: the prompt once through the prefill entry, then one decode
 // step per token with the KV cache; greedy or sampled (temperature, top-k, top-p) tokens.
 //
+// The entries are found by their roles (kiln_entry_role):
 //  * Decoder-only models: the prompt runs through the prefill entry (which fills the caches and
-//    gives the first new token's logits), then each new token through `decode` (inputs `token`
-//    [1] and `past` [1], output `next_logits`), which attends to the cached positions only.
-//  * Encoder-decoder models (an `encode` entry): the source runs once through `encode` (which
-//    fills the cross-attention caches), then `decode` runs from `start_token`, with its input
-//    `memory_len` set to the source length (the rows of encode's first output).
+//    gives the first new token's logits), then each new token through the decode entry (inputs
+//    `token` [1] and `past` [1], output `next_logits`), which attends to the cached positions only.
+//  * Encoder-decoder models (an encode entry): the source runs once through it (which fills the
+//    cross-attention caches), then decode runs from `start_token`, with its input `memory_len`
+//    set to the source length (the rows of encode's first output).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,20 +19,16 @@
 
 using namespace kilnrt;
 
-namespace {
-const kiln_entry_info *find_entry(const kiln_model_info &m, const char *name) {
-  for (int i = 0; i < m.n_entries; ++i)
-    if (strcmp(m.entries[i].name, name) == 0) return &m.entries[i];
+extern "C" const kiln_entry_info *kilnrt_entry_by_role(const kiln_model_info *m, kiln_entry_role role) {
+  for (int i = 0; i < m->n_entries; ++i)
+    if (m->entries[i].role == (int32_t)role) return &m->entries[i];
   return nullptr;
 }
-}  // namespace
 
 extern "C" const kiln_entry_info *kilnrt_prefill_entry(const kiln_model_info *m) {
-  if (const kiln_entry_info *e = find_entry(*m, "encode")) return e;
-  if (const kiln_entry_info *e = find_entry(*m, "prefill")) return e;
-  for (int i = 0; i < m->n_entries; ++i)
-    if (strcmp(m->entries[i].name, "decode") != 0) return &m->entries[i];
-  return nullptr;
+  if (const kiln_entry_info *e = kilnrt_entry_by_role(m, KILN_ROLE_ENCODE)) return e;
+  if (const kiln_entry_info *e = kilnrt_entry_by_role(m, KILN_ROLE_PREFILL)) return e;
+  return kilnrt_entry_by_role(m, KILN_ROLE_FORWARD);
 }
 
 extern "C" kilnrt_status kilnrt_sample(const float *logits, int64_t vocab, const kilnrt_generate_options *o,
@@ -110,10 +107,11 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
   if (!std::isfinite(o.top_p) || o.top_p < 0 || o.top_p > 1)
     return user_error("top_p " + std::to_string(o.top_p) + " is outside [0, 1]");
   if (o.top_k < 0) return user_error("top_k is negative");
-  const kiln_entry_info *decode = find_entry(m, "decode");
+  const kiln_entry_info *decode = kilnrt_entry_by_role(&m, KILN_ROLE_DECODE);
   const kiln_entry_info *prefill = kilnrt_prefill_entry(&m);
-  const bool encdec = prefill && strcmp(prefill->name, "encode") == 0;
-  if (!decode || !prefill) return user_error("generation needs a model with a prefill entry and a 'decode' entry");
+  const bool encdec = prefill && prefill->role == KILN_ROLE_ENCODE;
+  if (!decode || !prefill)
+    return user_error("generation needs a model with a decode entry and a prefill, encode or forward entry (Model::entry's roles)");
   int64_t L = 0;  // the cache length: the bound of the prompt's length, or the decoder's positions
   const char *token_input = nullptr;
   if (encdec) {

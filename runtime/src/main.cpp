@@ -301,8 +301,8 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     if (!cli.find_entry(c.c_str())) cli.die(1, "no entry point '" + c + "'");
   entry = chain[0];  // --tokens and --prompt go to the first
   const kiln_entry_info *en = cli.find_entry(entry.c_str());
-  if (app.count("--start-token") && !(generate && entry == "encode"))
-    cli.die(1, "--start-token applies to --generate on a model with an 'encode' entry");
+  if (app.count("--start-token") && !(generate && en->role == KILN_ROLE_ENCODE))
+    cli.die(1, "--start-token applies to --generate on a model with an encode entry");
   std::unique_ptr<kilnrt_tokenizer, void (*)(kilnrt_tokenizer *)> tok(open_tokenizer(cli, tokenizer, weights),
                                                                        kilnrt_tokenizer_close);
   cli.tokenizer = tok.get();

@@ -290,7 +290,7 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
     std::string name = cname;
     auto it = wanted.find(name);
     if (it == wanted.end() && !prefix.empty()) it = wanted.find(prefix + name);
-    if (it == wanted.end() && name.rfind("optimizer.", 0) == 0) {  // a training checkpoint's optimizer state
+    if (it == wanted.end() && name.rfind(KILN_OPTIMIZER_PREFIX, 0) == 0) {  // a training checkpoint's optimizer state
       int si = -1;
       for (int k = 0; k < m->n_states; ++k)
         if (name == m->states[k].name) si = k;
@@ -477,7 +477,7 @@ extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const ch
   // inference ignores it.
   for (int i = 0; i < s->m->n_states && s->m->params_written; ++i) {
     const kiln_tensor_info &st = s->m->states[i];
-    if (strncmp(st.name, "optimizer.", 10) != 0) continue;
+    if (strncmp(st.name, KILN_OPTIMIZER_PREFIX, strlen(KILN_OPTIMIZER_PREFIX)) != 0) continue;
     kilnrt_tensor t{};
     if (kilnrt_status e = kilnrt_session_state(s, st.name, &t)) return e;
     names.push_back(st.name);

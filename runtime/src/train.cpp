@@ -46,14 +46,6 @@ float scalar(const Cli &cli, kilnrt_session *s, const char *name) {
   return ((const float *)t->data)[0];
 }
 
-// Whether the entry has an output named `name` (or, with prefix, one starting with it).
-bool hasOutput(const kiln_model_info &m, const kiln_entry_info &e, const char *name, bool prefix = false) {
-  for (int k = 0; k < e.n_outputs; ++k)
-    if (prefix ? strncmp(m.io[e.outputs[k]].name, name, strlen(name)) == 0 : strcmp(m.io[e.outputs[k]].name, name) == 0)
-      return true;
-  return false;
-}
-
 // A 1-D token file, every id checked against the vocabulary of the entry's "tokens" input.
 struct Tokens {
   kilnrt_tensor t{};
@@ -147,12 +139,9 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   const kiln_model_info &m = cli.model;
   int32_t rank = 0, P = 1;
   cli.check(kilnrt_group_join(&rank, &P));
-  // The training entry: the one returning "grad_sumsq" (kiln-apply-optimizer's).
-  const kiln_entry_info *en = nullptr;
-  for (int e = 0; e < m.n_entries; ++e)
-    for (int k = 0; k < m.entries[e].n_outputs; ++k)
-      if (strcmp(m.io[m.entries[e].outputs[k]].name, "grad_sumsq") == 0) en = &m.entries[e];
-  if (!en) cli.die(1, "--train: the model has no training entry (compile it with Model::train)");
+  // The training entry (Model::train, training_entries).
+  const kiln_entry_info *en = kilnrt_entry_by_role(&m, KILN_ROLE_TRAIN_STEP);
+  if (!en) cli.die(1, "--train: the model has no training entry (compile it with Model::train or training_entries)");
   if (f.steps < 1) cli.die(1, "--steps must be at least 1");
   if (f.seq < 1) cli.die(1, "--seq must be at least 1");
   if (f.batch < 1) cli.die(1, "--batch must be at least 1");
@@ -190,13 +179,11 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     cli.die(1, "--data '" + f.data + "' holds " + std::to_string(n) + " tokens, fewer than one window of " + spanText(win));
   const int32_t *ids = data.ids();
   // --eval-data: the mean loss of the first min(64, available) non-overlapping windows, by the
-  // entry that returns a loss without updating anything.
+  // evaluation entry (a loss that updates nothing).
   const kiln_entry_info *ev = nullptr;
   if (!f.eval_data.empty()) {
-    for (int e = 0; e < m.n_entries; ++e)
-      if (&m.entries[e] != en && hasOutput(m, m.entries[e], "loss") && !hasOutput(m, m.entries[e], "grad", true))
-        ev = &m.entries[e];
-    if (!ev) cli.die(1, "--eval-data: the model has no evaluation entry (one returning \"loss\" that trains nothing)");
+    ev = kilnrt_entry_by_role(&m, KILN_ROLE_EVAL);
+    if (!ev) cli.die(1, "--eval-data: the model has no evaluation entry (training_entries' eval)");
     readTokens(cli, *ev, f.eval_data, "--eval-data", evalData);
     evalWin = windowsOf(cli, m, *ev);
     if (evalData.size() < evalWin.span(T))
@@ -211,7 +198,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     for (int64_t w = rank; w < windows; w += P) {  // masked-LM: the same masks in every evaluation
       evalWin.set(cli, s, {evalData.ids() + w * T}, T, {mix(0x6576616cULL + (uint64_t)w)});
       cli.check(kilnrt_session_run(s, ev->name));
-      sum += scalar(cli, s, "loss");
+      sum += scalar(cli, s, KILN_OUTPUT_LOSS);
     }
     cli.check(kilnrt_group_sum(&sum, 1));
     return sum / (double)windows;
@@ -220,17 +207,17 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   if (f.lr) {  // the peak the learning_rate kernel reads when positive; saved with the moments
     if (!(*f.lr > 0) || !std::isfinite(*f.lr)) cli.die(1, "--lr " + std::to_string(*f.lr) + ": expected a positive finite rate");
     kilnrt_tensor peak{};
-    cli.check(kilnrt_session_state(s, "optimizer.lr", &peak));
+    cli.check(kilnrt_session_state(s, KILN_STATE_LR, &peak));
     ((float *)peak.data)[0] = (float)*f.lr;
   }
   for (int i = 0; i < m.n_states; ++i)  // the run's total, which a loss term's weight schedule reads (LossOptions::until)
-    if (strcmp(m.states[i].name, "optimizer.steps") == 0) {
+    if (strcmp(m.states[i].name, KILN_STATE_STEPS) == 0) {
       kilnrt_tensor total{};
-      cli.check(kilnrt_session_state(s, "optimizer.steps", &total));
+      cli.check(kilnrt_session_state(s, KILN_STATE_STEPS, &total));
       ((float *)total.data)[0] = (float)f.steps;
     }
   kilnrt_tensor stepState{};
-  cli.check(kilnrt_session_state(s, "optimizer.step", &stepState));
+  cli.check(kilnrt_session_state(s, KILN_STATE_STEP, &stepState));
   const int64_t first = (int64_t)((const float *)stepState.data)[0] + 1;
   if (first > f.steps) cli.die(1, "--steps " + std::to_string(f.steps) + ": the checkpoint is already at step " +
                                       std::to_string(first - 1));
@@ -311,7 +298,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
       cli.check(kilnrt_group_set_share(share));
     }
     cli.check(kilnrt_session_run(s, en->name));
-    const float rankLoss = scalar(cli, s, "loss");
+    const float rankLoss = scalar(cli, s, KILN_OUTPUT_LOSS);
     reduced[0] = rankLoss;  // the mean over the batch: the ranks' means weighted by their shares
     for (size_t k = 0; k < terms.size(); ++k) reduced[1 + k] = scalar(cli, s, terms[k]);
     if (P > 1) {
@@ -319,7 +306,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
       cli.check(kilnrt_group_sum(reduced.data(), (int64_t)reduced.size()));
     }
     double secs = (kilnrt_time_now_ns() - s0) / 1e9, elapsed = (kilnrt_time_now_ns() - t0) / 1e9;
-    float loss = (float)reduced[0], lr = scalar(cli, s, "lr"), gn = std::sqrt(scalar(cli, s, "grad_sumsq"));
+    float loss = (float)reduced[0], lr = scalar(cli, s, KILN_OUTPUT_LR), gn = std::sqrt(scalar(cli, s, KILN_OUTPUT_GRAD_SUMSQ));
     if (!std::isfinite(loss) || !std::isfinite(gn))
       cli.die(1, "step " + std::to_string(step) + ": the loss is not finite (" + std::to_string(loss) +
                      ", gradient norm " + std::to_string(gn) + "); stopped" +

@@ -345,6 +345,33 @@ TEST(Silu, StandaloneInALinearAndInAChunkedFfn) {
 }  // namespace
 
 namespace {
+// ---------------------------------------------------------------- RMSNorm
+// x / sqrt(mean(x²) + eps) · w over rows of 40 and of 64 (whole vectors, and a tail), at two
+// lengths, against the plain reference; the gain perturbed around 1 so a dropped one shows.
+TEST(RmsNorm, MatchesReference) {
+  std::string dir = kt::workDir("rms_norm");
+  std::string exe = kt::compile(dir, "rms_norm", [&](Model &m) {
+    Dim L = m.seq("L", 64);
+    Tensor x = m.input("x", {L, 40});
+    m.output("a", rms_norm(x, m.param("w", {40}, {.scale = 0.5f}), {.eps = 1e-5f}));
+    Tensor y = m.input("y", {L, 64});
+    m.output("b", rms_norm(y, m.param("w2", {64}, {.scale = 0.5f})));
+  });
+  ASSERT_FALSE(exe.empty());
+  for (int64_t L : {1, 37}) {
+    SCOPED_TRACE("L = " + std::to_string(L));
+    ref::T x = kt::randomT({L, 40}, 31, 2.0f), y = kt::randomT({L, 64}, 32, 0.01f);  // and rows of small values: eps matters
+    kt::saveNpy(dir + "/x.npy", x);
+    kt::saveNpy(dir + "/y.npy", y);
+    W w;
+    ref::T a = kt::runModel(dir, exe, "--input x=" + dir + "/x.npy --input y=" + dir + "/y.npy", "a", w);
+    EXPECT_TRUE(kt::allClose(ref::rms_norm(x, w["w"], 1e-5f), a));
+    EXPECT_TRUE(kt::allClose(ref::rms_norm(y, w["w2"], 1e-6f), kt::loadNpy(dir + "/out/b.npy")));
+  }
+}
+}  // namespace
+
+namespace {
 // ---------------------------------------------------------------- numeric edge cases
 // Softmax of logits of +-1e4 is finite and exact; LayerNorm of a constant row is beta (no NaN
 // from a zero variance); a NaN or infinity in an input is rejected before any work (it would

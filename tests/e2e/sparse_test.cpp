@@ -228,7 +228,7 @@ TEST(SparseSchedule, EditedInTheIrAndCompiledByKilnc) {
   func.func @forward(%q: tensor<2x?x16xf32> {kiln.name = "q", kiln.syms = array<i64: -1, 0, -1>},
                      %k: tensor<2x?x16xf32> {kiln.name = "k", kiln.syms = array<i64: -1, 0, -1>},
                      %v: tensor<2x?x16xf32> {kiln.name = "v", kiln.syms = array<i64: -1, 0, -1>}) -> (tensor<2x?x16xf32> {kiln.name = "o"}) {
-    %o = kiln.attention %q, %k, %v {mask = "strided", pattern_size = 8 : i64, part = "union", scale = 0.25 : f32)") +
+    %o = kiln.attention %q, %k, %v {mask = #kiln.mask<strided>, pattern_size = 8 : i64, part = #kiln.part<union>, scale = 0.25 : f32)") +
            extra + R"(} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> tensor<2x?x16xf32>
     return %o : tensor<2x?x16xf32>
   }

@@ -13,8 +13,8 @@
 // LLVM: llvm.call @kiln_attention_{{[0-9a-f]+}}(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 module {
   func.func @forward(%q: tensor<2x?x4xf32> {kiln.name = "q", kiln.syms = array<i64: -1, 0, -1>}) -> (tensor<2x?x4xf32> {kiln.name = "o"}, tensor<2x?x4xf32> {kiln.name = "y"}) {
-    %o, %lse = kiln.attention %q, %q, %q {mask = "causal", scale = 5.000000e-01 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> (tensor<2x?x4xf32>, tensor<2x?xf32>)
-    %g = kiln.attention_grad %q, %q, %q, %o, %q, %lse {mask = "causal", scale = 5.000000e-01 : f32, wrt = "query"} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?xf32>) -> tensor<2x?x4xf32>
+    %o, %lse = kiln.attention %q, %q, %q {mask = #kiln.mask<causal>, scale = 5.000000e-01 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> (tensor<2x?x4xf32>, tensor<2x?xf32>)
+    %g = kiln.attention_grad %q, %q, %q, %o, %q, %lse {mask = #kiln.mask<causal>, scale = 5.000000e-01 : f32, wrt = #kiln.attention_wrt<query>} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?xf32>) -> tensor<2x?x4xf32>
     return %o, %g : tensor<2x?x4xf32>, tensor<2x?x4xf32>
   }
 }

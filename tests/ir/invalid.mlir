@@ -10,15 +10,6 @@ func.func @linear_features(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
 
 // -----
 
-func.func @linear_layout(%x: tensor<?x8xf32>) -> tensor<?x16xf32> {
-  %w = kiln.param "w" : tensor<16x8xf32>
-  // expected-error @+1 {{expected weight_layout "out_in", "in_out" or "panels", got "sideways"}}
-  %h = kiln.linear %x, %w {weight_layout = "sideways"} : (tensor<?x8xf32>, tensor<16x8xf32>) -> tensor<?x16xf32>
-  return %h : tensor<?x16xf32>
-}
-
-// -----
-
 func.func @param_dynamic() -> tensor<?x4xf32> {
   // expected-error @+1 {{expected a static shape for a parameter}}
   %w = kiln.param "w" : tensor<?x4xf32>
@@ -38,14 +29,6 @@ func.func @matmul_inner(%a: tensor<?x8xf32>, %b: tensor<4x16xf32>) -> tensor<?x1
 func.func @attention_head_dim(%q: tensor<4x?x16xf32>, %k: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
   // expected-error @+1 {{expected query head dim (16) to equal key head dim (8)}}
   %o = kiln.attention %q, %k, %k {scale = 1.0 : f32} : (tensor<4x?x16xf32>, tensor<4x?x8xf32>, tensor<4x?x8xf32>) -> tensor<4x?x8xf32>
-  return %o : tensor<4x?x8xf32>
-}
-
-// -----
-
-func.func @attention_mask(%q: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
-  // expected-error @+1 {{expected mask "none", "causal", "window", "strided", "fixed" or "layout", got "diagonal"}}
-  %o = kiln.attention %q, %q, %q {mask = "diagonal", scale = 1.0 : f32} : (tensor<4x?x8xf32>, tensor<4x?x8xf32>, tensor<4x?x8xf32>) -> tensor<4x?x8xf32>
   return %o : tensor<4x?x8xf32>
 }
 
@@ -116,24 +99,16 @@ func.func @key_count_without_operand(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf3
 // -----
 
 func.func @pattern_without_size(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
-  // expected-error @+1 {{expected a positive pattern_size with mask "strided"}}
-  %a = kiln.attention %q, %q, %q {mask = "strided", part = "union", scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
-  return %a : tensor<4x?x16xf32>
-}
-
-// -----
-
-func.func @unknown_pattern(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
-  // expected-error @+1 {{expected mask "none", "causal", "window", "strided", "fixed" or "layout", got "dilated"}}
-  %a = kiln.attention %q, %q, %q {mask = "dilated", scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  // expected-error @+1 {{expected a positive pattern_size with mask strided}}
+  %a = kiln.attention %q, %q, %q {mask = #kiln.mask<strided>, part = #kiln.part<union>, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
   return %a : tensor<4x?x16xf32>
 }
 
 // -----
 
 func.func @bad_summary(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
-  // expected-error @+1 {{expected summary in [1, pattern_size] with mask "fixed"}}
-  %a = kiln.attention %q, %q, %q {mask = "fixed", pattern_size = 8 : i64, summary = 9 : i64, part = "union", scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  // expected-error @+1 {{expected summary in [1, pattern_size] with mask fixed}}
+  %a = kiln.attention %q, %q, %q {mask = #kiln.mask<fixed>, pattern_size = 8 : i64, summary = 9 : i64, part = #kiln.part<union>, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
   return %a : tensor<4x?x16xf32>
 }
 
@@ -141,7 +116,7 @@ func.func @bad_summary(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
 
 func.func @ragged_layout(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
   // expected-error @+1 {{expected every layout row to have 2 characters '#' or '.', got "#x"}}
-  %a = kiln.attention %q, %q, %q {mask = "layout", pattern_size = 8 : i64, layout = ["#.", "#x"], scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  %a = kiln.attention %q, %q, %q {mask = #kiln.mask<layout>, pattern_size = 8 : i64, layout = ["#.", "#x"], scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
   return %a : tensor<4x?x16xf32>
 }
 
@@ -149,7 +124,7 @@ func.func @ragged_layout(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
 
 func.func @pattern_cross_lengths(%q: tensor<4x8x16xf32>, %k: tensor<4x9x16xf32>) -> tensor<4x8x16xf32> {
   // expected-error @+1 {{query length}}
-  %a = kiln.attention %q, %k, %k {mask = "window", pattern_size = 4 : i64, scale = 0.25 : f32} : (tensor<4x8x16xf32>, tensor<4x9x16xf32>, tensor<4x9x16xf32>) -> tensor<4x8x16xf32>
+  %a = kiln.attention %q, %k, %k {mask = #kiln.mask<window>, pattern_size = 4 : i64, scale = 0.25 : f32} : (tensor<4x8x16xf32>, tensor<4x9x16xf32>, tensor<4x9x16xf32>) -> tensor<4x8x16xf32>
   return %a : tensor<4x8x16xf32>
 }
 
@@ -207,14 +182,6 @@ func.func @loop_flag(%c: tensor<?x35xf32>) -> tensor<?x35xf32> {
 
 // -----
 
-func.func @act_output_field(%c: tensor<?x35xf32>) -> tensor<?xf32> {
-  // expected-error @+1 {{expected field "hidden", "ponder" or "steps", got "halting"}}
-  %p = kiln.act_output %c {field = "halting"} : (tensor<?x35xf32>) -> tensor<?xf32>
-  return %p : tensor<?xf32>
-}
-
-// -----
-
 func.func @depthwise_even(%x: tensor<?x16xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>) -> tensor<?x16xf32> {
   // expected-error @+1 {{expected an odd kernel size (weight dim 0), got 4}}
   %y = kiln.depthwise_conv %x, %w, %b : (tensor<?x16xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
@@ -234,7 +201,7 @@ func.func @param_panels() -> tensor<2x4x16xf32> {
 func.func @linear_panels(%x: tensor<?x4xf32>) -> tensor<?x40xf32> {
   %w = kiln.param "w" {panel_cols = 32 : i64} : tensor<2x4x16xf32>
   // expected-error @+1 {{expected the weight's 2 panels of 16 columns to hold its 40 out-features}}
-  %h = kiln.linear %x, %w {weight_layout = "panels"} : (tensor<?x4xf32>, tensor<2x4x16xf32>) -> tensor<?x40xf32>
+  %h = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<panels>} : (tensor<?x4xf32>, tensor<2x4x16xf32>) -> tensor<?x40xf32>
   return %h : tensor<?x40xf32>
 }
 
@@ -242,7 +209,7 @@ func.func @linear_panels(%x: tensor<?x4xf32>) -> tensor<?x40xf32> {
 
 func.func @ffn_panels_rank(%x: tensor<?x4xf32>, %w1: tensor<4x16xf32>, %b1: tensor<16xf32>, %w2: tensor<16x4xf32>, %b2: tensor<4xf32>) -> tensor<?x4xf32> {
   // expected-error @+1 {{expected the W1 in panels to have rank 3, got 'tensor<4x16xf32>'}}
-  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "panels", layout2 = "in_out", activation = #kiln.activation<relu>}
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<panels>, layout2 = #kiln.weight_layout<in_out>, activation = #kiln.activation<relu>}
       : (tensor<?x4xf32>, tensor<4x16xf32>, tensor<16xf32>, tensor<16x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
   return %y : tensor<?x4xf32>
 }
@@ -251,7 +218,7 @@ func.func @ffn_panels_rank(%x: tensor<?x4xf32>, %w1: tensor<4x16xf32>, %b1: tens
 
 func.func @embedding_panels(%t: tensor<10x4xf32>, %ids: tensor<?xi32>) -> tensor<?x4xf32> {
   // expected-error @+1 {{expected the table to have rank 3, got 'tensor<10x4xf32>'}}
-  %y = kiln.embedding %t, %ids {table_layout = "panels"} : (tensor<10x4xf32>, tensor<?xi32>) -> tensor<?x4xf32>
+  %y = kiln.embedding %t, %ids {table_layout = #kiln.table_layout<panels>} : (tensor<10x4xf32>, tensor<?xi32>) -> tensor<?x4xf32>
   return %y : tensor<?x4xf32>
 }
 
@@ -281,14 +248,6 @@ func.func @weight_grad_shape(%x: tensor<?x4xf32>, %g: tensor<?x6xf32>) -> tensor
 
 // -----
 
-func.func @layer_norm_grad_wrt(%x: tensor<?x4xf32>, %g: tensor<4xf32>) -> tensor<?x4xf32> {
-  // expected-error @+1 {{expected wrt "input" or "gamma", got "beta"}}
-  %d = kiln.layer_norm_grad %x, %g, %x {wrt = "beta"} : (tensor<?x4xf32>, tensor<4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
-  return %d : tensor<?x4xf32>
-}
-
-// -----
-
 func.func @pad_fit(%x: tensor<3x4xf32>, %like: tensor<3x6xf32>) -> tensor<3x6xf32> {
   // expected-error @+1 {{expected the input's 4 rows at offset 4 to fit in 6}}
   %d = kiln.pad %x, %like {axis = 1 : i64, offset = 4 : i64} : (tensor<3x4xf32>, tensor<3x6xf32>) -> tensor<3x6xf32>
@@ -298,8 +257,8 @@ func.func @pad_fit(%x: tensor<3x4xf32>, %like: tensor<3x6xf32>) -> tensor<3x6xf3
 // -----
 
 func.func @attention_grad_mask(%q: tensor<2x?x4xf32>, %lse: tensor<2x?xf32>) -> tensor<2x?x4xf32> {
-  // expected-error @+1 {{expected a positive pattern_size with mask "window"}}
-  %d = kiln.attention_grad %q, %q, %q, %q, %q, %lse {mask = "window", scale = 0.5 : f32, wrt = "query"}
+  // expected-error @+1 {{expected a positive pattern_size with mask window}}
+  %d = kiln.attention_grad %q, %q, %q, %q, %q, %lse {mask = #kiln.mask<window>, scale = 0.5 : f32, wrt = #kiln.attention_wrt<query>}
       : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?xf32>) -> tensor<2x?x4xf32>
   return %d : tensor<2x?x4xf32>
 }
@@ -308,7 +267,7 @@ func.func @attention_grad_mask(%q: tensor<2x?x4xf32>, %lse: tensor<2x?xf32>) -> 
 
 func.func @attention_grad_lse_heads(%q: tensor<2x?x4xf32>, %lse: tensor<3x?xf32>) -> tensor<2x?x4xf32> {
   // expected-error @+1 {{expected lse heads (3) to equal query heads (2)}}
-  %d = kiln.attention_grad %q, %q, %q, %q, %q, %lse {scale = 0.5 : f32, wrt = "key"}
+  %d = kiln.attention_grad %q, %q, %q, %q, %q, %lse {scale = 0.5 : f32, wrt = #kiln.attention_wrt<key>}
       : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<3x?xf32>) -> tensor<2x?x4xf32>
   return %d : tensor<2x?x4xf32>
 }
@@ -325,7 +284,7 @@ func.func @attention_lse_result_rows(%q: tensor<2x5x4xf32>) -> tensor<2x6xf32> {
 
 func.func @attention_pattern_without_sparse_mask(%q: tensor<2x8x4xf32>) -> tensor<2x8xf32> {
   // expected-error @+1 {{expected pattern_size, summary, part and layout only with a sparse mask}}
-  %o:2 = kiln.attention %q, %q, %q {mask = "causal", pattern_size = 2 : i64, scale = 0.5 : f32} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8xf32>)
+  %o:2 = kiln.attention %q, %q, %q {mask = #kiln.mask<causal>, pattern_size = 2 : i64, scale = 0.5 : f32} : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8xf32>)
   return %o#1 : tensor<2x8xf32>
 }
 
@@ -406,17 +365,9 @@ func.func @embedding_grad_into(%ids: tensor<?xi32>, %g: tensor<?x4xf32>, %into: 
 
 // -----
 
-func.func @act_update_grad_wrt(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{expected wrt "carry", "x", "y", "halt_weight" or "halt_bias", got "halt"}}
-  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = "halt"} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
-  return %g : tensor<?x16xf32>
-}
-
-// -----
-
 func.func @act_update_grad_result(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
   // expected-error @+1 {{expected the result to be 'tensor<1xf32>', got 'tensor<?x16xf32>'}}
-  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = "halt_bias"} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
+  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = #kiln.act_wrt<halt_bias>} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
   return %g : tensor<?x16xf32>
 }
 
@@ -424,7 +375,7 @@ func.func @act_update_grad_result(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w
 
 func.func @act_update_grad_halting(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<8xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
   // expected-error @+1 {{expected the halting weight [d] and bias [1]}}
-  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = "x"} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<8xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
+  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = #kiln.act_wrt<x>} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<8xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
   return %g : tensor<?x16xf32>
 }
 
@@ -446,16 +397,34 @@ func.func @mean_grad_like(%g: tensor<1xf32>, %p: tensor<?xf32>) -> tensor<?x2xf3
 
 // -----
 
-func.func @depthwise_conv_grad_wrt(%x: tensor<?x16xf32>, %w: tensor<3x16xf32>) -> tensor<16xf32> {
-  // expected-error @+1 {{expected wrt "x" or "weight", got "bias"}}
-  %g = kiln.depthwise_conv_grad %x, %w, %x {wrt = "bias"} : (tensor<?x16xf32>, tensor<3x16xf32>, tensor<?x16xf32>) -> tensor<16xf32>
-  return %g : tensor<16xf32>
+func.func @depthwise_conv_grad_result(%x: tensor<?x16xf32>, %w: tensor<3x16xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected the result to be 'tensor<3x16xf32>', got 'tensor<?x16xf32>'}}
+  %g = kiln.depthwise_conv_grad %x, %w, %x {wrt = #kiln.conv_wrt<weight>} : (tensor<?x16xf32>, tensor<3x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %g : tensor<?x16xf32>
 }
 
 // -----
 
-func.func @depthwise_conv_grad_result(%x: tensor<?x16xf32>, %w: tensor<3x16xf32>) -> tensor<?x16xf32> {
-  // expected-error @+1 {{expected the result to be 'tensor<3x16xf32>', got 'tensor<?x16xf32>'}}
-  %g = kiln.depthwise_conv_grad %x, %w, %x {wrt = "weight"} : (tensor<?x16xf32>, tensor<3x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
-  return %g : tensor<?x16xf32>
+func.func @layer_norm_gamma_grad_result(%x: tensor<?x4xf32>, %g: tensor<4xf32>) -> tensor<?x4xf32> {
+  // expected-error @+1 {{expected the result ('tensor<?x4xf32>') and the gamma ('tensor<4xf32>') to have one shape}}
+  %d = kiln.layer_norm_gamma_grad %x, %g, %x : (tensor<?x4xf32>, tensor<4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  return %d : tensor<?x4xf32>
+}
+
+// -----
+
+func.func @rms_norm_weight(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %w = kiln.param "w" : tensor<6xf32>
+  // expected-error @+1 {{expected weight length (6) to equal input width (8)}}
+  %y = kiln.rms_norm %x, %w : (tensor<?x8xf32>, tensor<6xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @rms_norm_epsilon(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %w = kiln.param "w" : tensor<8xf32>
+  // expected-error @+1 {{expected a positive epsilon}}
+  %y = kiln.rms_norm %x, %w {epsilon = 0.0 : f32} : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
 }

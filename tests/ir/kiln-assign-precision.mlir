@@ -4,7 +4,7 @@
 // RUN: kiln-opt %s --split-input-file --kiln-assign-precision="precision=bf16 dot=true" | FileCheck %s --check-prefix=DOT
 // RUN: kiln-opt %s --split-input-file --kiln-assign-precision="precision=bf16 cpu=true" | FileCheck %s --check-prefix=WEIGHTS
 // RUN: not kiln-opt %s --split-input-file --kiln-assign-precision=precision=fp8 2>&1 | FileCheck %s --check-prefix=BAD
-// BAD: kiln-assign-precision: unknown precision 'fp8' (f32 or bf16)
+// BAD: for the --precision option: Cannot find option named 'fp8'!
 
 // bf16: the GEMMs' schedules say so, a decision already there is kept, other ops and weight
 // gradients are left alone.
@@ -37,7 +37,7 @@ func.func @gemms(%x: tensor<?x16xf32>, %w: tensor<16x16xf32>, %g: tensor<?x16xf3
 // MODULE: kiln.linear {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
 // F32-LABEL: func.func @from_module
 // F32-NOT: precision
-module attributes {kiln.precision = "bf16"} {
+module attributes {kiln.precision = #kiln.precision<bf16>} {
   func.func @from_module(%x: tensor<?x16xf32>, %w: tensor<16x16xf32>) -> tensor<?x16xf32> {
     %y = kiln.linear %x, %w : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
     return %y : tensor<?x16xf32>
@@ -77,9 +77,9 @@ func.func @dot(%x: tensor<?x64xf32>, %w: tensor<64x64xf32>, %b: tensor<2x?x64xf3
 // DOT: kiln.ffn {{.*}}hidden_tile_n = 64, {{.*}}precision = bf16_dot>
 // DOT: kiln.ffn {{.*}}hidden_tile_n = 24, {{.*}}precision = bf16>
 func.func @ffns(%x: tensor<?x64xf32>, %w1: tensor<64x256xf32>, %b1: tensor<256xf32>, %w2: tensor<256x64xf32>, %b2: tensor<64xf32>) -> (tensor<?x64xf32>, tensor<?x64xf32>) {
-  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, pack = per_call, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>}
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<in_out>, layout2 = #kiln.weight_layout<in_out>, activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, pack = per_call, hidden_vec = 16, hidden_tile_n = 64, chunk = 32, gemm = register_block>}
       : (tensor<?x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
-  %z = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, pack = per_call, hidden_vec = 8, hidden_tile_n = 24, chunk = 32, gemm = register_block>}
+  %z = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<in_out>, layout2 = #kiln.weight_layout<in_out>, activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 64, pack = per_call, hidden_vec = 8, hidden_tile_n = 24, chunk = 32, gemm = register_block>}
       : (tensor<?x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
   return %y, %z : tensor<?x64xf32>, tensor<?x64xf32>
 }
@@ -104,22 +104,22 @@ func.func @ffns(%x: tensor<?x64xf32>, %w1: tensor<64x256xf32>, %b1: tensor<256xf
 // CHECK: return
 func.func @weights(%x: tensor<?x16xf32>, %ids: tensor<?xi32>) -> (tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>) {
   %w = kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
-  %y = kiln.linear %x, %w {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x32xf32>) -> tensor<?x32xf32>
+  %y = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<panels>} : (tensor<?x16xf32>, tensor<1x16x32xf32>) -> tensor<?x32xf32>
   %e = kiln.param "wte" {panel_cols = 64 : i64, transposed} : tensor<1x16x64xf32>
-  %h = kiln.embedding %e, %ids {table_layout = "panels"} : (tensor<1x16x64xf32>, tensor<?xi32>) -> tensor<?x16xf32>
-  %l = kiln.linear %h, %e {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x64xf32>) -> tensor<?x64xf32>
+  %h = kiln.embedding %e, %ids {table_layout = #kiln.table_layout<panels>} : (tensor<1x16x64xf32>, tensor<?xi32>) -> tensor<?x16xf32>
+  %l = kiln.linear %h, %e {weight_layout = #kiln.weight_layout<panels>} : (tensor<?x16xf32>, tensor<1x16x64xf32>) -> tensor<?x64xf32>
   %w1 = kiln.param "w1" {panel_cols = 32 : i64} : tensor<1x16x32xf32>
   %b1 = kiln.param "b1" : tensor<32xf32>
   %w2 = kiln.param "w2" {panel_cols = 16 : i64} : tensor<1x32x16xf32>
   %b2 = kiln.param "b2" : tensor<16xf32>
-  %f = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "panels", layout2 = "panels", activation = #kiln.activation<relu>} : (tensor<?x16xf32>, tensor<1x16x32xf32>, tensor<32xf32>, tensor<1x32x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
+  %f = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<panels>, layout2 = #kiln.weight_layout<panels>, activation = #kiln.activation<relu>} : (tensor<?x16xf32>, tensor<1x16x32xf32>, tensor<32xf32>, tensor<1x32x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
   %o = kiln.param "other" {panel_cols = 16 : i64} : tensor<1x16x16xf32>
-  %g = kiln.linear %x, %o {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x16xf32>) -> tensor<?x16xf32>
+  %g = kiln.linear %x, %o {weight_layout = #kiln.weight_layout<panels>} : (tensor<?x16xf32>, tensor<1x16x16xf32>) -> tensor<?x16xf32>
   %os = kiln.relu %o : (tensor<1x16x16xf32>) -> tensor<1x16x16xf32>
   %p = kiln.param "plain" : tensor<16x16xf32>
   %q = kiln.linear %x, %p : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
   %h3 = kiln.reshape %q : (tensor<?x16xf32>) -> tensor<1x?x16xf32>
-  %att = kiln.attention %h3, %h3, %h3 {mask = "causal", scale = 2.500000e-01 : f32} : (tensor<1x?x16xf32>, tensor<1x?x16xf32>, tensor<1x?x16xf32>) -> tensor<1x?x16xf32>
+  %att = kiln.attention %h3, %h3, %h3 {mask = #kiln.mask<causal>, scale = 2.500000e-01 : f32} : (tensor<1x?x16xf32>, tensor<1x?x16xf32>, tensor<1x?x16xf32>) -> tensor<1x?x16xf32>
   return %y, %l, %f, %g, %q : tensor<?x32xf32>, tensor<?x64xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>
 }
 
@@ -133,9 +133,9 @@ func.func @weights(%x: tensor<?x16xf32>, %ids: tensor<?xi32>) -> (tensor<?x32xf3
 // WEIGHTS: kiln.attention {{.*}}precision = bf16
 func.func @training(%x: tensor<?x16xf32>, %dw: tensor<1x16x32xf32>) -> (tensor<?x32xf32>, tensor<1x?x16xf32>) {
   %w = kiln.param "fc.weight" {panel_cols = 32 : i64, transposed} : tensor<1x16x32xf32>
-  %y = kiln.linear %x, %w {weight_layout = "panels"} : (tensor<?x16xf32>, tensor<1x16x32xf32>) -> tensor<?x32xf32>
+  %y = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<panels>} : (tensor<?x16xf32>, tensor<1x16x32xf32>) -> tensor<?x32xf32>
   %h3 = kiln.reshape %x : (tensor<?x16xf32>) -> tensor<1x?x16xf32>
-  %att = kiln.attention %h3, %h3, %h3 {mask = "causal", scale = 2.500000e-01 : f32} : (tensor<1x?x16xf32>, tensor<1x?x16xf32>, tensor<1x?x16xf32>) -> tensor<1x?x16xf32>
+  %att = kiln.attention %h3, %h3, %h3 {mask = #kiln.mask<causal>, scale = 2.500000e-01 : f32} : (tensor<1x?x16xf32>, tensor<1x?x16xf32>, tensor<1x?x16xf32>) -> tensor<1x?x16xf32>
   %p4 = kiln.param "v" : tensor<4xf32>
   %s1 = kiln.param "s" : tensor<1xf32>
   %m4 = kiln.state "optimizer.m.v" : tensor<4xf32>
@@ -150,7 +150,7 @@ func.func @training(%x: tensor<?x16xf32>, %dw: tensor<1x16x32xf32>) -> (tensor<?
 // gradient, LSH's hashing, chunked attention and its gradient (the sort has no operands to
 // round). Without cpu (a GPU target) none of them changes.
 // WEIGHTS-LABEL: func.func @sparse_and_lsh
-// WEIGHTS: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>, mask = "strided"
+// WEIGHTS: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>, mask = #kiln.mask<strided>
 // WEIGHTS: kiln.attention_grad {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
 // WEIGHTS: kiln.lsh_hash {{.*}}kiln.schedule = #kiln.schedule<precision = bf16>
 // WEIGHTS: kiln.lsh_sort
@@ -161,11 +161,11 @@ func.func @training(%x: tensor<?x16xf32>, %dw: tensor<1x16x32xf32>) -> (tensor<?
 // CHECK-NOT: precision
 // CHECK: return
 func.func @sparse_and_lsh(%q: tensor<2x?x16xf32>, %g: tensor<2x?x16xf32>, %rot: tensor<2x16x4xf32>) -> (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) {
-  %o, %lse = kiln.attention %q, %q, %q {mask = "strided", pattern_size = 8 : i64, part = "union", scale = 2.500000e-01 : f32} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> (tensor<2x?x16xf32>, tensor<2x?xf32>)
-  %dq = kiln.attention_grad %q, %q, %q, %o, %g, %lse {mask = "strided", pattern_size = 8 : i64, part = "union", scale = 2.500000e-01 : f32, wrt = "query"} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?xf32>) -> tensor<2x?x16xf32>
+  %o, %lse = kiln.attention %q, %q, %q {mask = #kiln.mask<strided>, pattern_size = 8 : i64, part = #kiln.part<union>, scale = 2.500000e-01 : f32} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> (tensor<2x?x16xf32>, tensor<2x?xf32>)
+  %dq = kiln.attention_grad %q, %q, %q, %o, %g, %lse {mask = #kiln.mask<strided>, pattern_size = 8 : i64, part = #kiln.part<union>, scale = 2.500000e-01 : f32, wrt = #kiln.attention_wrt<query>} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?xf32>) -> tensor<2x?x16xf32>
   %b = kiln.lsh_hash %q, %rot : (tensor<2x?x16xf32>, tensor<2x16x4xf32>) -> tensor<2x2x?xi32>
   %s = kiln.lsh_sort %b : (tensor<2x2x?xi32>) -> tensor<2x2x2x?xi32>
   %a = kiln.lsh_chunk_attention %q, %q, %b, %s {causal, chunk = 8 : i64, scale = 2.500000e-01 : f32} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x2x?xi32>, tensor<2x2x2x?xi32>) -> tensor<2x?x16xf32>
-  %da = kiln.lsh_chunk_attention_grad %q, %q, %b, %s, %a, %g {causal, chunk = 8 : i64, scale = 2.500000e-01 : f32, wrt = "qk"} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x2x?xi32>, tensor<2x2x2x?xi32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> tensor<2x?x16xf32>
+  %da = kiln.lsh_chunk_attention_grad %q, %q, %b, %s, %a, %g {causal, chunk = 8 : i64, scale = 2.500000e-01 : f32, wrt = #kiln.lsh_wrt<qk>} : (tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x2x?xi32>, tensor<2x2x2x?xi32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>) -> tensor<2x?x16xf32>
   return %dq, %a, %da : tensor<2x?x16xf32>, tensor<2x?x16xf32>, tensor<2x?x16xf32>
 }

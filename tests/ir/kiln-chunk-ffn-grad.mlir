@@ -66,7 +66,7 @@ module attributes {kiln.seq_bounds = array<i64: 8>, kiln.seq_names = ["L"]} {
     %w2 = kiln.param "w2" : tensor<4x6xf32>
     %b2 = kiln.param "b2" : tensor<4xf32>
     %a = kiln.linear %x, %w1, %b1 : (tensor<?x4xf32>, tensor<6x4xf32>, tensor<6xf32>) -> tensor<?x6xf32>
-    %h = kiln.gelu %a {approximate = "tanh"} : (tensor<?x6xf32>) -> tensor<?x6xf32>
+    %h = kiln.gelu %a {approximate = #kiln.gelu<tanh>} : (tensor<?x6xf32>) -> tensor<?x6xf32>
     %l = kiln.linear %h, %w2, %b2 : (tensor<?x6xf32>, tensor<4x6xf32>, tensor<4xf32>) -> tensor<?x4xf32>
     %y = kiln.add %x, %l : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
     %wo = kiln.param "wo" : tensor<5x4xf32>
@@ -83,9 +83,9 @@ module attributes {kiln.seq_bounds = array<i64: 8>, kiln.seq_names = ["L"]} {
     %b1 = kiln.param "c1" : tensor<6xf32>
     %w2 = kiln.param "v2" : tensor<6x4xf32>
     %b2 = kiln.param "c2" : tensor<4xf32>
-    %a = kiln.linear %x, %w1, %b1 {weight_layout = "in_out"} : (tensor<?x4xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<?x6xf32>
-    %h = kiln.gelu %a {approximate = "tanh"} : (tensor<?x6xf32>) -> tensor<?x6xf32>
-    %l = kiln.linear %h, %w2, %b2 {weight_layout = "in_out"} : (tensor<?x6xf32>, tensor<6x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+    %a = kiln.linear %x, %w1, %b1 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x4xf32>, tensor<4x6xf32>, tensor<6xf32>) -> tensor<?x6xf32>
+    %h = kiln.gelu %a {approximate = #kiln.gelu<tanh>} : (tensor<?x6xf32>) -> tensor<?x6xf32>
+    %l = kiln.linear %h, %w2, %b2 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x6xf32>, tensor<6x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
     %y = kiln.add %x, %l : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
     %wo = kiln.param "wo" : tensor<5x4xf32>
     %logits = kiln.linear %y, %wo : (tensor<?x4xf32>, tensor<5x4xf32>) -> tensor<?x5xf32>

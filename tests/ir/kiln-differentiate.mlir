@@ -51,18 +51,18 @@ func.func @residual_and_tied(%ids: tensor<?xi32>, %t: tensor<?xi32>) -> (tensor<
 // Attention's rule: each query row's log-sum-exp once, then dq, dk and dv, each from that lse.
 // The lse is the forward attention's second result: the rule rebuilds the attention with it.
 // CHECK-LABEL: func.func @attention
-// CHECK: %[[O:[^,]*]], %[[LSE:[^ ]*]] = kiln.attention %[[Q:[^,]*]], %[[Q]], %[[Q]] {mask = "causal", scale = 5.000000e-01 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> (tensor<2x?x4xf32>, tensor<2x?xf32>)
+// CHECK: %[[O:[^,]*]], %[[LSE:[^ ]*]] = kiln.attention %[[Q:[^,]*]], %[[Q]], %[[Q]] {mask = #kiln.mask<causal>, scale = 5.000000e-01 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> (tensor<2x?x4xf32>, tensor<2x?xf32>)
 // CHECK: kiln.transpose %[[O]] 
-// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = "causal", {{.*}}wrt = "query"}
-// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = "causal", {{.*}}wrt = "key"}
-// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = "causal", {{.*}}wrt = "value"}
+// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = #kiln.mask<causal>, {{.*}}wrt = #kiln.attention_wrt<query>}
+// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = #kiln.mask<causal>, {{.*}}wrt = #kiln.attention_wrt<key>}
+// CHECK: kiln.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[O]], %{{.*}}, %[[LSE]] {mask = #kiln.mask<causal>, {{.*}}wrt = #kiln.attention_wrt<value>}
 // CHECK-NOT: kiln.attention_lse
 func.func @attention(%x: tensor<?x8xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
   %w = kiln.param "w" : tensor<8x8xf32>
   %l = kiln.linear %x, %w : (tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32>
   %s = kiln.reshape %l : (tensor<?x8xf32>) -> tensor<?x2x4xf32>
   %q = kiln.transpose %s {permutation = array<i64: 1, 0, 2>} : (tensor<?x2x4xf32>) -> tensor<2x?x4xf32>
-  %o = kiln.attention %q, %q, %q {mask = "causal", scale = 0.5 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
+  %o = kiln.attention %q, %q, %q {mask = #kiln.mask<causal>, scale = 0.5 : f32} : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
   %p = kiln.transpose %o {permutation = array<i64: 1, 0, 2>} : (tensor<2x?x4xf32>) -> tensor<?x2x4xf32>
   %r = kiln.reshape %p : (tensor<?x2x4xf32>) -> tensor<?x8xf32>
   %loss = kiln.cross_entropy %r, %t : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<1xf32>
@@ -146,9 +146,9 @@ func.func @no_rule(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {ki
 // CHECK-LABEL: func.func @depthwise
 // CHECK-SAME: -> (tensor<1xf32> {kiln.name = "loss"}, tensor<3x4xf32> {kiln.name = "grad.w"}, tensor<4xf32> {kiln.name = "grad.b"})
 // CHECK: %[[DL:.*]] = kiln.cross_entropy_grad
-// CHECK-DAG: %[[DW:.*]] = kiln.depthwise_conv_grad %arg0, %{{.*}}, %[[DL]] {causal, wrt = "weight"} : {{.*}} -> tensor<3x4xf32>
+// CHECK-DAG: %[[DW:.*]] = kiln.depthwise_conv_grad %arg0, %{{.*}}, %[[DL]] {causal, wrt = #kiln.conv_wrt<weight>} : {{.*}} -> tensor<3x4xf32>
 // CHECK-DAG: %[[DB:.*]] = kiln.reduce_rows %[[DL]]
-// CHECK-NOT: wrt = "x"
+// CHECK-NOT: wrt = #kiln.conv_wrt<x>
 // CHECK: return %{{.*}}, %[[DW]], %[[DB]]
 func.func @depthwise(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
   %w = kiln.param "w" : tensor<3x4xf32>
@@ -193,5 +193,32 @@ func.func @param_two_types(%x: tensor<?x4xf32>, %t: tensor<?xi32>) -> (tensor<1x
   %w2 = kiln.param "w" : tensor<5x4xf32>
   %z = kiln.linear %y, %w2 : (tensor<?x4xf32>, tensor<5x4xf32>) -> tensor<?x5xf32>
   %loss = kiln.cross_entropy %z, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// RMSNorm: the input's gradient is kiln.rms_norm_grad (each row's scale recomputed from the
+// saved input); the weight's is the sum over rows of the gradient times x̂, x̂ a unit-weight
+// kiln.rms_norm of the input (the same epsilon).
+// CHECK-LABEL: func.func @rms_norm
+// CHECK-SAME: -> (tensor<1xf32> {kiln.name = "loss"}, tensor<7x4xf32> {kiln.name = "grad.e"}, tensor<4xf32> {kiln.name = "grad.g"}, tensor<5x4xf32> {kiln.name = "grad.w"})
+// CHECK: %[[X:.*]] = kiln.embedding
+// CHECK: %[[DY:.*]] = kiln.matmul
+// CHECK-DAG: %[[DX:.*]] = kiln.rms_norm_grad %[[X]], %{{.*}}, %[[DY]] {epsilon = 9.99999974E-6 : f32}
+// CHECK-DAG: %[[ONES:.*]] = kiln.fill {value = 1.000000e+00 : f32} : tensor<4xf32>
+// CHECK-DAG: %[[XH:.*]] = kiln.rms_norm %[[X]], %[[ONES]] {epsilon = 9.99999974E-6 : f32}
+// CHECK-DAG: %[[P:.*]] = kiln.mul %[[DY]], %[[XH]]
+// CHECK-DAG: %[[DG:.*]] = kiln.reduce_rows %[[P]] : (tensor<?x4xf32>) -> tensor<4xf32>
+// CHECK-DAG: %[[DE:.*]] = kiln.embedding_grad %{{.*}}, %[[DX]]
+// CHECK: return %{{.*}}, %[[DE]], %[[DG]], %{{.*}}
+func.func @rms_norm(%ids: tensor<?xi32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %e = kiln.param "e" : tensor<7x4xf32>
+  %g = kiln.param "g" : tensor<4xf32>
+  %w = kiln.param "w" : tensor<5x4xf32>
+  %x = kiln.embedding %e, %ids : (tensor<7x4xf32>, tensor<?xi32>) -> tensor<?x4xf32>
+  %n = kiln.rms_norm %x, %g {epsilon = 1.0e-5 : f32} : (tensor<?x4xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  %l = kiln.linear %n, %w : (tensor<?x4xf32>, tensor<5x4xf32>) -> tensor<?x5xf32>
+  %loss = kiln.cross_entropy %l, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
   return %loss : tensor<1xf32>
 }

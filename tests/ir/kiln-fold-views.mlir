@@ -41,7 +41,7 @@ module {
   func.func @block(%x: tensor<?x16xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>}) -> (tensor<?x16xf32> {kiln.name = "y"}) {
     %w = kiln.param "c_attn" : tensor<16x48xf32>
     %wo = kiln.param "c_proj" : tensor<16x16xf32>
-    %qkv = kiln.linear %x, %w {weight_layout = "in_out"} : (tensor<?x16xf32>, tensor<16x48xf32>) -> tensor<?x48xf32>
+    %qkv = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x16xf32>, tensor<16x48xf32>) -> tensor<?x48xf32>
     %q = kiln.slice %qkv {axis = 1 : i64, offset = 0 : i64} : (tensor<?x48xf32>) -> tensor<?x16xf32>
     %k = kiln.slice %qkv {axis = 1 : i64, offset = 16 : i64} : (tensor<?x48xf32>) -> tensor<?x16xf32>
     %v = kiln.slice %qkv {axis = 1 : i64, offset = 32 : i64} : (tensor<?x48xf32>) -> tensor<?x16xf32>
@@ -51,10 +51,10 @@ module {
     %kh = kiln.transpose %kr {permutation = array<i64: 1, 0, 2>} : (tensor<?x4x4xf32>) -> tensor<4x?x4xf32>
     %vr = kiln.reshape %v : (tensor<?x16xf32>) -> tensor<?x4x4xf32>
     %vh = kiln.transpose %vr {permutation = array<i64: 1, 0, 2>} : (tensor<?x4x4xf32>) -> tensor<4x?x4xf32>
-    %a = kiln.attention %qh, %kh, %vh {mask = "causal", scale = 0.5 : f32} : (tensor<4x?x4xf32>, tensor<4x?x4xf32>, tensor<4x?x4xf32>) -> tensor<4x?x4xf32>
+    %a = kiln.attention %qh, %kh, %vh {mask = #kiln.mask<causal>, scale = 0.5 : f32} : (tensor<4x?x4xf32>, tensor<4x?x4xf32>, tensor<4x?x4xf32>) -> tensor<4x?x4xf32>
     %at = kiln.transpose %a {permutation = array<i64: 1, 0, 2>} : (tensor<4x?x4xf32>) -> tensor<?x4x4xf32>
     %m = kiln.reshape %at : (tensor<?x4x4xf32>) -> tensor<?x16xf32>
-    %y = kiln.linear %m, %wo {weight_layout = "in_out"} : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
+    %y = kiln.linear %m, %wo {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
     return %y : tensor<?x16xf32>
   }
 }
@@ -148,7 +148,7 @@ module {
     %am = kiln.reshape %at : (tensor<?x4x4xf32>) -> tensor<?x16xf32>
     %b = kiln.relu %y : (tensor<?x16xf32>) -> tensor<?x16xf32>
     %c = kiln.concat %am, %b {axis = 1 : i64} : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x32xf32>
-    %z = kiln.linear %c, %w {weight_layout = "in_out"} : (tensor<?x32xf32>, tensor<32x8xf32>) -> tensor<?x8xf32>
+    %z = kiln.linear %c, %w {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x32xf32>, tensor<32x8xf32>) -> tensor<?x8xf32>
     return %z : tensor<?x8xf32>
   }
 }

@@ -3,7 +3,7 @@
 // The full chain, per head: scores, scale, causal mask, softmax, values. One kiln.attention
 // remains and no softmax, mask or matmul.
 // CHECK-LABEL: func.func @heads_causal
-// CHECK: %[[A:.*]] = kiln.attention %arg0, %arg1, %arg2 {mask = "causal", scale = 1.250000e-01 : f32}
+// CHECK: %[[A:.*]] = kiln.attention %arg0, %arg1, %arg2 {mask = #kiln.mask<causal>, scale = 1.250000e-01 : f32}
 // CHECK-NOT: kiln.softmax
 // CHECK-NOT: kiln.mask
 // CHECK-NOT: kiln.batch_matmul
@@ -11,7 +11,7 @@
 func.func @heads_causal(%q: tensor<4x?x64xf32>, %k: tensor<4x?x64xf32>, %v: tensor<4x?x64xf32>) -> tensor<4x?x64xf32> {
   %s = kiln.batch_matmul %q, %k {transpose_b = true} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?x?xf32>
   %t = kiln.scale %s {factor = 0.125 : f32} : (tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
-  %m = kiln.mask %t {kind = "causal"} : (tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
+  %m = kiln.mask %t  : (tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
   %u = kiln.add %t, %m : (tensor<4x?x?xf32>, tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
   %p = kiln.softmax %u : (tensor<4x?x?xf32>) -> tensor<4x?x?xf32>
   %o = kiln.batch_matmul %p, %v : (tensor<4x?x?xf32>, tensor<4x?x64xf32>) -> tensor<4x?x64xf32>

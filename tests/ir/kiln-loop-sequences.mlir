@@ -52,7 +52,7 @@ module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i
     %p = kiln.position_embedding %wpe, %t : (tensor<8x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
     %h = kiln.linear %p, %w : (tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32>
     %q = kiln.reshape %h : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
-    %o = kiln.attention %q, %q, %q {mask = "causal", scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+    %o = kiln.attention %q, %q, %q {mask = #kiln.mask<causal>, scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x?x8xf32>, tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
     %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
     %y = kiln.relu %r : (tensor<?x8xf32>) -> tensor<?x8xf32>
     return %y : tensor<?x8xf32>
@@ -82,7 +82,7 @@ module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i
     %v = kiln.reshape %e : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
     %s = kiln.state "bcache" {batch = 1 : i64} : tensor<1x8x8xf32>
     %c = kiln.cache_write %s, %v, %past : (tensor<1x8x8xf32>, tensor<1x?x8xf32>, tensor<1xi32>) -> tensor<1x8x8xf32>
-    %o = kiln.attention %v, %c, %c, %past {mask = "causal", scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x8x8xf32>, tensor<1x8x8xf32>, tensor<1xi32>) -> tensor<1x?x8xf32>
+    %o = kiln.attention %v, %c, %c, %past {mask = #kiln.mask<causal>, scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x8x8xf32>, tensor<1x8x8xf32>, tensor<1xi32>) -> tensor<1x?x8xf32>
     %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
     %z = kiln.relu %r : (tensor<?x8xf32>) -> tensor<?x8xf32>
     return %z : tensor<?x8xf32>

@@ -13,9 +13,9 @@
 // CHECK-NEXT: %[[N:.*]] = kiln.act_update %[[C]], %[[X]], %[[Y]], %{{.*}}, %{{.*}}, %[[T]] {max_steps = 4 : i64, threshold = 9.900000e-01 : f32}
 // CHECK-NEXT: %[[F:.*]] = kiln.act_running %[[N]]
 // CHECK-NEXT: kiln.yield %[[F]], %[[N]] : tensor<1xi32>, tensor<?x35xf32>
-// CHECK: kiln.act_output %[[L]] {field = "hidden"}
-// CHECK: kiln.act_output %[[L]] {field = "ponder"}
-// CHECK: kiln.act_output %[[L]] {field = "steps"}
+// CHECK: kiln.act_output %[[L]] {field = #kiln.act_field<hidden>}
+// CHECK: kiln.act_output %[[L]] {field = #kiln.act_field<ponder>}
+// CHECK: kiln.act_output %[[L]] {field = #kiln.act_field<steps>}
 // CHECK-NOT: kiln.recurrent
 
 // The carry, the loop and its result share one buffer; the step number gets its own 4-byte slot.
@@ -29,7 +29,7 @@
 module attributes {kiln.seq_names = ["L"], kiln.seq_bounds = array<i64: 64>} {
   func.func @ut(%x: tensor<?x16xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>}) -> (tensor<?x16xf32> {kiln.name = "hidden"}, tensor<?xf32> {kiln.name = "ponder"}, tensor<?xi32> {kiln.name = "steps"}) {
     %w = kiln.param "halt.weight" : tensor<16xf32>
-    %b = kiln.param "halt.bias" {init = "ones"} : tensor<1xf32>
+    %b = kiln.param "halt.bias" {init = #kiln.init<ones>} : tensor<1xf32>
     %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 4 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
     ^bb0(%s: tensor<?x16xf32>):
       %w1 = kiln.param "w1" : tensor<16x16xf32>

@@ -42,13 +42,13 @@ func.func @linear_tiles(%x: tensor<?x8xf32>) -> tensor<?x10xf32> {
 // GPU: kiln.linear {{.*}}#kiln.schedule<pack = none, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 0>
 func.func @packing(%x: tensor<1x64xf32>, %y: tensor<?x1024xf32>, %z: tensor<?x768xf32>) -> (tensor<1x2048xf32>, tensor<?x2048xf32>, tensor<?x2304xf32>, tensor<?x768xf32>) {
   %w = kiln.param "w" : tensor<64x2048xf32>
-  %a = kiln.linear %x, %w {weight_layout = "in_out"} : (tensor<1x64xf32>, tensor<64x2048xf32>) -> tensor<1x2048xf32>
+  %a = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<in_out>} : (tensor<1x64xf32>, tensor<64x2048xf32>) -> tensor<1x2048xf32>
   %w2 = kiln.param "w2" : tensor<1024x2048xf32>
-  %b = kiln.linear %y, %w2 {weight_layout = "in_out"} : (tensor<?x1024xf32>, tensor<1024x2048xf32>) -> tensor<?x2048xf32>
+  %b = kiln.linear %y, %w2 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x1024xf32>, tensor<1024x2048xf32>) -> tensor<?x2048xf32>
   %w3 = kiln.param "w3" : tensor<768x2304xf32>
-  %c = kiln.linear %z, %w3 {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<768x2304xf32>) -> tensor<?x2304xf32>
+  %c = kiln.linear %z, %w3 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x768xf32>, tensor<768x2304xf32>) -> tensor<?x2304xf32>
   %w4 = kiln.param "w4" : tensor<768x768xf32>
-  %d = kiln.linear %z, %w4 {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<768x768xf32>) -> tensor<?x768xf32>
+  %d = kiln.linear %z, %w4 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x768xf32>, tensor<768x768xf32>) -> tensor<?x768xf32>
   return %a, %b, %c, %d : tensor<1x2048xf32>, tensor<?x2048xf32>, tensor<?x2304xf32>, tensor<?x768xf32>
 }
 
@@ -81,7 +81,7 @@ func.func @ffn(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
   %b1 = kiln.param "b1" : tensor<256xf32>
   %w2 = kiln.param "w2" : tensor<256x64xf32>
   %b2 = kiln.param "b2" : tensor<64xf32>
-  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<in_out>, layout2 = #kiln.weight_layout<in_out>, activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
       : (tensor<?x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
   return %y : tensor<?x64xf32>
 }
@@ -103,8 +103,8 @@ func.func @ffn(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
 // GPU: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 1, gpu_tile_n = 32, gpu_tile_m = 4>
 // GPU: kiln.relu {{.*}}kiln.schedule = #kiln.schedule<gpu_threads = 32>
 func.func @others(%q: tensor<4x?x32xf32>, %q1: tensor<4x1x32xf32>, %c: tensor<4x64x32xf32>, %past: tensor<1xi32>) -> (tensor<4x?x32xf32>, tensor<4x1x32xf32>) {
-  %a = kiln.attention %q, %q, %q {mask = "causal", scale = 0.17677 : f32} : (tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
-  %d = kiln.attention %q1, %c, %c, %past {mask = "causal", scale = 0.17677 : f32} : (tensor<4x1x32xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>, tensor<1xi32>) -> tensor<4x1x32xf32>
+  %a = kiln.attention %q, %q, %q {mask = #kiln.mask<causal>, scale = 0.17677 : f32} : (tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
+  %d = kiln.attention %q1, %c, %c, %past {mask = #kiln.mask<causal>, scale = 0.17677 : f32} : (tensor<4x1x32xf32>, tensor<4x64x32xf32>, tensor<4x64x32xf32>, tensor<1xi32>) -> tensor<4x1x32xf32>
   %s = kiln.softmax %a {kiln.schedule = #kiln.schedule<rows_per_task = 7>} : (tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
   %r = kiln.relu %s : (tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
   return %r, %d : tensor<4x?x32xf32>, tensor<4x1x32xf32>
@@ -125,7 +125,7 @@ func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x
   %b1 = kiln.param "b1" : tensor<256xf32>
   %w2 = kiln.param "w2" : tensor<256x64xf32>
   %b2 = kiln.param "b2" : tensor<64xf32>
-  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "in_out", layout2 = "in_out", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<in_out>, layout2 = #kiln.weight_layout<in_out>, activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
       : (tensor<1x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
   return %l, %y : tensor<1x1000xf32>, tensor<1x64xf32>
 }
@@ -147,17 +147,17 @@ func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x
 // GPU: kiln.linear {{.*}}#kiln.schedule<pack = at_load, gpu_tile_n = 64, gpu_tile_m = 32, gpu_k_chunk = 32>
 func.func @panels(%x: tensor<?x64xf32>, %x1: tensor<1x64xf32>) -> (tensor<?x50257xf32>, tensor<1x50257xf32>, tensor<1x48xf32>, tensor<?x64xf32>, tensor<1x64xf32>) {
   %w = kiln.param "head" {panel_cols = 50257 : i64} : tensor<786x64x64xf32>
-  %a = kiln.linear %x, %w {weight_layout = "panels"} : (tensor<?x64xf32>, tensor<786x64x64xf32>) -> tensor<?x50257xf32>
-  %b = kiln.linear %x1, %w {weight_layout = "panels"} : (tensor<1x64xf32>, tensor<786x64x64xf32>) -> tensor<1x50257xf32>
+  %a = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<panels>} : (tensor<?x64xf32>, tensor<786x64x64xf32>) -> tensor<?x50257xf32>
+  %b = kiln.linear %x1, %w {weight_layout = #kiln.weight_layout<panels>} : (tensor<1x64xf32>, tensor<786x64x64xf32>) -> tensor<1x50257xf32>
   %n = kiln.param "narrow" {panel_cols = 48 : i64} : tensor<3x64x16xf32>
-  %c = kiln.linear %x1, %n {weight_layout = "panels"} : (tensor<1x64xf32>, tensor<3x64x16xf32>) -> tensor<1x48xf32>
+  %c = kiln.linear %x1, %n {weight_layout = #kiln.weight_layout<panels>} : (tensor<1x64xf32>, tensor<3x64x16xf32>) -> tensor<1x48xf32>
   %w1 = kiln.param "w1" {panel_cols = 256 : i64} : tensor<4x64x64xf32>
   %b1 = kiln.param "b1" : tensor<256xf32>
   %w2 = kiln.param "w2" {panel_cols = 64 : i64} : tensor<1x256x64xf32>
   %b2 = kiln.param "b2" : tensor<64xf32>
-  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = "panels", layout2 = "panels", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
+  %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<panels>, layout2 = #kiln.weight_layout<panels>, activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
       : (tensor<?x64xf32>, tensor<4x64x64xf32>, tensor<256xf32>, tensor<1x256x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
-  %y1 = kiln.ffn %x1, %w1, %b1, %w2, %b2 {layout1 = "panels", layout2 = "panels", activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
+  %y1 = kiln.ffn %x1, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<panels>, layout2 = #kiln.weight_layout<panels>, activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
       : (tensor<1x64xf32>, tensor<4x64x64xf32>, tensor<256xf32>, tensor<1x256x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
   return %a, %b, %c, %y, %y1 : tensor<?x50257xf32>, tensor<1x50257xf32>, tensor<1x48xf32>, tensor<?x64xf32>, tensor<1x64xf32>
 }
@@ -168,18 +168,18 @@ func.func @panels(%x: tensor<?x64xf32>, %x1: tensor<1x64xf32>) -> (tensor<?x5025
 // result rows, in both layouts; a contiguous side that is no whole number of vectors (50257
 // columns) keeps the plain column-strip schedule, as does the GPU for now.
 // CHECK-LABEL: func.func @weight_grad
-// CHECK: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 384>
-// CHECK: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 384>
+// CHECK: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 384, rows_per_task = 64>
+// CHECK: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 6, tile_n = 64, tile_rows = 384, rows_per_task = 64>
 // CHECK: kiln.weight_grad {{.*}}#kiln.schedule<>
 // AVX2-LABEL: func.func @weight_grad
-// AVX2: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 4, tile_n = 24, tile_rows = 384>
+// AVX2: kiln.weight_grad {{.*}}#kiln.schedule<tile_m = 4, tile_n = 24, tile_rows = 384, rows_per_task = 64>
 // GPU-LABEL: func.func @weight_grad
 // GPU-COUNT-3: kiln.weight_grad {{.*}}#kiln.schedule<>
 func.func @weight_grad(%x: tensor<?x768xf32>, %dy: tensor<?x50257xf32>, %g: tensor<?x3072xf32>)
     -> (tensor<50257x768xf32>, tensor<768x3072xf32>, tensor<768x50257xf32>) {
   %a = kiln.weight_grad %x, %dy : (tensor<?x768xf32>, tensor<?x50257xf32>) -> tensor<50257x768xf32>
-  %b = kiln.weight_grad %x, %g {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<?x3072xf32>) -> tensor<768x3072xf32>
-  %c = kiln.weight_grad %x, %dy {weight_layout = "in_out"} : (tensor<?x768xf32>, tensor<?x50257xf32>) -> tensor<768x50257xf32>
+  %b = kiln.weight_grad %x, %g {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x768xf32>, tensor<?x3072xf32>) -> tensor<768x3072xf32>
+  %c = kiln.weight_grad %x, %dy {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x768xf32>, tensor<?x50257xf32>) -> tensor<768x50257xf32>
   return %a, %b, %c : tensor<50257x768xf32>, tensor<768x3072xf32>, tensor<768x50257xf32>
 }
 
@@ -200,11 +200,58 @@ module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i
                             %past: tensor<1xi32> {kiln.name = "past", kiln.syms = array<i64: -1>})
       -> (tensor<?x256xf32>, tensor<?x256xf32>, tensor<1x?x64xf32>) {
     %w = kiln.param "w" : tensor<64x256xf32>
-    %y = kiln.linear %x, %w {weight_layout = "in_out"} : (tensor<?x64xf32>, tensor<64x256xf32>) -> tensor<?x256xf32>
-    %z = kiln.linear %p, %w {weight_layout = "in_out"} : (tensor<?x64xf32>, tensor<64x256xf32>) -> tensor<?x256xf32>
+    %y = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x64xf32>, tensor<64x256xf32>) -> tensor<?x256xf32>
+    %z = kiln.linear %p, %w {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x64xf32>, tensor<64x256xf32>) -> tensor<?x256xf32>
     %q = kiln.reshape %x : (tensor<?x64xf32>) -> tensor<1x?x64xf32>
     %c = kiln.state "cache" {batch = 1 : i64} : tensor<1x16x64xf32>
-    %o = kiln.attention %q, %c, %c, %past {mask = "causal", scale = 0.125 : f32} : (tensor<1x?x64xf32>, tensor<1x16x64xf32>, tensor<1x16x64xf32>, tensor<1xi32>) -> tensor<1x?x64xf32>
+    %o = kiln.attention %q, %c, %c, %past {mask = #kiln.mask<causal>, scale = 0.125 : f32} : (tensor<1x?x64xf32>, tensor<1x16x64xf32>, tensor<1x16x64xf32>, tensor<1xi32>) -> tensor<1x?x64xf32>
     return %y, %z, %o : tensor<?x256xf32>, tensor<?x256xf32>, tensor<1x?x64xf32>
   }
+}
+
+// -----
+
+// The backward's and the optimizer's tasks are decisions too (rule 7), printed by
+// --emit=schedule: attention_grad over a sequence in tasks of 16 result rows, register blocks of
+// 4; over a sparse pattern, tasks of 256 rows; lsh_chunk_attention_grad, 16 sorted slots per
+// task; cross_entropy, 16 rows of losses per task; sum_squares of a 1-D gradient, 4096 elements
+// per partial sum (a 2-D one sums per row: no decision). On the GPU the attention gradients get
+// a block per row.
+// CHECK-LABEL: func.func @backward_tasks
+// CHECK: kiln.attention_grad {{.*}}kiln.schedule = #kiln.schedule<tile_m = 4, tile_rows = 16>
+// CHECK: kiln.attention_grad {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 256>
+// CHECK: kiln.lsh_chunk_attention_grad {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 16>
+// CHECK: kiln.cross_entropy {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 16>
+// CHECK: kiln.sum_squares {{.*}}kiln.schedule = #kiln.schedule<rows_per_task = 4096>
+// CHECK: kiln.sum_squares {{.*}}kiln.schedule = #kiln.schedule<>
+// GPU-LABEL: func.func @backward_tasks
+// GPU: kiln.attention_grad {{.*}}kiln.schedule = #kiln.schedule<gpu_threads = 64>
+// GPU: kiln.attention_grad {{.*}}kiln.schedule = #kiln.schedule<gpu_threads = 64>
+// GPU: kiln.lsh_chunk_attention_grad {{.*}}kiln.schedule = #kiln.schedule<gpu_threads = 64>
+// GPU: kiln.cross_entropy {{.*}}kiln.schedule = #kiln.schedule<>
+func.func @backward_tasks(%q: tensor<4x?x64xf32>, %lse: tensor<4x?xf32>, %b: tensor<4x2x?xi32>, %s: tensor<4x2x2x?xi32>,
+                          %logits: tensor<?x256xf32>, %t: tensor<?xi32>, %g1: tensor<4096xf32>, %g2: tensor<64x64xf32>)
+    -> (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) {
+  %dq = kiln.attention_grad %q, %q, %q, %q, %q, %lse {mask = #kiln.mask<causal>, scale = 0.125 : f32, wrt = #kiln.attention_wrt<query>} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>) -> tensor<4x?x64xf32>
+  %dk = kiln.attention_grad %q, %q, %q, %q, %q, %lse {mask = #kiln.mask<window>, pattern_size = 64 : i64, scale = 0.125 : f32, wrt = #kiln.attention_wrt<key>} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?xf32>) -> tensor<4x?x64xf32>
+  %dqk = kiln.lsh_chunk_attention_grad %q, %q, %b, %s, %q, %q {chunk = 64 : i64, scale = 0.125 : f32, wrt = #kiln.lsh_wrt<qk>} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x2x?xi32>, tensor<4x2x2x?xi32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?x64xf32>
+  %l = kiln.cross_entropy %logits, %t : (tensor<?x256xf32>, tensor<?xi32>) -> tensor<1xf32>
+  %s1 = kiln.sum_squares %g1 : (tensor<4096xf32>) -> tensor<1xf32>
+  %s2 = kiln.sum_squares %g2 : (tensor<64x64xf32>) -> tensor<1xf32>
+  return %dq, %dk, %dqk, %l, %s1, %s2 : tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>
+}
+
+// -----
+
+// Kernels without tiles get an empty schedule: a cache_write of a 2-D state and an act_running
+// used to fall through to weight_grad's rule, which would have given this 2-D write a register
+// block (tile_m = 6, tile_n = 64, tile_rows = 384).
+// CHECK-LABEL: func.func @no_tiles
+// CHECK: kiln.cache_write {{.*}}{kiln.schedule = #kiln.schedule<>}
+// CHECK: kiln.act_running {{.*}}{kiln.schedule = #kiln.schedule<>}
+func.func @no_tiles(%v: tensor<?x64xf32>, %p: tensor<1xi32>, %c: tensor<?x35xf32>) -> (tensor<128x64xf32>, tensor<1xi32>) {
+  %cache = kiln.state "cache" : tensor<128x64xf32>
+  %w = kiln.cache_write %cache, %v, %p : (tensor<128x64xf32>, tensor<?x64xf32>, tensor<1xi32>) -> tensor<128x64xf32>
+  %f = kiln.act_running %c : (tensor<?x35xf32>) -> tensor<1xi32>
+  return %w, %f : tensor<128x64xf32>, tensor<1xi32>
 }

@@ -10,7 +10,7 @@
 // CHECK-SAME: <queries = stride_transpose, keys = stride_transpose, blocks = residue_class_to_diagonal, mask = strided_global, exclude = strided_local>]>
 // B32: kiln.schedule = #kiln.schedule<engine = block_sparse, block = 32>
 func.func @strided_union(%q: tensor<8x?x32xf32>) -> tensor<8x?x32xf32> {
-  %o = kiln.attention %q, %q, %q {mask = "strided", pattern_size = 128 : i64, part = "union", scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
+  %o = kiln.attention %q, %q, %q {mask = #kiln.mask<strided>, pattern_size = 128 : i64, part = #kiln.part<union>, scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
   return %o : tensor<8x?x32xf32>
 }
 
@@ -21,8 +21,8 @@ func.func @strided_union(%q: tensor<8x?x32xf32>) -> tensor<8x?x32xf32> {
 // CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = block_sparse, block = 32>, kiln.sparse = #kiln.sparse_schedule<parts = [<queries = sequence, keys = summary_gather, blocks = summaries_before_last_row, mask = fixed_global>]>
 // CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = block_sparse, block = 16>, kiln.sparse = #kiln.sparse_schedule<parts = [<queries = sequence, keys = sequence, blocks = window_to_diagonal, mask = window>]>
 func.func @fixed_and_window(%q: tensor<8x?x32xf32>) -> tensor<8x?x32xf32> {
-  %a = kiln.attention %q, %q, %q {mask = "fixed", pattern_size = 32 : i64, summary = 4 : i64, part = "global", scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
-  %b = kiln.attention %a, %a, %a {mask = "window", pattern_size = 5 : i64, scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
+  %a = kiln.attention %q, %q, %q {mask = #kiln.mask<fixed>, pattern_size = 32 : i64, summary = 4 : i64, part = #kiln.part<global>, scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
+  %b = kiln.attention %a, %a, %a {mask = #kiln.mask<window>, pattern_size = 5 : i64, scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
   return %b : tensor<8x?x32xf32>
 }
 
@@ -35,8 +35,8 @@ func.func @fixed_and_window(%q: tensor<8x?x32xf32>) -> tensor<8x?x32xf32> {
 // CHECK-NOT: kiln.sparse
 // CHECK: return
 func.func @layout(%q: tensor<8x?x32xf32>) -> tensor<8x?x32xf32> {
-  %a = kiln.attention %q, %q, %q {mask = "layout", pattern_size = 8 : i64, layout = ["#..", "##.", ".##"], scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
-  %b = kiln.attention %a, %a, %a {mask = "causal", scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
+  %a = kiln.attention %q, %q, %q {mask = #kiln.mask<layout>, pattern_size = 8 : i64, layout = ["#..", "##.", ".##"], scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
+  %b = kiln.attention %a, %a, %a {mask = #kiln.mask<causal>, scale = 0.125 : f32} : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>
   return %b : tensor<8x?x32xf32>
 }
 
@@ -48,7 +48,7 @@ func.func @layout(%q: tensor<8x?x32xf32>) -> tensor<8x?x32xf32> {
 // CHECK: kiln.schedule = #kiln.schedule<engine = block_sparse, block = 16>, kiln.sparse = #kiln.sparse_schedule<parts = [<queries = sequence, keys = sequence, blocks = window_to_diagonal, mask = strided_local>]>
 // B32: kiln.schedule = #kiln.schedule<engine = block_sparse, block = 16>
 func.func @edited(%q: tensor<8x?x32xf32>) -> tensor<8x?x32xf32> {
-  %o = kiln.attention %q, %q, %q {mask = "strided", pattern_size = 128 : i64, part = "union", scale = 0.125 : f32,
+  %o = kiln.attention %q, %q, %q {mask = #kiln.mask<strided>, pattern_size = 128 : i64, part = #kiln.part<union>, scale = 0.125 : f32,
                                   kiln.schedule = #kiln.schedule<block = 16>,
                                   kiln.sparse = #kiln.sparse_schedule<parts = [<queries = sequence, keys = sequence, blocks = window_to_diagonal, mask = strided_local>]>}
       : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>

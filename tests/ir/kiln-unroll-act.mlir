@@ -24,9 +24,9 @@
 // CHECK: %[[Y2:.*]] = kiln.relu
 // CHECK-NEXT: %[[C3:.*]] = kiln.act_update %[[C2]], %[[X2]], %[[Y2]], %{{.*}}, %{{.*}}, %[[T2]]
 // CHECK-NOT: kiln.act_update
-// CHECK: kiln.act_output %[[C3]] {field = "hidden"}
-// CHECK: %[[P:.*]] = kiln.act_output %[[C3]] {field = "ponder"}
-// CHECK: kiln.act_output %[[C3]] {field = "steps"}
+// CHECK: kiln.act_output %[[C3]] {field = #kiln.act_field<hidden>}
+// CHECK: %[[P:.*]] = kiln.act_output %[[C3]] {field = #kiln.act_field<ponder>}
+// CHECK: kiln.act_output %[[C3]] {field = #kiln.act_field<steps>}
 // CHECK-NOT: kiln.recurrent
 // CHECK: kiln.mean %[[P]]
 // CHECK-LABEL: func.func @infer
@@ -36,13 +36,13 @@
 // The backward: one act_update_grad per step and operand, last step first; the mean's gradient.
 // GRAD-LABEL: func.func @train
 // GRAD: kiln.mean_grad
-// GRAD-COUNT-3: kiln.act_update_grad {{.*}} {wrt = "halt_bias"}
+// GRAD-COUNT-3: kiln.act_update_grad {{.*}} {wrt = #kiln.act_wrt<halt_bias>}
 // GRAD-NOT: kiln.act_update_grad
 module attributes {kiln.seq_names = ["L"], kiln.seq_bounds = array<i64: 64>} {
   func.func @train(%x: tensor<?x16xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>}) -> (tensor<1xf32> {kiln.name = "loss"})
       attributes {kiln.differentiate} {
     %w = kiln.param "halt.weight" : tensor<16xf32>
-    %b = kiln.param "halt.bias" {init = "ones"} : tensor<1xf32>
+    %b = kiln.param "halt.bias" {init = #kiln.init<ones>} : tensor<1xf32>
     %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 3 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
     ^bb0(%s: tensor<?x16xf32>):
       %w1 = kiln.param "w1" : tensor<16x16xf32>
@@ -55,7 +55,7 @@ module attributes {kiln.seq_names = ["L"], kiln.seq_bounds = array<i64: 64>} {
   }
   func.func @infer(%x: tensor<?x16xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>}) -> (tensor<?x16xf32> {kiln.name = "hidden"}) {
     %w = kiln.param "halt.weight" : tensor<16xf32>
-    %b = kiln.param "halt.bias" {init = "ones"} : tensor<1xf32>
+    %b = kiln.param "halt.bias" {init = #kiln.init<ones>} : tensor<1xf32>
     %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 3 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
     ^bb0(%s: tensor<?x16xf32>):
       %r = kiln.relu %s : (tensor<?x16xf32>) -> tensor<?x16xf32>

@@ -11,8 +11,8 @@
 // CHECK: %[[S:.*]] = kiln.lsh_sort %[[B]] :
 // CHECK: %[[O:.*]] = kiln.lsh_chunk_attention %[[QK]], %[[V:[^,]*]], %[[B]], %[[S]] {causal, chunk = 4 : i64, scale = 5.000000e-01 : f32}
 // CHECK: kiln.fill {kiln.grad_seed
-// CHECK-DAG: kiln.lsh_chunk_attention_grad %[[QK]], %[[V]], %[[B]], %[[S]], %[[O]], %{{.*}} {causal, chunk = 4 : i64, scale = 5.000000e-01 : f32, wrt = "qk"}
-// CHECK-DAG: kiln.lsh_chunk_attention_grad %[[QK]], %[[V]], %[[B]], %[[S]], %[[O]], %{{.*}} {causal, chunk = 4 : i64, scale = 5.000000e-01 : f32, wrt = "value"}
+// CHECK-DAG: kiln.lsh_chunk_attention_grad %[[QK]], %[[V]], %[[B]], %[[S]], %[[O]], %{{.*}} {causal, chunk = 4 : i64, scale = 5.000000e-01 : f32, wrt = #kiln.lsh_wrt<qk>}
+// CHECK-DAG: kiln.lsh_chunk_attention_grad %[[QK]], %[[V]], %[[B]], %[[S]], %[[O]], %{{.*}} {causal, chunk = 4 : i64, scale = 5.000000e-01 : f32, wrt = #kiln.lsh_wrt<value>}
 // CHECK-DAG: %[[Z:.*]] = kiln.fill {value = 0.000000e+00 : f32} : tensor<2x4x2xf32>
 // CHECK: return %{{.*}}, %{{.*}}, %{{.*}}, %[[Z]], %{{.*}} :
 module attributes {kiln.seq_bounds = array<i64: 16>, kiln.seq_names = ["L"]} {

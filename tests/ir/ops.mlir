@@ -7,9 +7,9 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
   %emb = kiln.param "emb" : tensor<100x64xf32>
   %pos = kiln.param "pos" : tensor<32x64xf32>
   %w = kiln.param "w" : tensor<64x192xf32>
-  %b = kiln.param "b" {init = "zeros"} : tensor<192xf32>
-  %g = kiln.param "g" {init = "ones"} : tensor<64xf32>
-  %z = kiln.param "z" {init = "zeros"} : tensor<64xf32>
+  %b = kiln.param "b" {init = #kiln.init<zeros>} : tensor<192xf32>
+  %g = kiln.param "g" {init = #kiln.init<ones>} : tensor<64xf32>
+  %z = kiln.param "z" {init = #kiln.init<zeros>} : tensor<64xf32>
   // CHECK: kiln.embedding
   %e = kiln.embedding %emb, %tokens : (tensor<100x64xf32>, tensor<?xi32>) -> tensor<?x64xf32>
   // CHECK: kiln.position_embedding
@@ -20,8 +20,8 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
   %m = kiln.mul %s, %g : (tensor<?x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
   // CHECK: kiln.layer_norm
   %n = kiln.layer_norm %m, %g, %z {epsilon = 1.0e-5 : f32} : (tensor<?x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
-  // CHECK: kiln.linear {{.*}}weight_layout = "in_out"
-  %qkv = kiln.linear %n, %w, %b {weight_layout = "in_out"} : (tensor<?x64xf32>, tensor<64x192xf32>, tensor<192xf32>) -> tensor<?x192xf32>
+  // CHECK: kiln.linear {{.*}}weight_layout = #kiln.weight_layout<in_out>
+  %qkv = kiln.linear %n, %w, %b {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x64xf32>, tensor<64x192xf32>, tensor<192xf32>) -> tensor<?x192xf32>
   // CHECK: kiln.slice
   %q = kiln.slice %qkv {axis = 1 : i64, offset = 0 : i64} : (tensor<?x192xf32>) -> tensor<?x64xf32>
   %k = kiln.slice %qkv {axis = 1 : i64, offset = 64 : i64} : (tensor<?x192xf32>) -> tensor<?x64xf32>
@@ -34,8 +34,8 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
   %qh = kiln.transpose %qr {permutation = array<i64: 1, 0, 2>} : (tensor<?x4x16xf32>) -> tensor<4x?x16xf32>
   %kh = kiln.transpose %kr {permutation = array<i64: 1, 0, 2>} : (tensor<?x4x16xf32>) -> tensor<4x?x16xf32>
   %vh = kiln.transpose %vr {permutation = array<i64: 1, 0, 2>} : (tensor<?x4x16xf32>) -> tensor<4x?x16xf32>
-  // CHECK: kiln.attention {{.*}}mask = "causal"
-  %a = kiln.attention %qh, %kh, %vh {mask = "causal", scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
+  // CHECK: kiln.attention {{.*}}mask = #kiln.mask<causal>
+  %a = kiln.attention %qh, %kh, %vh {mask = #kiln.mask<causal>, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x16xf32>
   // Cross-attention over a cache another entry filled: the operand is the number of valid keys.
   // CHECK: kiln.attention {{.*}}key_count
   %cnt = kiln.param "cnt" : tensor<1xi32>
@@ -51,8 +51,8 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
   %mm = kiln.matmul %x, %g2 : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
   // CHECK: kiln.scale
   %sx = kiln.scale %mm {factor = 0.5 : f32} : (tensor<?x64xf32>) -> tensor<?x64xf32>
-  // CHECK: kiln.gelu {{.*}}approximate = "tanh"
-  %ge = kiln.gelu %sx {approximate = "tanh"} : (tensor<?x64xf32>) -> tensor<?x64xf32>
+  // CHECK: kiln.gelu {{.*}}approximate = #kiln.gelu<tanh>
+  %ge = kiln.gelu %sx {approximate = #kiln.gelu<tanh>} : (tensor<?x64xf32>) -> tensor<?x64xf32>
   // CHECK: kiln.relu
   %re = kiln.relu %ge : (tensor<?x64xf32>) -> tensor<?x64xf32>
   // CHECK: kiln.concat
@@ -67,33 +67,33 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
 // CHECK: kiln.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64}
 // CHECK: kiln.cross_entropy_grad
 // CHECK: kiln.reduce_rows
-// CHECK: kiln.weight_grad %{{.*}}, %{{.*}} {weight_layout = "in_out"}
+// CHECK: kiln.weight_grad %{{.*}}, %{{.*}} {weight_layout = #kiln.weight_layout<in_out>}
 // CHECK: kiln.activation_grad %{{.*}}, %{{.*}} {activation = #kiln.activation<gelu_tanh>}
-// CHECK: kiln.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {wrt = "gamma"}
+// CHECK: kiln.layer_norm_gamma_grad %{{.*}}, %{{.*}}, %{{.*}} 
 // CHECK: kiln.softmax_grad
 // CHECK: kiln.embedding_grad
 // CHECK: kiln.pad %{{.*}}, %{{.*}} {axis = 1 : i64, offset = 64 : i64}
 // CHECK: %{{.*}}, %[[LSE:.*]] = kiln.attention {{.*}} -> (tensor<4x?x16xf32>, tensor<4x?xf32>)
-// CHECK: kiln.attention_grad %{{.*}}, %[[LSE]] {mask = "causal", scale = 1.250000e-01 : f32, wrt = "key"}
+// CHECK: kiln.attention_grad %{{.*}}, %[[LSE]] {mask = #kiln.mask<causal>, scale = 1.250000e-01 : f32, wrt = #kiln.attention_wrt<key>}
 func.func @training(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>, %l: tensor<?x100xf32>, %h: tensor<4x?x16xf32>)
     -> (tensor<1xf32>, tensor<?x100xf32>, tensor<100xf32>, tensor<64x100xf32>, tensor<?x64xf32>, tensor<64xf32>,
         tensor<?x100xf32>, tensor<100x64xf32>, tensor<?x192xf32>, tensor<4x?x16xf32>) {
-  %g = kiln.param "g" {init = "ones"} : tensor<64xf32>
+  %g = kiln.param "g" {init = #kiln.init<ones>} : tensor<64xf32>
   %one = kiln.fill {value = 1.0 : f32} : tensor<1xf32>
   %ce = kiln.cross_entropy %l, %tokens {ignore_index = -100 : i64} : (tensor<?x100xf32>, tensor<?xi32>) -> tensor<1xf32>
   %dl = kiln.cross_entropy_grad %l, %tokens, %one : (tensor<?x100xf32>, tensor<?xi32>, tensor<1xf32>) -> tensor<?x100xf32>
   %db = kiln.reduce_rows %dl : (tensor<?x100xf32>) -> tensor<100xf32>
-  %dw = kiln.weight_grad %x, %dl {weight_layout = "in_out"} : (tensor<?x64xf32>, tensor<?x100xf32>) -> tensor<64x100xf32>
+  %dw = kiln.weight_grad %x, %dl {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x64xf32>, tensor<?x100xf32>) -> tensor<64x100xf32>
   %da = kiln.activation_grad %x, %x {activation = #kiln.activation<gelu_tanh>} : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
-  %dg = kiln.layer_norm_grad %x, %g, %x {epsilon = 1.0e-5 : f32, wrt = "gamma"} : (tensor<?x64xf32>, tensor<64xf32>, tensor<?x64xf32>) -> tensor<64xf32>
+  %dg = kiln.layer_norm_gamma_grad %x, %g, %x {epsilon = 1.0e-5 : f32} : (tensor<?x64xf32>, tensor<64xf32>, tensor<?x64xf32>) -> tensor<64xf32>
   %ds = kiln.softmax_grad %l, %dl : (tensor<?x100xf32>, tensor<?x100xf32>) -> tensor<?x100xf32>
   %de = kiln.embedding_grad %tokens, %x : (tensor<?xi32>, tensor<?x64xf32>) -> tensor<100x64xf32>
   %wide = kiln.reshape %ds : (tensor<?x100xf32>) -> tensor<?x100xf32>
   %sl = kiln.slice %dl {axis = 1 : i64, offset = 0 : i64} : (tensor<?x100xf32>) -> tensor<?x64xf32>
   %qkv = kiln.concat %sl, %sl, %sl {axis = 1 : i64} : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x192xf32>
   %dp = kiln.pad %x, %qkv {axis = 1 : i64, offset = 64 : i64} : (tensor<?x64xf32>, tensor<?x192xf32>) -> tensor<?x192xf32>
-  %o, %lse = kiln.attention %h, %h, %h {mask = "causal", scale = 0.125 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> (tensor<4x?x16xf32>, tensor<4x?xf32>)
-  %dk = kiln.attention_grad %h, %h, %h, %o, %h, %lse {mask = "causal", scale = 0.125 : f32, wrt = "key"}
+  %o, %lse = kiln.attention %h, %h, %h {mask = #kiln.mask<causal>, scale = 0.125 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> (tensor<4x?x16xf32>, tensor<4x?xf32>)
+  %dk = kiln.attention_grad %h, %h, %h, %o, %h, %lse {mask = #kiln.mask<causal>, scale = 0.125 : f32, wrt = #kiln.attention_wrt<key>}
       : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?xf32>) -> tensor<4x?x16xf32>
   return %ce, %dl, %db, %dw, %da, %dg, %wide, %de, %dp, %dk
       : tensor<1xf32>, tensor<?x100xf32>, tensor<100xf32>, tensor<64x100xf32>, tensor<?x64xf32>, tensor<64xf32>,

@@ -7,7 +7,7 @@
 // Attention as the DSL writes it from separate ops (heads split by reshape and transpose, the
 // scaled scores, the additive causal mask, softmax, P·V) fuses into one kiln.attention.
 // FUSED-LABEL: func.func @attention_from_ops
-// FUSED: kiln.attention {{.*}}{mask = "causal", scale = 0.176776692 : f32}
+// FUSED: kiln.attention {{.*}}{mask = #kiln.mask<causal>, scale = 0.176776692 : f32}
 // FUSED-NOT: kiln.softmax
 // FUSED-NOT: kiln.batch_matmul
 // KERNELS-LABEL: func.func @attention_from_ops
@@ -19,7 +19,7 @@ func.func @attention_from_ops(%q: tensor<2x?x32xf32> {kiln.name = "q", kiln.syms
                               %v: tensor<2x?x32xf32> {kiln.name = "v", kiln.syms = array<i64: -1, 0, -1>}) -> (tensor<2x?x32xf32> {kiln.name = "o"}) {
   %s = kiln.batch_matmul %q, %k {transpose_b = true} : (tensor<2x?x32xf32>, tensor<2x?x32xf32>) -> tensor<2x?x?xf32>
   %t = kiln.scale %s {factor = 0.176776692 : f32} : (tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
-  %m = kiln.mask %t {kind = "causal"} : (tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
+  %m = kiln.mask %t  : (tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
   %u = kiln.add %t, %m : (tensor<2x?x?xf32>, tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
   %p = kiln.softmax %u : (tensor<2x?x?xf32>) -> tensor<2x?x?xf32>
   %o = kiln.batch_matmul %p, %v : (tensor<2x?x?xf32>, tensor<2x?x32xf32>) -> tensor<2x?x32xf32>
@@ -38,7 +38,7 @@ func.func @attention_from_ops(%q: tensor<2x?x32xf32> {kiln.name = "q", kiln.syms
 // FUSED-NOT: kiln.gelu
 // TILED-LABEL: func.func @ffn
 // TILED: kiln.param "w1" {panel_cols = 200 : i64} : tensor<4x48x64xf32>
-// TILED: kiln.ffn {{.*}}activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 48, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 384, gemm = register_block>, layout1 = "panels", layout2 = "panels"
+// TILED: kiln.ffn {{.*}}activation = #kiln.activation<gelu_tanh>, kiln.schedule = #kiln.schedule<tile_m = 6, tile_n = 48, pack = at_load, hidden_vec = 16, hidden_tile_n = 64, chunk = 384, gemm = register_block>, layout1 = #kiln.weight_layout<panels>, layout2 = #kiln.weight_layout<panels>
 // TILED-NOT: kiln.linear
 // NOCHUNK-LABEL: func.func @ffn
 // NOCHUNK-NOT: kiln.ffn
@@ -52,9 +52,9 @@ func.func @ffn(%x: tensor<?x48xf32> {kiln.name = "x", kiln.syms = array<i64: 0, 
   %b1 = kiln.param "b1" : tensor<200xf32>
   %w2 = kiln.param "w2" : tensor<200x48xf32>
   %b2 = kiln.param "b2" : tensor<48xf32>
-  %h = kiln.linear %x, %w1, %b1 {weight_layout = "in_out"} : (tensor<?x48xf32>, tensor<48x200xf32>, tensor<200xf32>) -> tensor<?x200xf32>
-  %a = kiln.gelu %h {approximate = "tanh"} : (tensor<?x200xf32>) -> tensor<?x200xf32>
-  %y = kiln.linear %a, %w2, %b2 {weight_layout = "in_out"} : (tensor<?x200xf32>, tensor<200x48xf32>, tensor<48xf32>) -> tensor<?x48xf32>
+  %h = kiln.linear %x, %w1, %b1 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x48xf32>, tensor<48x200xf32>, tensor<200xf32>) -> tensor<?x200xf32>
+  %a = kiln.gelu %h {approximate = #kiln.gelu<tanh>} : (tensor<?x200xf32>) -> tensor<?x200xf32>
+  %y = kiln.linear %a, %w2, %b2 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x200xf32>, tensor<200x48xf32>, tensor<48xf32>) -> tensor<?x48xf32>
   %r = kiln.add %x, %y : (tensor<?x48xf32>, tensor<?x48xf32>) -> tensor<?x48xf32>
   return %r : tensor<?x48xf32>
 }
@@ -80,9 +80,9 @@ func.func @silu(%x: tensor<?x48xf32> {kiln.name = "x", kiln.syms = array<i64: 0,
   %b1 = kiln.param "b1" : tensor<200xf32>
   %w2 = kiln.param "w2" : tensor<200x48xf32>
   %b2 = kiln.param "b2" : tensor<48xf32>
-  %h = kiln.linear %x, %w1, %b1 {weight_layout = "in_out"} : (tensor<?x48xf32>, tensor<48x200xf32>, tensor<200xf32>) -> tensor<?x200xf32>
+  %h = kiln.linear %x, %w1, %b1 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x48xf32>, tensor<48x200xf32>, tensor<200xf32>) -> tensor<?x200xf32>
   %a = kiln.silu %h : (tensor<?x200xf32>) -> tensor<?x200xf32>
-  %y = kiln.linear %a, %w2, %b2 {weight_layout = "in_out"} : (tensor<?x200xf32>, tensor<200x48xf32>, tensor<48xf32>) -> tensor<?x48xf32>
+  %y = kiln.linear %a, %w2, %b2 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x200xf32>, tensor<200x48xf32>, tensor<48xf32>) -> tensor<?x48xf32>
   %r = kiln.add %x, %y : (tensor<?x48xf32>, tensor<?x48xf32>) -> tensor<?x48xf32>
   return %s, %r : tensor<?x48xf32>, tensor<?x48xf32>
 }

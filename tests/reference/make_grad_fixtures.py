@@ -618,7 +618,29 @@ def universal_grad(g, name, d=32, heads=2, vocab=64, n=29, T=4, tau=0.5, sepconv
     save_grad_fixture(name, w, {"tokens": tokens, "targets": targets}, loss)
 
 
+def rms_norm_grad(g, vocab=19, d=12, heads=2, n=11):
+    """RMSNorm with torch.nn.functional.rms_norm (PyTorch's own, not a formula of kiln's): token
+    embeddings, an RMSNorm over rows (eps 1e-5), one over the heads of a 2-way split (eps 1e-6,
+    Qwen3's q/k norm), their sum through a head [d, vocab]; every weight random, the gains around
+    1 (perturbed: a gain read as 1 or swapped with the other shows). Saved under the names of
+    tests/train/gradients_test.cpp's model."""
+    r = lambda *s: torch.randn(*s, generator=g)
+    w = {"emb": r(vocab, d) * 0.5, "n1.g": 1 + 0.2 * r(d), "n2.g": 1 + 0.2 * r(d // heads), "head": r(d, vocab) * 0.3}
+    for t in w.values():
+        t.requires_grad_(True)
+    tokens = torch.randint(0, vocab, (n,), generator=g)
+    targets = torch.randint(0, vocab, (n,), generator=g)
+    targets[[2, 7]] = -1
+    x = F.embedding(tokens, w["emb"])
+    h = F.rms_norm(x, (d,), w["n1.g"], 1e-5)
+    q = F.rms_norm(h.view(n, heads, d // heads), (d // heads,), w["n2.g"], 1e-6).view(n, d)
+    loss = F.cross_entropy((h + q) @ w["head"], targets, ignore_index=-1)
+    loss.backward()
+    save_grad_fixture("rms_norm_grad", w, {"tokens": tokens, "targets": targets}, loss)
+
+
 FIXTURES = {
+    "rms_norm_grad": lambda: rms_norm_grad(torch.Generator().manual_seed(2080)),
     "gpt2_grad": lambda: gpt2_grad(torch.Generator().manual_seed(2027)),
     "gpt2_adamw": lambda: gpt2_adamw(torch.Generator().manual_seed(2028)),
     "gpt2_aux_grad": lambda: gpt2_aux_grad(torch.Generator().manual_seed(2060)),

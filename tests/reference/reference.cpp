@@ -98,6 +98,18 @@ T layer_norm(const T &x, const T &g, const T &b, float eps) {
   return y;
 }
 
+T rms_norm(const T &x, const T &w, float eps) {
+  int64_t L = x.shape[0], d = x.shape[1];
+  T y({L, d});
+  for (int64_t i = 0; i < L; ++i) {
+    double ss = 0;
+    for (int64_t j = 0; j < d; ++j) ss += (double)x.at(i, j) * x.at(i, j);
+    double r = 1.0 / std::sqrt(ss / d + eps);
+    for (int64_t j = 0; j < d; ++j) y.at(i, j) = (float)(x.at(i, j) * r * w.v[j]);
+  }
+  return y;
+}
+
 T softmax_rows(const T &x) {
   int64_t L = x.shape[0], d = x.shape[1];
   T y({L, d});

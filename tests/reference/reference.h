@@ -33,6 +33,7 @@ T gelu_erf(const T &x);
 T gelu_tanh(const T &x);
 T silu(const T &x);  // x / (1 + e^-x)
 T layer_norm(const T &x, const T &g, const T &b, float eps);
+T rms_norm(const T &x, const T &w, float eps);  // x / sqrt(mean(x²) + eps) · w per row
 T softmax_rows(const T &x);
 // q [Lq, H*hd], k, v [Lk, H*hd]: per-head softmax(q kᵀ scale [+ causal]) v, merged back.
 // [L, H*hd] <-> [H, L, hd] (what split_heads and merge_heads do).

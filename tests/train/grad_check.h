@@ -102,28 +102,30 @@ inline void expectTrainedWeights(const std::string &fixtureDir, const std::strin
 
 // Every reference gradient (parameter name -> tensor: a PyTorch fixture's, finite differences)
 // against the grad.<name>.npy an entry wrote into `outDir`: the same shape, a reference that is
-// not all zeros, and max |kiln - ref| <= 1e-4 max |ref|. Names `skip` accepts are the caller's to check.
+// not all zeros, and max |kiln - ref| <= tolerance · max |ref|. Names `skip` accepts are the
+// caller's to check.
 inline void expectFixtureGradients(const std::map<std::string, ref::T> &want, const std::string &outDir,
-                                   const std::function<bool(const std::string &)> &skip = {}) {
+                                   const std::function<bool(const std::string &)> &skip = {}, double tolerance = 1e-4) {
   for (auto &[name, g] : want) {
     if (skip && skip(name)) continue;
     ref::T got = loadNpy(outDir + "/grad." + name + ".npy");
     ASSERT_EQ(got.shape, g.shape) << name;
     double maxRef = 0, rel = maxRelDiff(g, got, &maxRef);
     EXPECT_GT(maxRef, 0.0) << name;
-    EXPECT_LE(rel, 1e-4) << "grad." << name << ": max |kiln - ref| / max |ref| = " << rel << " (max |ref| " << maxRef << ")";
+    EXPECT_LE(rel, tolerance) << "grad." << name << ": max |kiln - ref| / max |ref| = " << rel << " (max |ref| " << maxRef << ")";
   }
 }
 
-// Runs `exe --entry gradients` on the PyTorch fixture tests/fixtures/<fixture>: its
+// Runs `exe --entry <entry>` on the PyTorch fixture tests/fixtures/<fixture>: its
 // weights.safetensors and, for each name in `inputs`, <name>.npy; the outputs go to `outDir`. The
 // loss must match loss.npy within 1e-5; returns the fixture's gradients (grads.safetensors), or
 // nothing after a failure.
 inline std::map<std::string, ref::T> runFixtureGradients(const std::string &exe, const std::string &fixture,
-                                                         const std::vector<std::string> &inputs, const std::string &outDir) {
+                                                         const std::vector<std::string> &inputs, const std::string &outDir,
+                                                         const std::string &entry = "gradients") {
   std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/" + fixture, args;
   for (const std::string &in : inputs) args += " --input " + in + "=" + fx + "/" + in + ".npy";
-  auto r = run(exe + " --entry gradients --weights " + fx + "/weights.safetensors" + args + " --output-dir " + outDir);
+  auto r = run(exe + " --entry " + entry + " --weights " + fx + "/weights.safetensors" + args + " --output-dir " + outDir);
   EXPECT_EQ(r.code, 0) << r.output;
   if (r.code != 0) return {};
   float loss = loadNpy(outDir + "/loss.npy").v.at(0), want = loadNpy(fx + "/loss.npy").v.at(0);

@@ -222,6 +222,70 @@ TEST(Gradients, EveryRuleMatchesFiniteDifferences) {
                  loss(prm), finiteDifferences(prm, loss));
 }
 
+// RMSNorm (kiln.rms_norm: its input's gradient kiln.rms_norm_grad, its weight's from a
+// unit-weight rms_norm, a mul and a reduce_rows) over rows of [L, d] and over the heads of a
+// [2, L, d / 2] split (a rank-3 input: the weight's gradient sums over heads and rows), their
+// sum through a head: tests/reference/make_grad_fixtures.py's rms_norm_grad model.
+const std::map<std::string, std::vector<int64_t>> kRmsShapes = {{"emb", {19, 12}}, {"n1.g", {12}}, {"n2.g", {6}}, {"head", {12, 19}}};
+std::string compileRmsNormModel(const std::string &dir) {
+  return kt::compile(dir, "rms_norm_grad", [&](kiln::Model &m) {
+    kiln::Dim L = m.seq("L", 16);
+    auto tok = m.tokens("tokens", L, 19);
+    auto tgt = m.targets("targets", L, 19);
+    auto p = [&](const char *n) { return param(m, kRmsShapes, n); };
+    auto h = kiln::rms_norm(kiln::embedding(p("emb"), tok), p("n1.g"), {.eps = 1e-5f});
+    auto q = kiln::merge_heads(kiln::rms_norm(kiln::split_heads(h, 2), p("n2.g"), {.eps = 1e-6f}));
+    m.loss(kiln::cross_entropy(kiln::linear(kiln::add(h, q), p("head"), {.layout = kiln::WeightLayout::InOut}), tgt));
+    m.gradients();
+  });
+}
+
+// Against central differences of the plain double forward, gains perturbed around 1.
+TEST(Gradients, RmsNormMatchesFiniteDifferences) {
+  const int64_t V = 19, d = 12, L = 11, H = 2;
+  std::string dir = kt::workDir("train_rms_norm");
+  std::string exe = compileRmsNormModel(dir);
+  ASSERT_FALSE(exe.empty());
+  std::vector<int32_t> tokens = kt::randomIds((int)L, (int)V, 5), targets = withIgnored(kt::randomIds((int)L, (int)V, 6));
+  Params prm = randomParams(kRmsShapes, 31);
+  // x / sqrt(mean(x²) + eps) · w over rows of `n`.
+  auto rmsNorm = [](const Mat &x, const Mat &w, int64_t n, double eps) {
+    Mat y(x.size());
+    for (size_t r = 0; r < x.size() / n; ++r) {
+      double ss = 0;
+      for (int64_t c = 0; c < n; ++c) ss += x[r * n + c] * x[r * n + c];
+      double s = 1.0 / std::sqrt(ss / n + eps);
+      for (int64_t c = 0; c < n; ++c) y[r * n + c] = x[r * n + c] * s * w[c];
+    }
+    return y;
+  };
+  auto loss = [&](const Params &w) {
+    Mat x((size_t)(L * d));
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < d; ++c) x[i * d + c] = w.at("emb")[tokens[i] * d + c];
+    Mat h = rmsNorm(x, w.at("n1.g"), d, 1e-5);
+    Mat q = rmsNorm(h, w.at("n2.g"), d / H, 1e-6);  // a row's two halves are its two heads' rows
+    for (size_t i = 0; i < h.size(); ++i) h[i] += q[i];
+    return vjp::crossEntropy(linear(h, w.at("head"), {}, L, d, V, false), targets, V);
+  };
+  kt::saveIds(dir + "/tokens.npy", tokens);
+  kt::saveIds(dir + "/targets.npy", targets);
+  checkGradients(dir, exe, prm, kRmsShapes, "--input tokens=" + dir + "/tokens.npy --input targets=" + dir + "/targets.npy",
+                 loss(prm), finiteDifferences(prm, loss));
+}
+
+// Against PyTorch autograd through torch.nn.functional.rms_norm (tests/fixtures/rms_norm_grad),
+// within 2e-6 of each gradient's largest element: 10x the largest error measured (1.9e-7, the
+// embedding's; the gains' 0.9-1.1e-7).
+TEST(Gradients, RmsNormMatchesPyTorch) {
+  std::string dir = kt::workDir("train_rms_norm_torch");
+  std::string exe = compileRmsNormModel(dir);
+  ASSERT_FALSE(exe.empty());
+  auto grads = kt::runFixtureGradients(exe, "rms_norm_grad", {"tokens", "targets"}, dir + "/out", "forward");
+  ASSERT_EQ(grads.size(), kRmsShapes.size());
+  kt::expectFixtureGradients(grads, dir + "/out", {}, 2e-6);
+}
+
 // A tied head over a vocabulary of 8200: the backward's product with the [L, V] gradient of
 // the logits sums over K = V, long enough for kiln-tile-ops' K chunks (k_chunk = 2048, five
 // chunks, the last partial), and the head's weight gradient is a weight_grad over 8200 rows of

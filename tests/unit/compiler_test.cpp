@@ -46,10 +46,10 @@ struct Parsed {
 // the format and key names of the text the kernel generator used to parse back.
 TEST(KernelSpec, TextFromTheOpAndNamesAreStable) {
   Parsed p(R"(func.func @f(%x: tensor<?x128xf32>, %w: tensor<128x512xf32>, %b: tensor<512xf32>) -> tensor<?x512xf32> {
-    %y = kiln.linear %x, %w, %b {weight_layout = "in_out", activation = #kiln.activation<gelu_tanh>,
+    %y = kiln.linear %x, %w, %b {weight_layout = #kiln.weight_layout<in_out>, activation = #kiln.activation<gelu_tanh>,
                                  kiln.schedule = #kiln.schedule<tile_m = 4, pack = per_task>}
         : (tensor<?x128xf32>, tensor<128x512xf32>, tensor<512xf32>) -> tensor<?x512xf32>
-    %z = kiln.linear %x, %w, %b {weight_layout = "in_out", kiln.schedule = #kiln.schedule<tile_m = 4, pack = per_task>}
+    %z = kiln.linear %x, %w, %b {weight_layout = #kiln.weight_layout<in_out>, kiln.schedule = #kiln.schedule<tile_m = 4, pack = per_task>}
         : (tensor<?x128xf32>, tensor<128x512xf32>, tensor<512xf32>) -> tensor<?x512xf32>
     return %y : tensor<?x512xf32>
   })");
@@ -58,7 +58,7 @@ TEST(KernelSpec, TextFromTheOpAndNamesAreStable) {
   ASSERT_TRUE(lin);
   KernelSpec k = KernelSpec::of(lin);
   EXPECT_EQ(k.text(), "linear;act=gelu_tanh;layout=in_out;s.pack=per_task;s.tile_m=4|?x128:f32,128x512:f32,512:f32->?x512:f32");
-  EXPECT_EQ(k.op, KernelOp::Linear);
+  EXPECT_EQ(k.family, KernelFamily::Gemm);
   EXPECT_EQ(k.inputs.size(), 3u);
   EXPECT_EQ(k.inputs[0].dims[0], -1);
   EXPECT_EQ(k.schedule.tile_m, 4);
@@ -210,7 +210,7 @@ TEST(Codegen, HalideErrorsBecomeMessagesNotCrashes) {
         : (tensor<?x4xf32>) -> tensor<?x4xf32>
     %r = kiln.relu %t {kiln.schedule = #kiln.schedule<vec = 4>} : (tensor<?x4xf32>) -> tensor<?x4xf32>
     %w = kiln.param "w" : tensor<4xf32>
-    %a = kiln.attention %q, %q, %q {mask = "causal", scale = 1.0 : f32,
+    %a = kiln.attention %q, %q, %q {mask = #kiln.mask<causal>, scale = 1.0 : f32,
         kiln.schedule = #kiln.schedule<vec = 4, parallel = 1, engine = online_block, q_block = 64, k_block = 0>}
         : (tensor<2x?x4xf32>, tensor<2x?x4xf32>, tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
     return %r : tensor<?x4xf32>
@@ -342,22 +342,24 @@ TEST(Driver, MemoryLimitNamesTheLargestBuffers) {
 // class has at least a block of positions, L >= stride x block: 4096 here.)
 TEST(SparsePattern, WorkFollowsTheAllowedPairs) {
   using kiln::sparse::Pattern;
+  using kiln::sparse::Half;
+  using kiln::sparse::Kind;
   auto brute = [](const Pattern &p, int64_t L) {
     double n = 0;
     int64_t s = p.size, t = p.summary;
     for (int64_t i = 0; i < L; ++i)
       for (int64_t j = 0; j <= i; ++j) {
-        bool local = p.kind == "strided" ? i - j < s : j / s == i / s;
-        bool global = p.kind == "strided" ? (i - j) % s == 0 : j % s >= s - t;
-        n += p.part == "local" ? local : p.part == "global" ? global : (local || global);
+        bool local = p.kind == Kind::Strided ? i - j < s : j / s == i / s;
+        bool global = p.kind == Kind::Strided ? (i - j) % s == 0 : j % s >= s - t;
+        n += p.part == Half::Local ? local : p.part == Half::Global ? global : (local || global);
       }
     return n;
   };
-  for (std::string part : {"local", "global", "union"}) {
-    Pattern st{.kind = "strided", .part = part, .size = 64, .block = 64};
-    Pattern fx{.kind = "fixed", .part = part, .size = 64, .summary = 8, .block = 64};
+  for (Half part : {Half::Local, Half::Global, Half::Union}) {
+    Pattern st{.kind = Kind::Strided, .part = part, .size = 64, .block = 64};
+    Pattern fx{.kind = Kind::Fixed, .part = part, .size = 64, .summary = 8, .block = 64};
     for (int64_t L : {4096, 6000}) {
-      SCOPED_TRACE(part + " L = " + std::to_string(L));
+      SCOPED_TRACE(std::to_string((int)part) + " L = " + std::to_string(L));
       kiln::sparse::Work ws = kiln::sparse::countWork(st, L), wf = kiln::sparse::countWork(fx, L);
       EXPECT_EQ(ws.allowed, brute(st, L));
       EXPECT_EQ(wf.allowed, brute(fx, L));
@@ -370,6 +372,6 @@ TEST(SparsePattern, WorkFollowsTheAllowedPairs) {
   }
   // In sequence order the strided global part touches every lower-triangular block; the
   // stride transpose visits about L/s of them per residue class.
-  Pattern g{.kind = "strided", .part = "global", .size = 64, .block = 64};
+  Pattern g{.kind = Kind::Strided, .part = Half::Global, .size = 64, .block = 64};
   EXPECT_LT(kiln::sparse::countWork(g, 4096).visited, 0.05 * 4096.0 * 4096.0 / 2);
 }

@@ -35,7 +35,7 @@ KernelSpec KernelSpec::of(Operation *op) {
   KernelSpec k;
   auto hooks = cast<KilnOpInterface>(op);
   k.kind = op->getName().stripDialect().str();
-  k.op = hooks.getKernelOp();
+  k.family = hooks.getKernelFamily();
   k.source = op;
   KernelAttrs attrs;
   hooks.getKernelAttrs(attrs);

@@ -44,6 +44,10 @@ LogicalResult KilnDialect::verifyOperationAttribute(Operation *op, NamedAttribut
     if (!arr || arr.size() != 2 || arr[0] < 0 || arr[1] < 0 || arr[1] > 2)
       return op->emitError("expected kiln.reversible to be array<i64: layer, part> (part 0 glue, 1 F, 2 G), got ") << a;
   }
+  if (name == "kiln.role" && !isa<EntryRoleKindAttr>(a))
+    return op->emitError("expected kiln.role to be a #kiln.entry_role<...>, got ") << a;
+  if (name == "kiln.precision" && !isa<ModelPrecisionAttr>(a))
+    return op->emitError("expected kiln.precision to be a #kiln.precision<f32> or #kiln.precision<bf16>, got ") << a;
   if (name == "kiln.grad_seed" && !isa<UnitAttr>(a)) return op->emitError("expected kiln.grad_seed to be a unit attribute");
   if (name == "kiln.arena") {
     auto arr = dyn_cast<ArrayAttr>(a);

@@ -1,4 +1,5 @@
-// VerifyUtils.h - what the ops' verifiers and hooks share (KilnOps.cpp, KilnTrainingOps.cpp).
+// VerifyUtils.h - what the ops' verifiers, hooks and gradient rules share (the <Family>Ops.cpp
+// files of this folder).
 // Verifier messages start with "expected"; dynamic dims (`?`) match anything.
 #pragma once
 #include <string>
@@ -23,8 +24,26 @@ inline mlir::LogicalResult expectRank(mlir::Operation *op, const char *role, mli
   return op->emitOpError() << "expected the " << role << " to have rank " << rank << ", got " << ty(v);
 }
 
+inline mlir::LogicalResult expectShape(mlir::Operation *op, const char *a, mlir::Value va, const char *b, mlir::Value vb) {
+  auto at = ty(va), bt = ty(vb);
+  bool same = at.getRank() == bt.getRank();
+  for (int64_t d = 0; same && d < at.getRank(); ++d) same = compatible(at.getDimSize(d), bt.getDimSize(d));
+  if (same) return mlir::success();
+  return op->emitOpError() << "expected the " << a << " (" << at << ") and the " << b << " (" << bt << ") to have one shape";
+}
+
+// A result's lengths: `rank` static dims (the hooks then set the dynamic ones).
+inline Syms lengths(int64_t rank) { return Syms(rank, -1); }
+
+// Every operand read and the result written, `perElement` FLOPs per result element.
+inline OpCost elementwiseCost(mlir::Operation *op, llvm::function_ref<double(mlir::Value)> numel, double perElement) {
+  OpCost c = defaultCost(op, numel);
+  c.flops = perElement * numel(op->getResult(0));
+  return c;
+}
+
 // kiln.attention's and kiln.attention_grad's sparse pattern attributes and block schedule
-// (KilnOps.cpp); lq and lk the query and key lengths.
+// (AttentionOps.cpp); lq and lk the query and key lengths.
 mlir::LogicalResult verifyAttentionPattern(mlir::Operation *op, int64_t lq, int64_t lk);
 // The pattern's kernel attributes (one kernel key per pattern and block schedule).
 void patternKernelAttrs(mlir::Operation *op, KernelAttrs &a);

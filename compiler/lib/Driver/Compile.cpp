@@ -28,8 +28,8 @@ void Driver::Impl::decide() {
   tgt = *t;
   emit = *parseEmit(emitFlag);
   if (emit == Emit::Ptx && tgt.gpu != GpuApi::Cuda) throw UserError{"--emit=ptx needs --target=cuda"};
-  if (gpuBuffers == "device" && !tgt.isGpu()) throw UserError{"--gpu-buffers=device needs --target=cuda or opencl"};
-  tgt.gpu_resident = gpuBuffers == "device";
+  if (gpuBuffers == GpuBuffers::device && !tgt.isGpu()) throw UserError{"--gpu-buffers=device needs --target=cuda or opencl"};
+  tgt.gpu_resident = gpuBuffers == GpuBuffers::device;
   if (emit == Emit::Ptx && output.empty()) throw UserError{"-o DIR is required for --emit=ptx (one <kernel>.ptx per kernel)"};
   upto = *parsePhase(compileTo);
   // An executable asked for with an earlier --compile-to: what that phase produces.
@@ -49,12 +49,10 @@ void Driver::Impl::decide() {
     throw UserError{std::string("-o PATH is required for --emit=") + emitName(emit)};
   if (symbol != "kiln_model" && emit != Emit::Lib) throw UserError{"--lib-symbol applies to --emit=lib only"};
   phases.target = tgt;
-  // A chunk option (its check allows auto, off or a count): 0 the pass's default, -1 no pass.
-  auto chunkValue = [](const std::string &v) -> int64_t { return v == "auto" ? 0 : v == "off" ? -1 : std::stoll(v); };
-  phases.ffn_chunk = chunkValue(ffnChunk);
-  phases.recompute_ffn = *parseRecomputeFfn(recomputeFfn);  // the flag's check allows only its names
-  phases.ffn_grad_chunk = chunkValue(ffnGradChunk);
-  phases.reverse_layers = reversibleBackward == "reconstruct";
+  phases.ffn_chunk = ffnChunk;
+  phases.recompute_ffn = recomputeFfn;
+  phases.ffn_grad_chunk = ffnGradChunk;
+  phases.reversible = reversibleBackward;
   phases.precision = precision;
 }
 

@@ -54,6 +54,15 @@ void runCommand(const std::string &cmd) {
   if (system(cmd.c_str()) != 0) throw InternalError{"command failed: " + cmd};
 }
 
+// A flag's values: the names of an enum of KilnEnums.td, for CLI11 to turn into the enum.
+template <class E>
+static std::map<std::string, E> enumNames(uint64_t maxValue, llvm::StringRef (*name)(E)) {
+  std::map<std::string, E> m;
+  for (uint64_t v = 0; v <= maxValue; ++v) m[name((E)v).str()] = (E)v;
+  return m;
+}
+#define KILN_ENUM_FLAG(E) CLI::CheckedTransformer(enumNames<E>(getMaxEnumValFor##E(), stringify##E))
+
 Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(desc) {
   std::string emits;
   for (const char *e : kEmitNames) emits += (emits.empty() ? "" : ", ") + std::string(e);
@@ -73,46 +82,53 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
   app.add_option("--gpu-buffers", gpuBuffers,
                  "--target=cuda or opencl: host (each kernel call copies its operands to the device and its result back) or "
                  "device (weights, activations and caches stay on the device)")
-      ->check(CLI::IsMember({"host", "device"}))
-      ->capture_default_str();
+      ->transform(KILN_ENUM_FLAG(GpuBuffers))
+      ->default_str("host");
   app.add_option("--cache-dir", cacheDir, "kernel cache (default: $KILN_CACHE_DIR or ~/.cache/kiln)");
-  // A chunk option's value: auto, off, or a positive count of `what`s.
+  // A chunk option's value: auto (0, the pass's default), off (-1, no pass) or a positive count
+  // of `what`s, turned into that number.
   auto autoOffOrCount = [](std::string what) {
-    return [what](const std::string &v) {
-      if (v == "auto" || v == "off") return std::string();
-      char *end;
-      long n = strtol(v.c_str(), &end, 10);
-      return *end || n < 1 || n > 1 << 20 ? "expected auto, off or a positive " + what + " count" : std::string();
-    };
+    return CLI::Validator(
+        [what](std::string &v) {
+          if (v == "auto" || v == "off") {
+            v = v == "auto" ? "0" : "-1";
+            return std::string();
+          }
+          char *end;
+          long n = strtol(v.c_str(), &end, 10);
+          return *end || n < 1 || n > 1 << 20 ? "expected auto, off or a positive " + what + " count" : std::string();
+        },
+        "auto|off|N");
   };
   app.add_option("--ffn-chunk", ffnChunk,
                  "rows per FFN chunk: auto (48 to 384 rows: its [chunk, d_ff] intermediate within 4 MiB; 1024 for GPU targets), off, or a "
                  "number")
-      ->check(autoOffOrCount("row"))
-      ->capture_default_str();
+      ->transform(autoOffOrCount("row"))
+      ->default_str("auto");
   app.add_option("--recompute-ffn", recomputeFfn,
                  "training entries: what the backward recomputes of each FFN instead of keeping it from the forward: off; "
                  "activation (its output, from the first linear's: rows x d_ff floats less per FFN for one elementwise "
                  "pass); all (both d_ff-wide intermediates from the FFN's input: twice that, for one more GEMM per FFN, "
                  "and the forward runs the FFN by chunks)")
-      ->check(CLI::IsMember({"off", "activation", "all"}))
-      ->capture_default_str();
+      ->transform(KILN_ENUM_FLAG(RecomputeFfn))
+      ->default_str("off");
   app.add_option("--reversible-backward", reversibleBackward,
                  "training entries: the backward of reversible layers: reconstruct (each layer's input from its output, "
                  "running F and G once more: activation memory constant in depth) or store (keep every layer's activations)")
-      ->check(CLI::IsMember({"reconstruct", "store"}))
-      ->capture_default_str();
+      ->transform(KILN_ENUM_FLAG(ReversibleBackward))
+      ->default_str("reconstruct");
   app.add_option("--precision", precision,
                  "GEMM operands: f32, or bf16 (linear, matmul and FFN kernels round both operands to bfloat16 and sum "
                  "the products in f32; parameters, the backward and the optimizer stay f32). Default: the model's "
                  "Model::set_precision, else f32")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+      ->transform(KILN_ENUM_FLAG(PrecisionOption))
+      ->default_str("model");
   app.add_option("--ffn-grad-chunk", ffnGradChunk,
                  "training entries: d_ff columns per chunk of the backward of a recomputed FFN (--recompute-ffn all or a "
                  "checkpointed block): auto (multiples of 64 columns: each [rows, chunk] intermediate within 16 MiB at the "
                  "row bound), off, or a number")
-      ->check(autoOffOrCount("column"))
-      ->capture_default_str();
+      ->transform(autoOffOrCount("column"))
+      ->default_str("auto");
   app.add_option("--lib-symbol", symbol, "--emit=lib: C symbol of the model table (one per model in a program)")
       ->check([](const std::string &v) {
         bool ok = !v.empty() && !isdigit((unsigned char)v[0]);

@@ -47,11 +47,16 @@ struct Driver::Impl {
   std::string name;
   CLI::App app;
   // Flags.
-  std::string output, emitFlag = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input, ffnChunk = "auto",
-                      symbol = "kiln_model", maxMemory, gpuBuffers = "host";
+  std::string output, emitFlag = "exe", compileTo = "exe", dumpDir, target = "host", cacheDir, input,
+      symbol = "kiln_model", maxMemory;
   bool printIR = false, quiet = false, keepTemps = false;
-  std::string recomputeFfn = "off", ffnGradChunk = "auto", reversibleBackward = "reconstruct";
-  std::string precision;  // --precision (empty: the model's Model::set_precision, else f32)
+  // The flags that pick a compile option, as the enums (KilnEnums.td) the passes take; the chunk
+  // flags as their passes' counts (0: the pass's default, -1: no chunking).
+  GpuBuffers gpuBuffers = GpuBuffers::host;
+  RecomputeFfn recomputeFfn = RecomputeFfn::off;
+  ReversibleBackward reversibleBackward = ReversibleBackward::reconstruct;
+  PrecisionOption precision = PrecisionOption::model;
+  int64_t ffnChunk = 0, ffnGradChunk = 0;
   std::string configFile;  // --config
   // The runtime compiled models link (the build tree's unless an install prefix is known).
   std::string runtimeInclude = KILN_RUNTIME_INCLUDE, runtimeLib = KILN_RUNTIME_LIB, mainLib = KILN_MAIN_LIB;

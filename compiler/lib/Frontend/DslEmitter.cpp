@@ -1,7 +1,8 @@
 // DslEmitter.cpp - kiln DSL -> kiln dialect: one func.func per entry point, one op per node, each
 // located at the user's file:line (FileLineColLoc) so that verifier and pass errors point at
-// the model. An op without attributes is created by its name (the DSL's op names are the
-// dialect's mnemonics), so adding such an op needs no case here.
+// the model. An op without attributes, or a generic one (OpKind::Op: numeric attributes by
+// name), is created by its name (the DSL's op names are the dialect's mnemonics), so adding such
+// an op needs no case here.
 #include "kiln/Frontend/DslEmitter.h"
 
 #include "kiln/Dialect/KilnDialect.h"
@@ -25,15 +26,82 @@ static RankedTensorType typeOf(MLIRContext *ctx, const Node &n) {
   return RankedTensorType::get(shape, el);
 }
 
+// The DSL's enums as the dialect's (switches without a default: a new DSL value is a
+// compiler warning here until it has its dialect value).
+static InitKind initOf(Init i) {
+  switch (i) {
+    case Init::Normal: return InitKind::normal;
+    case Init::Ones: return InitKind::ones;
+    case Init::Zeros: return InitKind::zeros;
+  }
+  return InitKind::normal;
+}
+static WeightLayoutKind layoutOf(WeightLayout l) {
+  switch (l) {
+    case WeightLayout::OutIn: return WeightLayoutKind::out_in;
+    case WeightLayout::InOut: return WeightLayoutKind::in_out;
+  }
+  return WeightLayoutKind::out_in;
+}
+static GeluApproximation approxOf(GeluApprox a) {
+  switch (a) {
+    case GeluApprox::Erf: return GeluApproximation::erf;
+    case GeluApprox::Tanh: return GeluApproximation::tanh;
+  }
+  return GeluApproximation::erf;
+}
+static MaskKind maskKindOf(Mask::Kind k) {
+  switch (k) {
+    case Mask::None: return MaskKind::none;
+    case Mask::Causal: return MaskKind::causal;
+    case Mask::Window: return MaskKind::window;
+    case Mask::Strided: return MaskKind::strided;
+    case Mask::Fixed: return MaskKind::fixed;
+    case Mask::Layout: return MaskKind::layout;
+  }
+  return MaskKind::none;
+}
+static EntryRoleKind roleKindOf(EntryRole r) {
+  switch (r) {
+    case EntryRole::Other: return EntryRoleKind::other;
+    case EntryRole::Forward: return EntryRoleKind::forward;
+    case EntryRole::Prefill: return EntryRoleKind::prefill;
+    case EntryRole::Decode: return EntryRoleKind::decode;
+    case EntryRole::DecodeBatch: return EntryRoleKind::decode_batch;
+    case EntryRole::Encode: return EntryRoleKind::encode;
+    case EntryRole::Gradients: return EntryRoleKind::gradients;
+    case EntryRole::Eval: return EntryRoleKind::eval;
+    case EntryRole::TrainStep: return EntryRoleKind::train_step;
+  }
+  return EntryRoleKind::other;
+}
+static PatternPart partOf(Part p) {
+  switch (p) {
+    case Part::Union: return PatternPart::union_;
+    case Part::Local: return PatternPart::local;
+    case Part::Global: return PatternPart::global;
+  }
+  return PatternPart::union_;
+}
+
 // One op for one node; `in(i)` is the value of the node's i-th input.
 static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::function<Value(int)> &in) {
   Location loc = locOf(&ctx, n.loc);
   RankedTensorType t = typeOf(&ctx, n);
   Value r;
   switch (n.kind) {
-    default: {  // an op with no attributes: add, mul, relu, softmax, ...
-      OperationState state(loc, std::string("kiln.") + op_name(n.kind));
+    default: {  // an op with no attributes (add, mul, relu, softmax, ...), or a generic op's
+      OperationState state(loc, std::string("kiln.") + op_name(n));
       for (size_t i = 0; i < n.inputs.size(); ++i) state.addOperands(in((int)i));
+      for (const OpAttr &a : n.attrs) {
+        switch (a.type) {
+          case OpAttr::Type::F32: state.addAttribute(a.name, b.getF32FloatAttr((float)a.value)); break;
+          case OpAttr::Type::I64: state.addAttribute(a.name, b.getI64IntegerAttr((int64_t)a.value)); break;
+          case OpAttr::Type::Unit:
+            if (a.value != 0) state.addAttribute(a.name, b.getUnitAttr());
+            break;
+        }
+      }
       state.addTypes(t);
       r = b.create(state)->getResult(0);
       break;
@@ -48,8 +116,7 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
       r = DepthwiseConvOp::create(b, loc, t, in(0), in(1), in(2), n.mask.kind == Mask::Causal);
       break;
     case OpKind::Param: {
-      const char *init = n.init == Init::Ones ? "ones" : n.init == Init::Zeros ? "zeros" : "normal";
-      r = ParamOp::create(b, loc, t, b.getStringAttr(n.name), b.getStringAttr(init), b.getF32FloatAttr(n.init_scale),
+      r = ParamOp::create(b, loc, t, b.getStringAttr(n.name), InitKindAttr::get(&ctx, initOf(n.init)), b.getF32FloatAttr(n.init_scale),
                           /*transposed=*/UnitAttr(), /*panel_cols=*/IntegerAttr());
       break;
     }
@@ -57,14 +124,14 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     case OpKind::PositionEmbedding: r = PositionEmbeddingOp::create(b, loc, t, in(0), in(1)); break;
     case OpKind::Linear:
       r = LinearOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value(),
-                           b.getStringAttr(n.layout == WeightLayout::OutIn ? "out_in" : "in_out"),
+                           WeightLayoutKindAttr::get(&ctx, layoutOf(n.layout)),
                            ActivationKindAttr::get(b.getContext(), ActivationKind::none));
       break;
     case OpKind::MatMul: r = MatMulOp::create(b, loc, t, in(0), in(1), b.getBoolAttr(n.transpose_b)); break;
     case OpKind::BatchMatMul: r = BatchMatMulOp::create(b, loc, t, in(0), in(1), b.getBoolAttr(n.transpose_b)); break;
     case OpKind::Scale: r = ScaleOp::create(b, loc, t, in(0), b.getF32FloatAttr(n.factor)); break;
     case OpKind::Gelu:
-      r = GeluOp::create(b, loc, t, in(0), b.getStringAttr(n.approx == GeluApprox::Tanh ? "tanh" : "erf"));
+      r = GeluOp::create(b, loc, t, in(0), GeluApproximationAttr::get(&ctx, approxOf(n.approx)));
       break;
     case OpKind::LayerNorm: r = LayerNormOp::create(b, loc, t, in(0), in(1), in(2), b.getF32FloatAttr(n.eps)); break;
     case OpKind::Reshape: r = ReshapeOp::create(b, loc, t, in(0)); break;
@@ -79,16 +146,14 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
       r = SliceOp::create(b, loc, t, in(0), b.getI64IntegerAttr(n.axis), b.getI64IntegerAttr(n.offset));
       break;
     case OpKind::Attention: {
-      static const char *const kMasks[] = {"none", "causal", "window", "strided", "fixed", "layout"};
-      static const char *const kParts[] = {"union", "local", "global"};
       const Mask &mk = n.mask;
       auto op = AttentionOp::create(b, loc, t, Type(), in(0), in(1), in(2), n.inputs.size() > 3 ? in(3) : Value(),
-                                    b.getStringAttr(kMasks[mk.kind]), b.getF32FloatAttr(n.factor),
-                                    n.key_count ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr(), StringAttr(),
+                                    MaskKindAttr::get(&ctx, maskKindOf(mk.kind)), b.getF32FloatAttr(n.factor),
+                                    n.key_count ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr(), PatternPartAttr(),
                                     ArrayAttr(), UnitAttr());
       if (mk.sparse()) op.setPatternSizeAttr(b.getI64IntegerAttr(mk.size));
       if (mk.kind == Mask::Fixed) op.setSummaryAttr(b.getI64IntegerAttr(mk.summary));
-      if (mk.kind == Mask::Strided || mk.kind == Mask::Fixed) op.setPartAttr(b.getStringAttr(kParts[(int)mk.part]));
+      if (mk.kind == Mask::Strided || mk.kind == Mask::Fixed) op.setPartAttr(PatternPartAttr::get(&ctx, partOf(mk.part)));
       if (mk.kind == Mask::Layout) {
         SmallVector<StringRef> rows(mk.layout.begin(), mk.layout.end());
         op.setLayoutAttr(b.getStrArrayAttr(rows));
@@ -97,7 +162,7 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
       r = op.getResult();
       break;
     }
-    case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), b.getStringAttr("causal")); break;
+    case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), MaskKindAttr::get(&ctx, MaskKind::causal)); break;
     case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value()); break;
     case OpKind::State:
       r = StateOp::create(b, loc, t, b.getStringAttr(n.name), n.state_batch >= 0 ? b.getI64IntegerAttr(n.state_batch) : nullptr);
@@ -141,7 +206,7 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
   // The rows of a batch (Model::rows): per symbol, its batch and length symbols, or -1, -1.
   if (batched) (*module)->setAttr("kiln.seq_factors", b.getDenseI64ArrayAttr(symFactors));
   if (!m.weights_prefix().empty()) (*module)->setAttr("kiln.weights_prefix", b.getStringAttr(m.weights_prefix()));
-  if (m.precision() == Precision::BF16) (*module)->setAttr("kiln.precision", b.getStringAttr("bf16"));
+  if (m.precision() == Precision::BF16) (*module)->setAttr("kiln.precision", ModelPrecisionAttr::get(&ctx, ModelPrecision::bf16));
   if (!m.checkpoint_config().empty()) {
     SmallVector<Attribute> fields;
     for (auto &f : m.checkpoint_config()) {
@@ -188,6 +253,7 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
       }
     for (auto &o : outs) resTypes.push_back(typeOf(&ctx, nodes[o.second]));
     auto f = func::FuncOp::create(b, mloc, m.entries()[e], b.getFunctionType(argTypes, resTypes));
+    f->setAttr("kiln.role", EntryRoleKindAttr::get(&ctx, roleKindOf(m.role(e))));
     OpBuilder::InsertionGuard guard(b);
     Block *body = f.addEntryBlock();
     std::vector<Value> val(nodes.size());

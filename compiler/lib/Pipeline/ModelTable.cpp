@@ -6,12 +6,21 @@
 
 #include "kiln/Dialect/KilnDialect.h"
 #include "kiln/Dialect/SeqLengths.h"
+#include "kilnrt/model.h"
 #include "llvm/ADT/StringMap.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 using namespace mlir;
 
 namespace kiln {
+// An entry's role is written as its number: the dialect's EntryRole and the runtime's
+// kiln_entry_role agree value for value.
+static_assert((int)EntryRoleKind::other == KILN_ROLE_OTHER && (int)EntryRoleKind::forward == KILN_ROLE_FORWARD &&
+              (int)EntryRoleKind::prefill == KILN_ROLE_PREFILL && (int)EntryRoleKind::decode == KILN_ROLE_DECODE &&
+              (int)EntryRoleKind::decode_batch == KILN_ROLE_DECODE_BATCH && (int)EntryRoleKind::encode == KILN_ROLE_ENCODE &&
+              (int)EntryRoleKind::gradients == KILN_ROLE_GRADIENTS && (int)EntryRoleKind::eval == KILN_ROLE_EVAL &&
+              (int)EntryRoleKind::train_step == KILN_ROLE_TRAIN_STEP && getMaxEnumValForEntryRoleKind() == KILN_ROLE_TRAIN_STEP);
+
 namespace {
 
 std::string cstr(StringRef s) {
@@ -23,10 +32,19 @@ std::string cstr(StringRef s) {
   return r + "\"";
 }
 
+const char *initName(kiln::InitKind i) {
+  switch (i) {
+    case kiln::InitKind::normal: return "KILN_INIT_NORMAL";
+    case kiln::InitKind::ones: return "KILN_INIT_ONES";
+    case kiln::InitKind::zeros: return "KILN_INIT_ZEROS";
+  }
+  return "KILN_INIT_NORMAL";
+}
+
 // The rows of a batch (a symbol with factors) show as two dims, its batch and its length; with
 // a batch of at most one sequence, as the length alone (the shapes of a model without a batch).
 std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> syms, ArrayRef<int64_t> bounds, int64_t vocab,
-                       StringRef init, float scale, bool optional = false, bool transposed = false,
+                       kiln::InitKind init, float scale, bool optional = false, bool transposed = false,
                        int64_t panelCols = 0, int64_t ignoreId = 0, float maskRate = 0, int64_t maskToken = 0,
                        ArrayRef<int64_t> factors = {}, int64_t ahead = 0) {
   std::ostringstream os, dims;
@@ -42,7 +60,7 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
   os << "{" << cstr(name) << ", " << (t.getElementType().isF32() ? "KILN_F32" : t.getElementType().isBF16() ? "KILN_BF16" : "KILN_I32") << ", " << rank << ", {"
      << dims.str();
   os << "}, " << vocab << ", "
-     << (init == "ones" ? "KILN_INIT_ONES" : init == "zeros" ? "KILN_INIT_ZEROS" : "KILN_INIT_NORMAL") << ", "
+     << initName(init) << ", "
      << "(float)" << scale << ", " << (optional ? 1 : 0) << ", " << (transposed ? 1 : 0) << ", " << panelCols << ", " << ignoreId << ", (float)"
      << maskRate << ", " << maskToken << ", " << ahead << "}";
   return os.str();
@@ -110,7 +128,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
       auto maskToken = f.getArgAttrOfType<IntegerAttr>(i, "kiln.mask_token");
       auto ahead = f.getArgAttrOfType<IntegerAttr>(i, "kiln.ahead");
       ioInfo[n.str()] = tensorInfo(n.getValue(), cast<RankedTensorType>(f.getArgument(i).getType()),
-                                   lengths->of(f.getArgument(i)), bnd, v ? v.getInt() : 0, "normal", 0,
+                                   lengths->of(f.getArgument(i)), bnd, v ? v.getInt() : 0, kiln::InitKind::normal, 0,
                                    f.getArgAttr(i, "kiln.optional") != nullptr, false, 0,
                                    ignoreId ? ignoreId.getInt() : 0, maskRate ? (float)maskRate.getValueAsDouble() : 0.0f,
                                    maskToken ? maskToken.getInt() : 0, factors, ahead ? ahead.getInt() : 0);
@@ -120,7 +138,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
     for (unsigned i = 0; i < f.getNumResults(); ++i) {
       auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name");
       Value v = ret.getOperand(i);
-      ioInfo[n.str()] = tensorInfo(n.getValue(), cast<RankedTensorType>(v.getType()), lengths->of(v), bnd, 0, "normal", 0,
+      ioInfo[n.str()] = tensorInfo(n.getValue(), cast<RankedTensorType>(v.getType()), lengths->of(v), bnd, 0, kiln::InitKind::normal, 0,
                                    false, false, 0, 0, 0, 0, factors);
       outs.push_back(ioIndex(n));
     }
@@ -150,7 +168,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
     auto single = f->getAttrOfType<StringAttr>("kiln.single_sequence");
     e << "  {" << cstr(fn) << ", " << entryPrefix << fn << ", " << ins.size() << ", " << outs.size() << ", " << fn
       << "_inputs, " << fn << "_outputs, " << arena.size() << ", " << fn << "_buffers, " << nk << ", " << fn
-      << "_kernels, " << (single ? cstr(single.getValue()) : std::string("0")) << "},\n";
+      << "_kernels, " << (single ? cstr(single.getValue()) : std::string("0")) << ", " << (int)roleOf(f) << "},\n";
     entries.push_back(e.str());
   }
   os << "static const kiln_tensor_info io[] = {\n";
@@ -192,7 +210,7 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
         shape.append(type.getShape().begin(), type.getShape().end());
         type = RankedTensorType::get(shape, type.getElementType());
       }
-      os << "  " << tensorInfo(st.getName(), type, {}, bnd, 0, "zeros", 0) << ",\n";
+      os << "  " << tensorInfo(st.getName(), type, {}, bnd, 0, kiln::InitKind::zeros, 0) << ",\n";
     }
   os << "  {0}};\n";
   bool paramsWritten = false;

@@ -30,13 +30,6 @@ std::optional<Phase> parsePhase(const std::string &name) {
 }
 const char *phaseName(Phase p) { return kPhaseNames[(int)p]; }
 
-std::optional<PhaseOptions::RecomputeFfn> parseRecomputeFfn(const std::string &name) {
-  if (name == "off") return PhaseOptions::RecomputeFfn::off;
-  if (name == "activation") return PhaseOptions::RecomputeFfn::activation;
-  if (name == "all") return PhaseOptions::RecomputeFfn::all;
-  return std::nullopt;
-}
-
 void registerKilnDialects(DialectRegistry &registry) {
   registry.insert<KilnDialect, func::FuncDialect, LLVM::LLVMDialect>();
   registerBuiltinDialectTranslation(registry);
@@ -49,9 +42,9 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
     case Phase::Fused:
       pm.addPass(createUnrollAct());      // a differentiated entry's ACT steps in straight code
       pm.addPass(createDifferentiate());  // first: the backward is fused and tiled with the forward
-      if (opt.reverse_layers) pm.addPass(createReverseLayers());
-      if (opt.recompute_ffn != PhaseOptions::RecomputeFfn::off)
-        pm.addPass(createCheckpointFfn(CheckpointFfnOptions{opt.recompute_ffn == PhaseOptions::RecomputeFfn::activation}));
+      if (opt.reversible == ReversibleBackward::reconstruct) pm.addPass(createReverseLayers());
+      if (opt.recompute_ffn != RecomputeFfn::off)
+        pm.addPass(createCheckpointFfn(CheckpointFfnOptions{opt.recompute_ffn == RecomputeFfn::activation}));
       pm.addPass(createRecomputeCheckpoints());
       pm.addPass(createApplyOptimizer());
       pm.addPass(createFuseAttention());
@@ -92,19 +85,22 @@ struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
                            llvm::cl::init(0)};
   Option<int64_t> ffnGradChunk{*this, "ffn-grad-chunk",
                                llvm::cl::desc("kiln-chunk-ffn-grad d_ff columns per chunk (0: default, -1: off)"), llvm::cl::init(0)};
-  Option<std::string> reversibleBackward{
-      *this, "reversible-backward",
-      llvm::cl::desc("reversible layers' backward: reconstruct (kiln-reverse-layers) or store their activations"),
-      llvm::cl::init("reconstruct")};
-  Option<PhaseOptions::RecomputeFfn> recomputeFfn{
+  Option<ReversibleBackward> reversibleBackward{
+      *this, "reversible-backward", llvm::cl::desc("reversible layers' backward (kiln-reverse-layers)"),
+      llvm::cl::init(ReversibleBackward::reconstruct),
+      llvm::cl::values(clEnumValN(ReversibleBackward::reconstruct, "reconstruct", "each layer's input from its output"),
+                       clEnumValN(ReversibleBackward::store, "store", "keep every layer's activations"))};
+  Option<RecomputeFfn> recomputeFfn{
       *this, "recompute-ffn", llvm::cl::desc("what the backward recomputes of each FFN (kiln-checkpoint-ffn)"),
-      llvm::cl::init(PhaseOptions::RecomputeFfn::off),
-      llvm::cl::values(clEnumValN(PhaseOptions::RecomputeFfn::off, "off", "nothing"),
-                       clEnumValN(PhaseOptions::RecomputeFfn::activation, "activation", "the activation's output"),
-                       clEnumValN(PhaseOptions::RecomputeFfn::all, "all", "both intermediates"))};
-  Option<std::string> precision{*this, "precision",
-                                llvm::cl::desc("GEMM operands: f32 or bf16 (kiln-assign-precision; empty: the module's)"),
-                                llvm::cl::init("")};
+      llvm::cl::init(RecomputeFfn::off),
+      llvm::cl::values(clEnumValN(RecomputeFfn::off, "off", "nothing"),
+                       clEnumValN(RecomputeFfn::activation, "activation", "the activation's output"),
+                       clEnumValN(RecomputeFfn::all, "all", "both intermediates"))};
+  Option<PrecisionOption> precision{
+      *this, "precision", llvm::cl::desc("GEMM operands (kiln-assign-precision)"), llvm::cl::init(PrecisionOption::model),
+      llvm::cl::values(clEnumValN(PrecisionOption::model, "model", "the module's kiln.precision, else f32"),
+                       clEnumValN(PrecisionOption::f32, "f32", "f32 operands"),
+                       clEnumValN(PrecisionOption::bf16, "bf16", "bfloat16 operands, f32 sums"))};
 };
 }  // namespace
 
@@ -119,7 +115,7 @@ void registerPhasePipelines() {
           opt.ffn_chunk = o.ffnChunk;
           opt.recompute_ffn = o.recomputeFfn;
           opt.ffn_grad_chunk = o.ffnGradChunk;
-          opt.reverse_layers = o.reversibleBackward != "store";
+          opt.reversible = o.reversibleBackward;
           opt.precision = o.precision;
           buildPhasePipeline(pm, p, opt);
         });

@@ -40,14 +40,14 @@ std::vector<int64_t> visitedBlocks(const Pattern &p, const Math<IntOps> &m, cons
 double rowCount(const Pattern &p, int64_t i, int64_t L) {
   int64_t s = p.size, t = p.summary;
   auto ownSummary = [&] { return std::clamp<int64_t>(i % s - (s - t) + 1, 0, t); };
-  if (p.kind == "window") return (double)std::min(i + 1, s);
-  if (p.kind == "strided") {
+  if (p.kind == Kind::Window) return (double)std::min(i + 1, s);
+  if (p.kind == Kind::Strided) {
     double local = (double)std::min(i + 1, s), global = (double)(i / s + 1);
-    return p.part == "local" ? local : p.part == "global" ? global : local + global - 1;
+    return p.part == Half::Local ? local : p.part == Half::Global ? global : local + global - 1;
   }
-  if (p.kind == "fixed") {
+  if (p.kind == Kind::Fixed) {
     double local = (double)(i % s + 1), global = (double)((i / s) * t + ownSummary());
-    return p.part == "local" ? local : p.part == "global" ? global : local + global - (double)ownSummary();
+    return p.part == Half::Local ? local : p.part == Half::Global ? global : local + global - (double)ownSummary();
   }
   double n = 0;  // layout
   for (int64_t c = 0; c < (int64_t)p.layout.size(); ++c) {

@@ -40,13 +40,12 @@ inline mlir::Value buildActUpdate(mlir::OpBuilder &b, RecurrentOp op, const ActF
                              op.getMaxStepsAttr(), op.getThresholdAttr());
 }
 
-// At `b`'s insertion point: kiln.act_output "hidden", "ponder" and "steps" of the final carry
+// At `b`'s insertion point: kiln.act_output hidden, ponder and steps of the final carry
 // replace `op`'s three results; `op` is erased.
 inline void replaceActResults(mlir::OpBuilder &b, RecurrentOp op, mlir::Value carry) {
-  static const char *const kFields[] = {"hidden", "ponder", "steps"};
-  for (unsigned i = 0; i < 3; ++i) {
-    mlir::Value res = op->getResult(i);
-    res.replaceAllUsesWith(ActOutputOp::create(b, op.getLoc(), res.getType(), carry, b.getStringAttr(kFields[i])));
+  for (ActField f : {ActField::hidden, ActField::ponder, ActField::steps}) {  // results 0, 1, 2
+    mlir::Value res = op->getResult((unsigned)f);
+    res.replaceAllUsesWith(ActOutputOp::create(b, op.getLoc(), res.getType(), carry, ActFieldAttr::get(b.getContext(), f)));
   }
   op.erase();
 }

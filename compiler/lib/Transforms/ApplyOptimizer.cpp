@@ -16,6 +16,7 @@
 // backward) comes before the first update.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
+#include "kilnrt/model.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace kiln {
@@ -87,9 +88,9 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   Location loc = f.getLoc();
   for (auto &[p, g] : grads) g = kiln::AllReduceWaitOp::create(b, p.getLoc(), g.getType(), g);
   auto scalar = RankedTensorType::get({1}, b.getF32Type());
-  Value step = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.step"), IntegerAttr());
+  Value step = kiln::StateOp::create(b, loc, scalar, b.getStringAttr(KILN_STATE_STEP), IntegerAttr());
   Value t = kiln::StepCountOp::create(b, loc, scalar, step);
-  Value peak = kiln::StateOp::create(b, loc, scalar, b.getStringAttr("optimizer.lr"), IntegerAttr());  // --lr; zero: the DSL's
+  Value peak = kiln::StateOp::create(b, loc, scalar, b.getStringAttr(KILN_STATE_LR), IntegerAttr());  // --lr; zero: the DSL's
   Value rate = kiln::LearningRateOp::create(b, loc, scalar, t, peak, b.getF32FloatAttr(*lr), b.getI64IntegerAttr(*warmup),
                                             b.getI64IntegerAttr(*decay), b.getF32FloatAttr(*minRatio));
   Value sumsq;
@@ -102,8 +103,8 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
   for (auto &[p, g] : grads) {
     Location pl = p.getLoc();
     std::string name = p.getName().str();
-    Value m = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.m." + name), IntegerAttr());
-    Value v = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr("optimizer.v." + name), IntegerAttr());
+    Value m = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr(KILN_STATE_MOMENT1 + name), IntegerAttr());
+    Value v = kiln::StateOp::create(b, pl, p.getType(), b.getStringAttr(KILN_STATE_MOMENT2 + name), IntegerAttr());
     kiln::AdamWStepOp::create(b, pl, p.getType(), p.getResult(), m, v, g, sumsq, t, rate, b.getF32FloatAttr(*b1),
                               b.getF32FloatAttr(*b2), b.getF32FloatAttr(*eps),
                               b.getF32FloatAttr(noDecay.contains(name) ? 0.0f : *wd), b.getF32FloatAttr(*clip));
@@ -111,9 +112,9 @@ LogicalResult apply(func::FuncOp f, DictionaryAttr cfg) {
 
   // 4. The results: the entry's own (its loss), the learning rate and the squared norm.
   keep.push_back(rate);
-  keepNames.push_back("lr");
+  keepNames.push_back(KILN_OUTPUT_LR);
   keep.push_back(sumsq);
-  keepNames.push_back("grad_sumsq");
+  keepNames.push_back(KILN_OUTPUT_GRAD_SUMSQ);
   kiln::setResults(f, keep, keepNames);
   f->removeAttr("kiln.train");
   return success();

@@ -45,14 +45,15 @@ struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass
   using AssignPrecisionBase::AssignPrecisionBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::string want = precision;
-    if (want.empty())
-      if (auto a = module->getAttrOfType<StringAttr>("kiln.precision")) want = a.str();
-    if (want.empty() || want == "f32") return;
-    if (want != "bf16") {
-      module.emitError("kiln-assign-precision: unknown precision '") << want << "' (f32 or bf16)";
-      return signalPassFailure();
+    kiln::ModelPrecision want = kiln::ModelPrecision::f32;
+    switch (precision) {
+      case kiln::PrecisionOption::model:
+        if (auto a = module->getAttrOfType<kiln::ModelPrecisionAttr>("kiln.precision")) want = a.getValue();
+        break;
+      case kiln::PrecisionOption::f32: break;
+      case kiln::PrecisionOption::bf16: want = kiln::ModelPrecision::bf16; break;
     }
+    if (want == kiln::ModelPrecision::f32) return;
     module.walk([&](Operation *op) {
       if (!isa<kiln::LinearOp, kiln::MatMulOp, kiln::BatchMatMulOp, kiln::FfnOp>(op)) return;
       kiln::ScheduleFields s = kiln::scheduleOf(op), want;
@@ -97,11 +98,12 @@ struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass
       auto p = kiln::scheduleOf(op).precision;
       return p == kiln::OperandPrecision::bf16 || p == kiln::OperandPrecision::bf16_dot;
     };
-    if (auto l = dyn_cast<kiln::LinearOp>(op)) return use.getOperandNumber() == 1 && l.getWeightLayout() == "panels" && rounded();
+    if (auto l = dyn_cast<kiln::LinearOp>(op)) return use.getOperandNumber() == 1 && l.getWeightLayout() == kiln::WeightLayoutKind::panels && rounded();
     if (auto f = dyn_cast<kiln::FfnOp>(op))
-      return ((use.getOperandNumber() == 1 && f.getLayout1() == "panels") || (use.getOperandNumber() == 3 && f.getLayout2() == "panels")) &&
+      return ((use.getOperandNumber() == 1 && f.getLayout1() == kiln::WeightLayoutKind::panels) ||
+              (use.getOperandNumber() == 3 && f.getLayout2() == kiln::WeightLayoutKind::panels)) &&
              rounded();
-    if (auto e = dyn_cast<kiln::EmbeddingOp>(op)) return use.getOperandNumber() == 0 && e.getTableLayout() == "panels";
+    if (auto e = dyn_cast<kiln::EmbeddingOp>(op)) return use.getOperandNumber() == 0 && e.getTableLayout() == kiln::TableLayoutKind::panels;
     return false;
   }
 };

@@ -47,7 +47,7 @@ struct ChunkFfnPass : kiln::impl::ChunkFfnBase<ChunkFfnPass> {
         }
       }
       auto w1 = cast<RankedTensorType>(h.getWeight().getType());
-      int64_t dff = h.getWeightLayout() == "out_in" ? w1.getDimSize(0) : w1.getDimSize(1);
+      int64_t dff = h.getWeightLayout() == kiln::WeightLayoutKind::out_in ? w1.getDimSize(0) : w1.getDimSize(1);
       int64_t chunk = chunkRows;
       if (chunk <= 0) chunk = std::clamp<int64_t>(chunkBytes / (4 * dff) / 48 * 48, 48, 384);
       OpBuilder b(replaced);

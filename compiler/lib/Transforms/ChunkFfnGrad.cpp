@@ -100,10 +100,10 @@ RankedTensorType withDim(Value v, int64_t axis, int64_t size) {
 // A weight's d_ff axis. h's w1: [d_ff, d] out_in, [d, d_ff] in_out. A matmul's rhs [K, N], or
 // [N, K] with transpose_b: da reads w2 with N = d_ff, dx reads w1 with K = d_ff. A weight
 // gradient has its weight's layout: out_in [N, K], in_out [K, N]; dw2's K is d_ff, dw1's N.
-int64_t w1Axis(kiln::LinearOp h) { return h.getWeightLayout() == "out_in" ? 0 : 1; }
+int64_t w1Axis(kiln::LinearOp h) { return h.getWeightLayout() == kiln::WeightLayoutKind::out_in ? 0 : 1; }
 int64_t rhsAxis(kiln::MatMulOp m, bool dffIsN) { return (dffIsN == m.getTransposeB()) ? 0 : 1; }
 int64_t gradAxis(kiln::WeightGradOp w, bool dffIsK) {
-  bool outIn = w.getWeightLayout() == "out_in";
+  bool outIn = w.getWeightLayout() == kiln::WeightLayoutKind::out_in;
   return dffIsK == outIn ? 1 : 0;
 }
 

@@ -53,11 +53,11 @@ struct FuseAttentionPass : kiln::impl::FuseAttentionBase<FuseAttentionPass> {
     for (kiln::SoftmaxOp sm : softmaxes) {
       SmallVector<Operation *> chain;  // ops to erase once fused, consumer first
       Value cur = sm.getInput();
-      std::string mask = "none";
+      kiln::MaskKind mask = kiln::MaskKind::none;
       if (auto add = cur.getDefiningOp<kiln::AddOp>()) {
         auto m = add.getRhs().getDefiningOp<kiln::MaskOp>();
         if (!m || add.getRhs().getType() != add.getLhs().getType()) continue;
-        mask = m.getKind().str();
+        mask = m.getKind();
         chain.push_back(add);
         cur = add.getLhs();
       }
@@ -105,9 +105,9 @@ struct FuseAttentionPass : kiln::impl::FuseAttentionBase<FuseAttentionPass> {
       auto qt = cast<RankedTensorType>(q3.getType());
       auto vt = cast<RankedTensorType>(v3.getType());
       auto rt = RankedTensorType::get({qt.getDimSize(0), qt.getDimSize(1), vt.getDimSize(2)}, qt.getElementType());
-      Value att = kiln::AttentionOp::create(b, loc, rt, Type(), q3, k3, v3, Value(), b.getStringAttr(mask),
+      Value att = kiln::AttentionOp::create(b, loc, rt, Type(), q3, k3, v3, Value(), kiln::MaskKindAttr::get(&getContext(), mask),
                                             b.getF32FloatAttr((float)scale), UnitAttr(), IntegerAttr(), IntegerAttr(),
-                                            StringAttr(), ArrayAttr(), UnitAttr())
+                                            kiln::PatternPartAttr(), ArrayAttr(), UnitAttr())
                       .getResult();
       Value result = att;
       if (user->getResult(0).getType() != rt)

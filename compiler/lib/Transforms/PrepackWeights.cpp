@@ -29,34 +29,30 @@ namespace kiln {
 using namespace mlir;
 
 namespace {
-// The layout attribute through which `use` reads a GEMM weight in `layout`, or null.
-StringAttr weightLayout(OpOperand &use, StringRef layout, StringRef &attrName) {
+using kiln::WeightLayoutKind;
+
+// Whether `use` reads a GEMM weight in `layout`, and the name of the attribute that says so.
+bool weightLayout(OpOperand &use, WeightLayoutKind layout, StringRef &attrName) {
   Operation *user = use.getOwner();
   if (auto l = dyn_cast<kiln::LinearOp>(user)) {
     attrName = "weight_layout";
-    return use.getOperandNumber() == 1 && l.getWeightLayout() == layout ? l.getWeightLayoutAttr() : StringAttr();
+    return use.getOperandNumber() == 1 && l.getWeightLayout() == layout;
   }
   if (auto f = dyn_cast<kiln::FfnOp>(user)) {
-    if (use.getOperandNumber() == 1 && f.getLayout1() == layout) {
-      attrName = "layout1";
-      return f.getLayout1Attr();
-    }
-    if (use.getOperandNumber() == 3 && f.getLayout2() == layout) {
-      attrName = "layout2";
-      return f.getLayout2Attr();
-    }
+    attrName = use.getOperandNumber() == 1 ? "layout1" : "layout2";
+    return (use.getOperandNumber() == 1 && f.getLayout1() == layout) || (use.getOperandNumber() == 3 && f.getLayout2() == layout);
   }
-  return StringAttr();
+  return false;
 }
 
 // If every use of the parameter's ops reads it as a GEMM weight in layout `from`: each user
 // reads it in layout `to`, and each op gets type `type`. Returns whether it did.
-bool relayout(ArrayRef<kiln::ParamOp> ops, StringRef from, StringRef to, RankedTensorType type) {
+bool relayout(ArrayRef<kiln::ParamOp> ops, WeightLayoutKind from, WeightLayoutKind to, RankedTensorType type) {
   bool all = true, any = false;
   for (kiln::ParamOp p : ops)
     for (OpOperand &use : p->getUses()) {
       StringRef name;
-      all &= (bool)weightLayout(use, from, name);
+      all &= weightLayout(use, from, name);
       any = true;
     }
   if (!all || !any) return false;
@@ -64,7 +60,7 @@ bool relayout(ArrayRef<kiln::ParamOp> ops, StringRef from, StringRef to, RankedT
     for (OpOperand &use : p->getUses()) {
       StringRef name;
       weightLayout(use, from, name);
-      use.getOwner()->setAttr(name, StringAttr::get(type.getContext(), to));
+      use.getOwner()->setAttr(name, kiln::WeightLayoutKindAttr::get(type.getContext(), to));
     }
     p.getResult().setType(type);
   }
@@ -79,8 +75,8 @@ bool tiedTable(ArrayRef<kiln::ParamOp> ops) {
     for (OpOperand &use : p->getUses()) {
       StringRef name;
       auto e = dyn_cast<kiln::EmbeddingOp>(use.getOwner());
-      if (e && use.getOperandNumber() == 0 && e.getTableLayout() == "rows") table = true;
-      else if (weightLayout(use, "out_in", name)) gemm = true;
+      if (e && use.getOperandNumber() == 0 && e.getTableLayout() == kiln::TableLayoutKind::rows) table = true;
+      else if (weightLayout(use, WeightLayoutKind::out_in, name)) gemm = true;
       else return false;
     }
   return table && gemm;
@@ -96,7 +92,7 @@ struct PrepackWeightsPass : kiln::impl::PrepackWeightsBase<PrepackWeightsPass> {
       if (t.getRank() != 2 || ops.front().getTransposed() || ops.front().getPanelCols()) continue;
       // 1-2. [out, in] -> [in, out].
       auto tt = RankedTensorType::get({t.getDimSize(1), t.getDimSize(0)}, t.getElementType());
-      if (relayout(ops, "out_in", "in_out", tt)) {
+      if (relayout(ops, WeightLayoutKind::out_in, WeightLayoutKind::in_out, tt)) {
         for (kiln::ParamOp p : ops) p.setTransposed(true);
         t = tt;
       }
@@ -104,7 +100,7 @@ struct PrepackWeightsPass : kiln::impl::PrepackWeightsBase<PrepackWeightsPass> {
       if (gpu) continue;
       int64_t K = t.getDimSize(0), N = t.getDimSize(1), w = kiln::gemmTileN(vectorWidth, N);
       auto pt = RankedTensorType::get({(N + w - 1) / w, K, w}, t.getElementType());
-      if (relayout(ops, "in_out", "panels", pt)) {
+      if (relayout(ops, WeightLayoutKind::in_out, WeightLayoutKind::panels, pt)) {
         for (kiln::ParamOp p : ops) p.setPanelCols(N);
         continue;
       }
@@ -115,8 +111,10 @@ struct PrepackWeightsPass : kiln::impl::PrepackWeightsBase<PrepackWeightsPass> {
         for (kiln::ParamOp p : ops) {
           for (OpOperand &use : p->getUses()) {
             StringRef name;
-            if (weightLayout(use, "out_in", name)) use.getOwner()->setAttr(name, StringAttr::get(&getContext(), "panels"));
-            else use.getOwner()->setAttr("table_layout", StringAttr::get(&getContext(), "panels"));
+            if (weightLayout(use, WeightLayoutKind::out_in, name))
+              use.getOwner()->setAttr(name, kiln::WeightLayoutKindAttr::get(&getContext(), WeightLayoutKind::panels));
+            else
+              use.getOwner()->setAttr("table_layout", kiln::TableLayoutKindAttr::get(&getContext(), kiln::TableLayoutKind::panels));
           }
           p.getResult().setType(vt);
           p.setTransposed(true);

@@ -44,11 +44,21 @@
 //      tile_n = 4 vectors x tile_m = 6 rows of the result, as the linears' (3 x 4 with 16
 //      registers; GPT-2's weight gradients took ~6% less time than with 3 x 8), summed over all
 //      rows of the operands, blocks of tile_rows = 384 result rows (their operand columns
-//      packed tile by tile); otherwise the plain column-strip schedule.
+//      packed tile by tile, rows_per_task = 64 rows of them per packing task); otherwise the
+//      plain column-strip schedule.
 //   6. row-wise ops (norms, softmax, elementwise, data movement, depthwise conv, ACT): CPU
 //      rows_per_task = enough rows that a task touches about 16 KiB; GPU a block per row with
 //      gpu_threads across its columns (128, halved down to the row, at least 32; 256 per block
 //      for a 1-D result).
+//   7. the backward's and the optimizer's other kernels on the CPU: attention_grad over a whole
+//      sequence, tasks of tile_rows = 16 result rows (query or key rows) per head, register
+//      blocks of tile_m = 4 of them; over a sparse pattern's blocks, rows_per_task = 256;
+//      lsh_chunk_attention_grad, rows_per_task = 16 sorted slots; cross_entropy, the rows'
+//      losses in rows_per_task = 16; sum_squares of a 1-D tensor, partial sums of
+//      rows_per_task = 4096 elements. (GPU: a block per row, as rule 6, for the two attention
+//      gradients.) Kernels with no decision: the column strips of reduce_rows and
+//      embedding_grad, the serial mean, the runtime's, cache_write (new rows only) and
+//      act_running (one serial reduction).
 #include "kiln/Dialect/SeqLengths.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
@@ -74,6 +84,13 @@ constexpr int64_t kStreamRows = 4;
 // A CPU GEMM's K per chunk where K is long (at least 4 chunks).
 constexpr int64_t kKChunk = 2048;
 constexpr int64_t kWideColumns = 16384;  // an output this wide: K not unrolled (measured, rule 1)
+// The backward's and the optimizer's tasks (rules 5 and 7).
+constexpr int64_t kWeightGradPackRows = 64;  // weight_grad: rows of S packed per task
+constexpr int64_t kAttentionGradRows = 16, kAttentionGradBlock = 4;
+constexpr int64_t kSparseGradRows = 256;
+constexpr int64_t kLshGradSlots = 16;
+constexpr int64_t kLossRows = 16;
+constexpr int64_t kSumSquaresChunk = 4096;
 int64_t streamTileN(int64_t lanes, int64_t N, int64_t M, int64_t panel = 0) {
   int64_t tn = M <= 2 ? 128 : 64;
   tn = std::max(lanes, std::min(tn, N / lanes * lanes));
@@ -111,7 +128,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   using TileOpsBase::TileOpsBase;
 
   // The columns of a weight's panels (weight layout "panels", kiln-prepack-weights), or 0.
-  static int64_t panelWidth(Value w, StringRef layout) { return layout == "panels" ? dim(w, 2) : 0; }
+  static int64_t panelWidth(Value w, kiln::WeightLayoutKind layout) { return layout == kiln::WeightLayoutKind::panels ? dim(w, 2) : 0; }
 
   // The most rows v's dim `axis` can have: its static size, the bound of a batch's dynamic
   // rows (one row per sequence in a batched decode step: B's bound), or -1.
@@ -138,7 +155,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     auto lin = dyn_cast<kiln::LinearOp>(op);
     bool batch = isa<kiln::BatchMatMulOp>(op);
     int64_t N = dim(op->getResult(0), -1), K = dim(op->getOperand(0), -1), M = atMost(op->getOperand(0), -2);
-    bool transposed = lin ? lin.getWeightLayout() == "out_in" : op->getAttrOfType<BoolAttr>("transpose_b").getValue();
+    bool transposed = lin ? lin.getWeightLayout() == kiln::WeightLayoutKind::out_in : op->getAttrOfType<BoolAttr>("transpose_b").getValue();
     int64_t panel = lin ? panelWidth(lin.getWeight(), lin.getWeightLayout()) : 0;
     if (gpu) {
       s.gpu_tile_n = gpuTileN(N);
@@ -192,10 +209,11 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     s.tile_n = std::min((vectorWidth >= 16 ? 4 : 3) * lanes, I);
     s.tile_m = std::min<int64_t>(vectorWidth >= 16 ? 6 : 4, J);
     s.tile_rows = std::max(*s.tile_m, 384 / *s.tile_m * *s.tile_m);
+    s.rows_per_task = kWeightGradPackRows;
   }
 
   void ffn(kiln::FfnOp op, kiln::ScheduleFields &s) {
-    bool oi1 = op.getLayout1() == "out_in", oi2 = op.getLayout2() == "out_in";
+    bool oi1 = op.getLayout1() == kiln::WeightLayoutKind::out_in, oi2 = op.getLayout2() == kiln::WeightLayoutKind::out_in;
     int64_t panel1 = panelWidth(op.getW1(), op.getLayout1()), panel2 = panelWidth(op.getW2(), op.getLayout2());
     int64_t M = atMost(op.getX(), 0), dout = dim(op.getResult(), 1), dff = dim(op.getB1(), 0);
     if (!gpu && M > 0 && M <= kStreamRows && !oi1 && !oi2) {
@@ -252,91 +270,65 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
       auto rt = cast<RankedTensorType>(op->getResult(0).getType());
       int64_t inner = dim(op->getResult(0), -1);
       kiln::ScheduleFields s;
-      switch (cast<kiln::KilnOpInterface>(op).getKernelOp()) {
-        case kiln::KernelOp::Linear:
-        case kiln::KernelOp::MatMul:
-        case kiln::KernelOp::BatchMatMul: gemm(op, s); break;
-        case kiln::KernelOp::Ffn: ffn(cast<kiln::FfnOp>(op), s); break;
-        case kiln::KernelOp::Attention: {
-          auto a = cast<kiln::AttentionOp>(op);
-          if (a.getPatternSize()) {  // kiln-tile-sparse-pattern's block schedule
-            if (gpu) s.gpu_threads = gpuRowThreads(3, inner);
-            break;
-          }
-          // An lse result is written by the sequence engine only (static lengths too).
-          bool sequence = !a.getPast() && (dim(a.getQuery(), 1) < 0 || a.getLse());
-          s.engine = sequence ? kiln::AttentionEngine::online_block : kiln::AttentionEngine::row_strip;
-          // A decode step's few static query rows are one block of their own: a block of 8
-          // would compute 8 score rows for 1.
-          int64_t lq = onePerSequence(a.getQuery(), 1) ? 1 : dim(a.getQuery(), 1);  // a batched decode step: 1 per call
-          s.q_block = sequence ? 64 : lq > 0 && lq < 8 ? lq : 8;
-          if (sequence && !gpu) s.k_block = 128;
-          if (gpu && sequence) s.gpu_threads = gpuRowThreads(3, inner);
-          if (gpu && !sequence) s.gpu_tile_n = 32, s.gpu_tile_m = 4;
-          break;
-        }
-        case kiln::KernelOp::LshHash: s.lsh_tile = 64; break;
-        case kiln::KernelOp::LshChunkAttention:
+      switch (cast<kiln::KilnOpInterface>(op).getTiling()) {
+        case kiln::Tiling::None: break;
+        case kiln::Tiling::Gemm: gemm(op, s); break;
+        case kiln::Tiling::Ffn: ffn(cast<kiln::FfnOp>(op), s); break;
+        case kiln::Tiling::Attention: attention(cast<kiln::AttentionOp>(op), inner, s); break;
+        case kiln::Tiling::LshHash: s.lsh_tile = 64; break;
+        case kiln::Tiling::LshChunkAttention:
           if (gpu) s.gpu_tile_n = 128, s.gpu_threads = gpuRowThreads(3, inner);
           break;
-        case kiln::KernelOp::LshSort:
-        case kiln::KernelOp::CacheWrite:
-        case kiln::KernelOp::ActRunning:  // host; new rows only; one serial reduction
-        case kiln::KernelOp::CrossEntropy:  // rows in tasks of 16, a serial sum
-        case kiln::KernelOp::WeightGrad: weightGrad(op, s); break;
-        case kiln::KernelOp::ReduceRows:  // column strips
-        case kiln::KernelOp::Mean:        // a serial sum
-        case kiln::KernelOp::EmbeddingGrad:
-        case kiln::KernelOp::SumSquares:
-        case kiln::KernelOp::AllReduce:
-        case kiln::KernelOp::AllReduceWait: break;
-        case kiln::KernelOp::ActInput:
-          if (gpu) s.gpu_tile_n = 64;  // the timestep's sinusoid: d values
-          [[fallthrough]];
-        case kiln::KernelOp::LayerNorm:
-        case kiln::KernelOp::Softmax:
-        case kiln::KernelOp::Add:
-        case kiln::KernelOp::Mul:
-        case kiln::KernelOp::Scale:
-        case kiln::KernelOp::Activation:
-        case kiln::KernelOp::Embedding:
-        case kiln::KernelOp::PositionEmbedding:
-        case kiln::KernelOp::SinusoidalPositions:
-        case kiln::KernelOp::Transpose:
-        case kiln::KernelOp::Slice:
-        case kiln::KernelOp::Concat:
-        case kiln::KernelOp::Mask:
-        case kiln::KernelOp::DepthwiseConv:
-        case kiln::KernelOp::ActInit:
-        case kiln::KernelOp::ActUpdate:
-        case kiln::KernelOp::ActOutput:
-        case kiln::KernelOp::ActUpdateGrad:
-        case kiln::KernelOp::DepthwiseConvGrad:
-        case kiln::KernelOp::MeanGrad:
-        case kiln::KernelOp::Fill:
-        case kiln::KernelOp::CrossEntropyGrad:
-        case kiln::KernelOp::ActivationGrad:
-        case kiln::KernelOp::LayerNormGrad:
-        case kiln::KernelOp::SoftmaxGrad:
-        case kiln::KernelOp::Pad:
-        case kiln::KernelOp::PositionIds:
-        case kiln::KernelOp::AttentionGrad:
-        case kiln::KernelOp::LshChunkAttentionGrad:
-        case kiln::KernelOp::StepCount:
-        case kiln::KernelOp::LearningRate:
-        case kiln::KernelOp::LossWeight:
-        case kiln::KernelOp::AdamWStep:
+        case kiln::Tiling::WeightGrad: weightGrad(op, s); break;
+        case kiln::Tiling::AttentionGrad:
+          if (gpu) {
+            s.gpu_threads = gpuRowThreads(3, inner);
+          } else if (cast<kiln::AttentionGradOp>(op).getPatternSize()) {
+            s.rows_per_task = kSparseGradRows;
+          } else {
+            s.tile_rows = kAttentionGradRows;
+            s.tile_m = kAttentionGradBlock;
+          }
+          break;
+        case kiln::Tiling::LshChunkAttentionGrad:
+          if (gpu) s.gpu_threads = gpuRowThreads(3, inner);
+          else s.rows_per_task = kLshGradSlots;
+          break;
+        case kiln::Tiling::Loss:
+          if (!gpu) s.rows_per_task = kLossRows;
+          break;
+        case kiln::Tiling::SumSquares:
+          if (!gpu && cast<RankedTensorType>(op->getOperand(0).getType()).getRank() == 1) s.rows_per_task = kSumSquaresChunk;
+          break;
+        case kiln::Tiling::Rowwise:
           if (gpu) {
             s.gpu_threads = gpuRowThreads(rt.getRank(), inner);
+            if (isa<kiln::ActInputOp>(op)) s.gpu_tile_n = 64;  // the timestep's sinusoid: d values
           } else {
             int64_t width = inner < 0 ? 64 : inner;
             s.rows_per_task = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, width));
           }
           break;
-        case kiln::KernelOp::None: break;
       }
       kiln::mergeSchedule(op, s);
     });
+  }
+
+  void attention(kiln::AttentionOp a, int64_t inner, kiln::ScheduleFields &s) {
+    if (a.getPatternSize()) {  // kiln-tile-sparse-pattern's block schedule
+      if (gpu) s.gpu_threads = gpuRowThreads(3, inner);
+      return;
+    }
+    // An lse result is written by the sequence engine only (static lengths too).
+    bool sequence = !a.getPast() && (dim(a.getQuery(), 1) < 0 || a.getLse());
+    s.engine = sequence ? kiln::AttentionEngine::online_block : kiln::AttentionEngine::row_strip;
+    // A decode step's few static query rows are one block of their own: a block of 8
+    // would compute 8 score rows for 1.
+    int64_t lq = onePerSequence(a.getQuery(), 1) ? 1 : dim(a.getQuery(), 1);  // a batched decode step: 1 per call
+    s.q_block = sequence ? 64 : lq > 0 && lq < 8 ? lq : 8;
+    if (sequence && !gpu) s.k_block = 128;
+    if (gpu && sequence) s.gpu_threads = gpuRowThreads(3, inner);
+    if (gpu && !sequence) s.gpu_tile_n = 32, s.gpu_tile_m = 4;
   }
 };
 }  // namespace

@@ -27,10 +27,11 @@ struct TileSparsePatternPass : kiln::impl::TileSparsePatternBase<TileSparsePatte
   void runOnOperation() override {
     getOperation().walk([&](Operation *op) {
       if (!isa<kiln::AttentionOp, kiln::AttentionGradOp>(op)) return;
-      kiln::sparse::Pattern p = kiln::patternOf(op);
-      if (p.kind.empty()) return;
+      std::optional<kiln::sparse::Pattern> pattern = kiln::patternOf(op);
+      if (!pattern) return;
+      const kiln::sparse::Pattern &p = *pattern;
       int64_t b = block;
-      if (p.kind == "layout") {
+      if (p.kind == kiln::sparse::Kind::Layout) {
         b = p.size;
       } else if (b <= 0) {
         b = 16;

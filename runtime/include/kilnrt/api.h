@@ -1,15 +1,17 @@
 /* kilnrt/api.h - the kiln runtime C API: weights, inputs, arena planning, running a model.
  *
- * Usage (what a compiled model's main does):
+ * Usage (what a compiled model's main does; tests/unit/api_example.sh compiles it as C):
  *
  *   extern const kiln_model_info kiln_model;
  *   kilnrt_session *s;
  *   if (kilnrt_session_create(&kiln_model, &s)) die(kilnrt_last_error());
- *   kilnrt_session_load_weights(s, "model.safetensors");   // or kilnrt_session_random_weights(s, 1)
- *   int64_t shape[1] = {3}; int32_t ids[3] = {1, 2, 3};
- *   kilnrt_session_set_input(s, "tokens", KILN_I32, 1, shape, ids);
- *   kilnrt_session_run(s, "forward");
- *   const kilnrt_tensor *out; kilnrt_session_output(s, "logits", &out);
+ *   if (kilnrt_session_load_weights(s, "model.safetensors"))  // or kilnrt_session_random_weights(s, 1)
+ *     die(kilnrt_last_error());
+ *   int32_t ids[3] = {1, 2, 3};
+ *   kilnrt_tensor tokens = {KILN_I32, 1, {3}, ids};
+ *   if (kilnrt_session_set_input(s, "tokens", &tokens) || kilnrt_session_run(s, "forward")) die(kilnrt_last_error());
+ *   const kilnrt_tensor *out;
+ *   kilnrt_session_output(s, "logits", &out);  // out->shape: [3, vocab]
  *   kilnrt_session_destroy(s);
  *
  * Every fallible call returns a kilnrt_status; on failure kilnrt_last_error() (thread local)
@@ -170,8 +172,10 @@ typedef int32_t (*kilnrt_token_fn)(void *user, int32_t token, const float *logit
 kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *prompt, int64_t n_prompt,
                               const kilnrt_generate_options *options, kilnrt_token_fn fn, void *user,
                               kilnrt_generate_stats *stats);
-/* The entry kilnrt_generate runs the prompt through: `encode` (encoder-decoder models), else
- * `prefill`, else the first entry that is not `decode`; NULL when there is none. */
+/* The model's entry of `role` (one per role but KILN_ROLE_OTHER), or NULL. */
+const kiln_entry_info *kilnrt_entry_by_role(const kiln_model_info *model, kiln_entry_role role);
+/* The entry kilnrt_generate runs the prompt through: the encode entry (encoder-decoder models),
+ * else the prefill entry, else the forward entry; NULL when there is none. */
 const kiln_entry_info *kilnrt_prefill_entry(const kiln_model_info *model);
 /* One token from a logits row, as kilnrt_generate draws it; `state` is the sampling stream
  * (start it at the seed). */

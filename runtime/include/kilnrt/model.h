@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 11
+#define KILN_ABI_VERSION 12
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 8
 
@@ -74,6 +74,34 @@ typedef struct kiln_buffer_info {
   int32_t first, last;
 } kiln_buffer_info;
 
+/* What an entry point is for (the dialect's EntryRole, value for value): the runtime's generation
+ * and training find their entries by role, never by name. Values to come: a prefill appending a
+ * chunk at an offset of one sequence's cache, a decode step with a past per sequence. */
+typedef enum kiln_entry_role {
+  KILN_ROLE_OTHER = 0,        /* run by its name only (--entry) */
+  KILN_ROLE_FORWARD = 1,      /* every row's outputs (and, with a cache, fills it) */
+  KILN_ROLE_PREFILL = 2,      /* a prompt into the caches, the last row's logits */
+  KILN_ROLE_DECODE = 3,       /* one token at `past`, over the caches */
+  KILN_ROLE_DECODE_BATCH = 4, /* one token per sequence of a batch */
+  KILN_ROLE_ENCODE = 5,       /* an encoder-decoder's source into the cross-attention caches */
+  KILN_ROLE_GRADIENTS = 6,    /* the loss and every parameter's gradient (grad.<name>) */
+  KILN_ROLE_EVAL = 7,         /* the loss alone */
+  KILN_ROLE_TRAIN_STEP = 8    /* the loss, the gradients and the optimizer's update in place */
+} kiln_entry_role;
+
+/* The names of what a training step reads and writes besides the parameters
+ * (kiln-apply-optimizer's): its states, saved in a training checkpoint, and its outputs. */
+#define KILN_OPTIMIZER_PREFIX "optimizer."     /* every optimizer state */
+#define KILN_STATE_STEP "optimizer.step"       /* steps taken ([1] f32) */
+#define KILN_STATE_STEPS "optimizer.steps"     /* the run's total (--steps; 0 outside a run) */
+#define KILN_STATE_LR "optimizer.lr"           /* the peak learning rate (--lr; 0: the model's) */
+#define KILN_STATE_MOMENT1 "optimizer.m."      /* + a parameter's name: AdamW's first moment */
+#define KILN_STATE_MOMENT2 "optimizer.v."      /* + a parameter's name: its second moment */
+#define KILN_OUTPUT_LOSS "loss"                /* an entry's loss ([1]) */
+#define KILN_OUTPUT_LR "lr"                    /* a training step's learning rate */
+#define KILN_OUTPUT_GRAD_SUMSQ "grad_sumsq"    /* its gradients' sum of squares, before clipping */
+#define KILN_OUTPUT_GRAD_PREFIX "grad."        /* + a parameter's name: its gradient */
+
 /* Returns 0, or a Halide error code (< 0) and the index of the failing kernel. */
 typedef int32_t (*kiln_entry_fn)(void **buffers, const int64_t *syms, int32_t *failed_kernel);
 
@@ -90,6 +118,7 @@ typedef struct kiln_entry_info {
   /* Non-NULL when the entry runs one sequence at a time (every batch symbol must be 1): why, for
    * the error message ("it writes a KV cache"). */
   const char *single_sequence;
+  int32_t role; /* kiln_entry_role */
 } kiln_entry_info;
 
 /* A field of the checkpoint config.json the model was compiled for: the runtime compares it with

@@ -7,7 +7,7 @@ module attributes {kiln.seq_names = ["L"], kiln.seq_bounds = array<i64: 32>} {
     %w2 = kiln.param "fc2.w" : tensor<32x8xf32>
     %h = kiln.linear %x, %w1, %b1 : (tensor<?x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<?x32xf32>
     %r = kiln.relu %h : (tensor<?x32xf32>) -> tensor<?x32xf32>
-    %y = kiln.linear %r, %w2 {weight_layout = "in_out"} : (tensor<?x32xf32>, tensor<32x8xf32>) -> tensor<?x8xf32>
+    %y = kiln.linear %r, %w2 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x32xf32>, tensor<32x8xf32>) -> tensor<?x8xf32>
     return %y : tensor<?x8xf32>
   }
 }

@@ -32,7 +32,7 @@ struct TensorDesc {
 
 struct KernelSpec {
   std::string kind;                          // the op's name without "kiln.": linear, attention, ...
-  KernelOp op = KernelOp::None;              // the kernel (KilnInterfaces.h)
+  KernelFamily family = KernelFamily::None;  // the kernel family (KilnInterfaces.h)
   mlir::Operation *source = nullptr;         // an op with this spec
   std::map<std::string, std::string> attrs;  // its semantic attributes (the getKernelAttrs hook)
   ScheduleFields schedule;                   // its kiln.schedule
@@ -40,7 +40,7 @@ struct KernelSpec {
   TensorDesc output;                     // the first result
   std::vector<TensorDesc> more_outputs;  // further results (an attention's lse), after it in the kernel's arguments
 
-  // The spec of a kernel op (KilnOpInterface with a KernelOp other than None).
+  // The spec of a kernel op (KilnOpInterface with a KernelFamily other than None).
   static KernelSpec of(mlir::Operation *op);
   std::string text() const;
   // "kiln_<kind>_<16 hex digits of FNV-1a(text + "@" + target)>"

@@ -47,12 +47,30 @@ ScheduleFields scheduleOf(mlir::Operation *op);
 // in the IR (a user's .mlir, an edited dump) is kept.
 void mergeSchedule(mlir::Operation *op, const ScheduleFields &decided);
 
+// ---- an entry function's role (kiln.role; other when it has none)
+inline EntryRoleKind roleOf(mlir::Operation *entry) {
+  auto a = entry->getAttrOfType<EntryRoleKindAttr>("kiln.role");
+  return a ? a.getValue() : EntryRoleKind::other;
+}
+
+// ---- an attention's mask and pattern (kiln.attention, kiln.attention_grad)
+// A sparse pattern (window, strided, fixed, layout): kiln-tile-sparse-pattern's to tile.
+inline bool isSparsePattern(MaskKind m) { return m != MaskKind::none && m != MaskKind::causal; }
+// The op's `mask` (none when it has none) and `part` (a strided or fixed pattern's half).
+inline MaskKind maskOf(mlir::Operation *op) {
+  auto a = op->getAttrOfType<MaskKindAttr>("mask");
+  return a ? a.getValue() : MaskKind::none;
+}
+inline std::optional<PatternPart> partOf(mlir::Operation *op) {
+  if (auto a = op->getAttrOfType<PatternPartAttr>("part")) return a.getValue();
+  return std::nullopt;
+}
+
 // ---- #kiln.sparse_schedule and kiln/Support/SparsePattern.h's parts.
 sparse::Part partOf(SparsePartAttr a);
 SparsePartAttr partAttr(mlir::MLIRContext *ctx, const sparse::Part &p);
-// The sparse pattern a kiln.attention or kiln.attention_grad states (kind empty when it has
-// none), with the block size of its schedule (64 until kiln-tile-sparse-pattern chose one).
-sparse::Pattern patternOf(mlir::Operation *op);
+// The sparse pattern a kiln.attention or kiln.attention_grad states (none when it has none), with the block size of its schedule (64 until kiln-tile-sparse-pattern chose one).
+std::optional<sparse::Pattern> patternOf(mlir::Operation *op);
 
 // ---- #kiln.view (kiln-fold-views): where a value lies in its buffer. Null: dense, row-major.
 // An op's kiln.view is its first result's: a further result (an attention's lse) is dense.

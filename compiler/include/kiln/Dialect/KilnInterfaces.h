@@ -13,64 +13,47 @@
 
 namespace kiln {
 
-// The kernels the code generator has, one per kiln op that becomes a kernel (the unary
-// activations share one, told apart by their Activation). The registry switches over it, so a
-// kernel op without generated code is a compiler warning.
-enum class KernelOp {
-  None,  // not a kernel: a parameter, a state, a view, the structure of a loop
-  Linear,
-  MatMul,
-  BatchMatMul,
+// The kernel families of the code generator: one algorithm each, with its CPU and GPU schedules
+// (Codegen/Kernels/<Family>.cpp). Each op names its family in ODS (Kiln_Op's `family`); the
+// registry switches over the families, so a family without generated code is a compiler
+// warning (-Wswitch), and an op of an existing family adds no case anywhere.
+enum class KernelFamily {
+  None,     // not a kernel: a parameter, a state, a view, the structure of a loop
+  Runtime,  // served by the runtime (kiln::runtimeKernel: lsh_sort, all_reduce), not generated
+  Gemm,     // linear, matmul, batch_matmul
+  Ffn,
+  Attention,  // its engine (#kiln.schedule) picks the algorithm
+  LshHash,
+  LshChunkAttention,
+  RowReduce,  // a reduction over each row: norms, softmax, and their input gradients
+  Elementwise,
+  DataMovement,
+  DepthwiseConv,
+  DepthwiseConvGrad,
+  Act,  // the ACT bookkeeping on the carried buffer, and its gradient
+  // Training: the loss, the backward's reductions, the optimizer.
+  Loss,
+  Mean,
+  Backward,  // reductions over rows: a bias's, a weight's, a gain's, an embedding table's gradient
+  AttentionGrad,
+  LshChunkAttentionGrad,
+  Optimizer,
+};
+
+// How kiln-tile-ops decides a kernel's tiles (Kiln_Op's `tiling`); it switches over these.
+enum class Tiling {
+  None,     // no decision: a serial kernel, the kernel's own column strips, or no kernel
+  Rowwise,  // CPU: rows per task (about 16 KiB); GPU: threads across each row
+  Gemm,
   Ffn,
   Attention,
   LshHash,
-  LshSort,  // served by the runtime (kilnrt_kernel_lsh_sort), not generated
   LshChunkAttention,
-  LayerNorm,
-  Softmax,
-  Add,
-  Mul,
-  Scale,
-  Activation,  // every activation op (KilnActivationOpInterface)
-  Embedding,
-  PositionEmbedding,
-  SinusoidalPositions,
-  Transpose,
-  Slice,
-  Concat,
-  Mask,
-  CacheWrite,
-  DepthwiseConv,
-  ActInit,
-  ActInput,
-  ActUpdate,
-  ActRunning,
-  ActOutput,
-  // Training: the loss, constants, and the backward's kernels (kiln-differentiate).
-  Fill,
-  CrossEntropy,
-  CrossEntropyGrad,
-  ReduceRows,
-  Mean,
-  MeanGrad,
-  ActUpdateGrad,
-  DepthwiseConvGrad,
   WeightGrad,
-  ActivationGrad,
-  LayerNormGrad,
-  SoftmaxGrad,
-  EmbeddingGrad,
-  PositionIds,
-  Pad,
   AttentionGrad,
   LshChunkAttentionGrad,
-  SumSquares,
-  StepCount,
-  LearningRate,
-  LossWeight,
-  AdamWStep,
-  AllReduce,  // served by the runtime (kilnrt_kernel_all_reduce), not generated
-  AllReduceWait,  // the runtime's too
+  Loss,        // rows of losses per task
+  SumSquares,  // elements per partial sum of a 1-D tensor
 };
 
 // The semantic attributes in a kernel's key, as canonical text (sorted keys).

@@ -10,14 +10,16 @@ def KilnOpInterface : OpInterface<"KilnOpInterface"> {
   let cppNamespace = "::kiln";
   let description = [{
     Every kiln op with a result implements it. An op that becomes a kernel names its kernel
-    (KernelOp, the code generator's dispatch), writes the attributes that identify what its
+    family (the code generator's dispatch) and its tiling class (kiln-tile-ops'), writes the attributes that identify what its
     kernel computes into the kernel's key, infers the sequence length of each result dim from
     its operands', and states its FLOPs and bytes for the cost report and the schedule.
   }];
   let methods = [
-    InterfaceMethod<[{The kernel that computes this op: KernelOp::None for what is not a kernel
-      (parameters, states, views, structure).}],
-      "::kiln::KernelOp", "getKernelOp", (ins), [{}], [{ return ConcreteOp::kKernelOp; }]>,
+    InterfaceMethod<[{The kernel family that computes this op: KernelFamily::None for what is not
+      a kernel (parameters, states, views, structure), Runtime for the runtime's kernels.}],
+      "::kiln::KernelFamily", "getKernelFamily", (ins), [{}], [{ return ConcreteOp::kFamily; }]>,
+    InterfaceMethod<[{How kiln-tile-ops decides the op's kernel's tiles.}],
+      "::kiln::Tiling", "getTiling", (ins), [{}], [{ return ConcreteOp::kTiling; }]>,
     InterfaceMethod<[{Adds the op's semantic attributes to its kernel's key (the key also holds
       the op kind, the operand and result types and the schedule). Every attribute the kernel
       reads must be here: equal keys share one kernel.}],

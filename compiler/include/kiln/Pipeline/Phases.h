@@ -29,15 +29,12 @@ const char *phaseName(Phase p);
 struct PhaseOptions {
   TargetInfo target;
   int64_t ffn_chunk = 0;  // kiln-chunk-ffn's rows per chunk: 0 its default (GPU targets: 1024), < 0 no chunking
-  enum class RecomputeFfn { off, activation, all };
   RecomputeFfn recompute_ffn = RecomputeFfn::off;  // kiln-checkpoint-ffn: what backwards recompute of each FFN
   int64_t ffn_grad_chunk = 0;  // kiln-chunk-ffn-grad's d_ff columns per chunk: 0 its default, < 0 none
-  bool reverse_layers = true;  // kiln-reverse-layers: reversible layers' backward reconstructs (false: stores)
-  std::string precision;       // kiln-assign-precision: f32 or bf16 (empty: the module's kiln.precision)
+  // reconstruct: kiln-reverse-layers (reversible layers' backward reconstructs); store: no pass
+  ReversibleBackward reversible = ReversibleBackward::reconstruct;
+  PrecisionOption precision = PrecisionOption::model;  // kiln-assign-precision's option
 };
-
-// --recompute-ffn's and the recompute-ffn pipeline option's value: off, activation or all.
-std::optional<PhaseOptions::RecomputeFfn> parseRecomputeFfn(const std::string &name);
 
 // Adds the passes of `phase` (fused, tiled, scheduled or kernels) to `pm`, in order.
 void buildPhasePipeline(mlir::OpPassManager &pm, Phase phase, const PhaseOptions &opt);

@@ -22,6 +22,10 @@
 
 namespace kiln::sparse {
 
+// A pattern (kiln.attention's mask) and which of a factorized pattern's halves it keeps (its
+// part): the dialect's MaskKind (its sparse values) and PatternPart, case for case.
+enum class Kind { Window, Strided, Fixed, Layout };
+enum class Half { Union, Local, Global };
 enum class Pred { None, Window, StridedLocal, StridedGlobal, FixedLocal, FixedGlobal, Layout };
 enum class Order { Identity, StrideTranspose, SummaryGather };
 enum class Rule { Window, Group, OwnBlock, Summary, Table };
@@ -35,8 +39,8 @@ struct Part {
 // The pattern as the attention op states it, and the block schedule kiln-tile-sparse-pattern
 // chose: the block size and, once chosen (the op's #kiln.sparse_schedule), the parts.
 struct Pattern {
-  std::string kind;  // window, strided, fixed, layout
-  std::string part = "union";
+  Kind kind = Kind::Window;
+  Half part = Half::Union;
   int64_t size = 0, summary = 0, block = 64;
   std::vector<std::string> layout;
   bool causal = true;
@@ -46,18 +50,18 @@ struct Pattern {
   std::vector<Part> parts() const { return schedule.empty() ? patternParts() : schedule; }
   // The parts a pattern implies (what kiln-tile-sparse-pattern chooses).
   std::vector<Part> patternParts() const {
-    if (kind == "window") return {{Order::Identity, Order::Identity, Rule::Window, Pred::Window}};
-    if (kind == "layout") return {{Order::Identity, Order::Identity, Rule::Table, Pred::Layout}};
+    if (kind == Kind::Window) return {{Order::Identity, Order::Identity, Rule::Window, Pred::Window}};
+    if (kind == Kind::Layout) return {{Order::Identity, Order::Identity, Rule::Table, Pred::Layout}};
     Part local, global;
-    if (kind == "strided") {
+    if (kind == Kind::Strided) {
       local = {Order::Identity, Order::Identity, Rule::Window, Pred::StridedLocal};
       global = {Order::StrideTranspose, Order::StrideTranspose, Rule::Group, Pred::StridedGlobal};
     } else {
       local = {Order::Identity, Order::Identity, Rule::OwnBlock, Pred::FixedLocal};
       global = {Order::Identity, Order::SummaryGather, Rule::Summary, Pred::FixedGlobal};
     }
-    if (part == "local") return {local};
-    if (part == "global") return {global};
+    if (part == Half::Local) return {local};
+    if (part == Half::Global) return {global};
     global.exclude = local.mask;
     return {local, global};
   }

@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "kiln/Dialect/KilnEnums.h"
 
 namespace kiln {
 #define GEN_PASS_DECL

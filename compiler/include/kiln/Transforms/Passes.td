@@ -16,7 +16,7 @@ def Differentiate : Pass<"kiln-differentiate", "mlir::ModuleOp"> {
     gains
       %one = kiln.fill {value = 1.0} : tensor<1xf32>
       %dlogits = kiln.cross_entropy_grad %logits, %targets, %one
-      %dw = kiln.weight_grad %x, %dlogits {weight_layout = "out_in"}
+      %dw = kiln.weight_grad %x, %dlogits {weight_layout = #kiln.weight_layout<out_in>}
       return %l, %dw                                              // "loss", "grad.w"
     The backward is ordinary kiln ops in the same function: the later passes fuse, tile,
     schedule and plan it with the forward, and kiln-plan-buffers keeps each activation the
@@ -114,11 +114,11 @@ def FuseAttention : Pass<"kiln-fuse-attention", "mlir::ModuleOp"> {
     Before:
       %s = kiln.batch_matmul %q, %k {transpose_b = true}
       %t = kiln.scale %s {factor = 0.125}
-      %u = kiln.add %t, (kiln.mask %t {kind = "causal"})
+      %u = kiln.add %t, (kiln.mask %t )
       %p = kiln.softmax %u
       %o = kiln.batch_matmul %p, %v
     After:
-      %o = kiln.attention %q, %k, %v {mask = "causal", scale = 0.125}
+      %o = kiln.attention %q, %k, %v {mask = #kiln.mask<causal>, scale = 0.125}
     The fused kernel never materializes the [Lq, Lk] scores: it works on one block of query
     rows at a time, visits only the keys the mask allows, and gives zeros for a row with no
     visible key. 2-D (single-head) chains are fused through [1, L, d] views.
@@ -149,7 +149,7 @@ def UnrollAct : Pass<"kiln-unroll-act", "mlir::ModuleOp"> {
       %t0 = kiln.fill {value = 0.0} : tensor<1xi32>
       %s0 = kiln.act_input %c0, %pos, %t0;  <the step on %s0>;  %c1 = kiln.act_update %c0, %s0, %y0, %hw, %hb, %t0
       ...                                   (steps 1 .. max_steps - 1)
-      %h = kiln.act_output %cT {field = "hidden"}   // and "ponder", "steps"
+      %h = kiln.act_output %cT {field = #kiln.act_field<hidden>}   // and "ponder", "steps"
     The same values as the loop: a step after every position halted changes nothing. Each
     act op has a gradient rule: the update counts and halting decisions are constants, the
     gradients flow through the halting probabilities and the remainders (Graves 2016).
@@ -172,7 +172,7 @@ def LowerAct : Pass<"kiln-lower-act", "mlir::ModuleOp"> {
         %c1 = kiln.act_update %c, %s, %y, %hw, %hb, %t {max_steps = 8, threshold = 0.99}
         %go = kiln.act_running %c1                   // any position still running?
         kiln.yield %go, %c1 }
-      %h = kiln.act_output %c {field = "hidden"}     // and "ponder", "steps"
+      %h = kiln.act_output %c {field = #kiln.act_field<hidden>}     // and "ponder", "steps"
     The step's ops stay one copy in the loop body (not unrolled); the loop runs on the host and
     stops after the first step that leaves no position running.
   }];
@@ -183,7 +183,7 @@ def FuseEpilogue : Pass<"kiln-fuse-epilogue", "mlir::ModuleOp"> {
   let description = [{
     Before:
       %h = kiln.linear %x, %w, %b : ...
-      %g = kiln.gelu %h {approximate = "tanh"} : ...
+      %g = kiln.gelu %h {approximate = #kiln.gelu<tanh>} : ...
     After:
       %g = kiln.linear %x, %w, %b {activation = #kiln.activation<gelu_tanh>} : ...
     The [L, d_ff] activation is then written once instead of written, read and written again.
@@ -254,7 +254,7 @@ def TileSparsePattern : Pass<"kiln-tile-sparse-pattern", "mlir::ModuleOp"> {
     out of the second. The schedule dump draws each part's block matrix. A block or a sparse
     schedule already in the IR is kept: edited in a .mlir file, it is what the kernel computes.
 
-      %o = kiln.attention %q, %k, %v {mask = "strided", part = "union", pattern_size = 64}
+      %o = kiln.attention %q, %k, %v {mask = #kiln.mask<strided>, part = #kiln.part<union>, pattern_size = 64}
     becomes
       %o = kiln.attention ... {kiln.schedule = #kiln.schedule<engine = block_sparse, block = 64>,
                                kiln.sparse = #kiln.sparse_schedule<parts = [#kiln.sparse_part<...>, ...]>}
@@ -278,10 +278,10 @@ def PrepackWeights : Pass<"kiln-prepack-weights", "mlir::ModuleOp"> {
     report, --max-memory).
 
       %w = kiln.param "fc.weight" : tensor<512x128xf32>
-      %y = kiln.linear %x, %w {weight_layout = "out_in"}
+      %y = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<out_in>}
     becomes (--vector-width=16)
       %w = kiln.param "fc.weight" {panel_cols = 512 : i64, transposed} : tensor<8x128x64xf32>
-      %y = kiln.linear %x, %w {weight_layout = "panels"}
+      %y = kiln.linear %x, %w {weight_layout = #kiln.weight_layout<panels>}
     A parameter with any other use (an embedding table tied to the output head) is left alone.
   }];
   let options = [Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes of the target's widest SIMD">,
@@ -341,8 +341,11 @@ def AssignPrecision : Pass<"kiln-assign-precision", "mlir::ModuleOp"> {
     round q, k and v (LSH: the shared qk, hashed as rounded) to bfloat16 and compute scores,
     softmax, the weighted sums and the gradients in f32.
   }];
-  let options = [Option<"precision", "precision", "std::string", "\"\"",
-                        "f32 or bf16 (empty: the module's kiln.precision, else f32)">,
+  let options = [Option<"precision", "precision", "kiln::PrecisionOption", "kiln::PrecisionOption::model",
+                        "model (the module's kiln.precision, else f32), f32 or bf16",
+                        [{::llvm::cl::values(clEnumValN(kiln::PrecisionOption::model, "model", "the module's kiln.precision, else f32"),
+                                             clEnumValN(kiln::PrecisionOption::f32, "f32", "f32 operands"),
+                                             clEnumValN(kiln::PrecisionOption::bf16, "bf16", "bfloat16 operands, f32 sums"))}]>,
                  Option<"dot", "dot", "bool", "false",
                         "the target has AVX-512 BF16 dot products (vdpbf16ps)">,
                  Option<"cpu", "cpu", "bool", "false",
@@ -392,9 +395,9 @@ def LoopSequences : Pass<"kiln-loop-sequences", "mlir::ModuleOp"> {
     positions of a sequence (attention and its gradient, positions, causal convolution, masks)
     gets `kiln.per_sequence = B`, and kiln-lower-to-llvm calls it once per sequence with views
     of that sequence's rows:
-      %o = kiln.attention %q, %k, %v {mask = "causal", ...} : (tensor<4x?x32xf32>, ...)   // ? = B*L
+      %o = kiln.attention %q, %k, %v {mask = #kiln.mask<causal>, ...} : (tensor<4x?x32xf32>, ...)   // ? = B*L
     becomes
-      %o = kiln.attention %q, %k, %v {kiln.per_sequence = 1 : i64, mask = "causal", ...}
+      %o = kiln.attention %q, %k, %v {kiln.per_sequence = 1 : i64, mask = #kiln.mask<causal>, ...}
     An entry with an op that cannot run a batch (a KV cache, a slice along the rows, all rows
     against all rows) gets `kiln.single_sequence = "why"`: the runtime refuses it B > 1.
   }];

@@ -4,11 +4,12 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace kiln {
-// Ops that become kernels: those whose hooks name a kernel (not parameters, states, views,
-// slices and transposes folded into views, or the structure of loops).
+// Ops that become kernels: those whose hooks name a kernel family, generated or the runtime's
+// (not parameters, states, views, slices and transposes folded into views, or the structure of
+// loops).
 inline bool isKernelOp(mlir::Operation *op) {
   auto k = mlir::dyn_cast<KilnOpInterface>(op);
-  return k && k.getKernelOp() != KernelOp::None && !isFoldedView(op);
+  return k && k.getKernelFamily() != KernelFamily::None && !isFoldedView(op);
 }
 // The f32 lanes a kernel uses: the target's, halved down to a static innermost extent (a row of
 // 4 is not vectorized 16 wide).

@@ -8,13 +8,13 @@ namespace kiln::codegen {
 Func buildAct(Builder &B) {
   const KernelSpec &k = B.k;
   ImageParam C = B.in[0];
-  const int d = k.op == KernelOp::ActInit ? (int)k.inputs[0].dims[1] : (int)(k.inputs[0].dims[1] - 3) / 2;
+  const int d = mlir::isa<ActInitOp>(k.source) ? (int)k.inputs[0].dims[1] : (int)(k.inputs[0].dims[1] - 3) / 2;
   std::vector<Var> v = makeVars(B.rank());
   Func out("out");
   auto col = [&](int c, Expr i) { return C(c, i); };
-  if (k.op == KernelOp::ActInit) {  // the input is the first state x [L, d]
+  if (mlir::isa<ActInitOp>(k.source)) {  // the input is the first state x [L, d]
     out(v) = select(v[0] < d, B.in[0](clamp(v[0], 0, d - 1), v[1]), 0.0f);
-  } else if (k.op == KernelOp::ActInput) {  // state + position signal + timestep signal
+  } else if (mlir::isa<ActInputOp>(k.source)) {  // state + position signal + timestep signal
     Func sig("sig");  // the timestep's sinusoid: d values, computed once per call
     Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / (float)d));
     Expr angle = cast<float>(B.in[2](0)) * freq;
@@ -28,7 +28,7 @@ Func buildAct(Builder &B) {
       B.s(sig).gpu_tile(v[0], bo, ti, B.need(B.sch.gpu_tile_n, "gpu_tile_n"), TailStrategy::GuardWithIf);
     }
     return out;
-  } else if (k.op == KernelOp::ActUpdate) {
+  } else if (mlir::isa<ActUpdateOp>(k.source)) {
     ActUpdateOp op = B.op<ActUpdateOp>();
     ImageParam X = B.in[1], Y = B.in[2], WH = B.in[3], BH = B.in[4], STEP = B.in[5];
     const int T = (int)op.getMaxSteps();
@@ -55,12 +55,12 @@ Func buildAct(Builder &B) {
     B.s(p).compute_at(out, row);
     B.s(dot).compute_at(out, row);
     return out;
-  } else if (k.op == KernelOp::ActUpdateGrad) {
+  } else if (mlir::isa<ActUpdateGradOp>(k.source)) {
     // The backward of one step (kiln.act_update_grad). The decisions come from the carry and
     // the next carry: running = h < 1; halted at this step = running and h' >= 1 (a step that
     // went on leaves h' = h + p <= threshold < 1); went on = running, not halted.
     if (B.gpu) throw std::runtime_error("kernel " + k.kind + ": CPU schedule only (for now)");
-    llvm::StringRef wrt = B.op<ActUpdateGradOp>().getWrt();
+    const ActGradWrt wrt = B.op<ActUpdateGradOp>().getWrt();
     ImageParam N1 = B.in[1], X = B.in[2], Y = B.in[3], WH = B.in[4], BH = B.in[5], G = B.in[6];
     Var i("i"), c("c");
     Func dot("dot"), p("p"), gyd("gyd"), gz("gz");
@@ -75,10 +75,10 @@ Func buildAct(Builder &B) {
     gyd(i) += (G(rk + d, i) + select(halt, G(rk, i), 0.0f)) * Y(rk, i);
     // d loss / d logit where the step went on: p enters the output (w = p) and h' = h + p.
     gz(i) = select(on, (gyd(i) + G(2 * d, i)) * p(i) * (1.0f - p(i)), 0.0f);
-    if (wrt == "halt_weight" || wrt == "halt_bias") {  // sums over the rows, in row order
+    if (wrt == ActGradWrt::halt_weight || wrt == ActGradWrt::halt_bias) {  // sums over the rows, in row order
       RDom rr(0, X.dim(1).extent(), "rr");
       Func sum("sum");
-      if (wrt == "halt_weight") {
+      if (wrt == ActGradWrt::halt_weight) {
         sum(c) = 0.0f;
         sum(c) += gz(rr) * X(c, rr);
       } else {
@@ -93,18 +93,18 @@ Func buildAct(Builder &B) {
       B.s(dot).compute_at(gz, i);
       B.s(gyd).compute_at(gz, i);
       B.s(sum).compute_root();
-      if (wrt == "halt_weight") B.s(sum.update()).vectorize(c, B.vec(), TailStrategy::GuardWithIf);
+      if (wrt == ActGradWrt::halt_weight) B.s(sum.update()).vectorize(c, B.vec(), TailStrategy::GuardWithIf);
       return out;
     }
     Expr gs = G(clamp(c, 0, d - 1), i), go = G(clamp(c, 0, d - 1) + d, i);
-    if (wrt == "carry") {
+    if (wrt == ActGradWrt::carry) {
       Expr gsA = G(clamp(c - d, 0, d - 1), i), goA = G(clamp(c - d, 0, d - 1) + d, i);
       out(c, i) = select(c < d, select(running, 0.0f, gs),                            // the state: replaced
                          c < 2 * d, goA + select(halt, gsA, 0.0f),                    // output: carried on
                          c == 2 * d, select(halt, -G(2 * d + 1, i) - gyd(i), G(2 * d, i)),  // h: w = r' = 1 - h
                          c == 2 * d + 1, select(halt, 0.0f, G(2 * d + 1, i)),         // r: set when halting
                          0.0f);                                                        // n: a constant
-    } else if (wrt == "y") {
+    } else if (wrt == ActGradWrt::y) {
       Expr w = select(halt, 1.0f - h, p(i));
       out(c, i) = select(halt, w * (go + gs), on, gs + p(i) * go, 0.0f);
     } else {  // x: through the halting logit only (the step's other uses add theirs)
@@ -115,7 +115,7 @@ Func buildAct(Builder &B) {
     Var row = B.rowwise(out, cv);
     for (Func f : {p, dot, gyd, gz}) B.s(f).compute_at(out, row);
     return out;
-  } else if (k.op == KernelOp::ActRunning) {
+  } else if (mlir::isa<ActRunningOp>(k.source)) {
     RDom r(0, C.dim(1).extent(), "r");
     out(v) = 0;
     out(v) = max(out(v), select(C(2 * d, r) < 1.0f, 1, 0));
@@ -126,10 +126,11 @@ Func buildAct(Builder &B) {
     }
     return out;
   } else {  // act_output
-    llvm::StringRef field = B.op<ActOutputOp>().getField();
-    if (field == "hidden") out(v) = C(v[0] + d, v[1]);
-    else if (field == "ponder") out(v) = col(2 * d + 2, v[0]) + col(2 * d + 1, v[0]);
-    else out(v) = cast<int>(col(2 * d + 2, v[0]));
+    switch (B.op<ActOutputOp>().getField()) {
+      case ActField::hidden: out(v) = C(v[0] + d, v[1]); break;
+      case ActField::ponder: out(v) = col(2 * d + 2, v[0]) + col(2 * d + 1, v[0]); break;
+      case ActField::steps: out(v) = cast<int>(col(2 * d + 2, v[0])); break;
+    }
   }
   /* THE SCHEDULE: row-wise. */
   B.rowwise(out, v);

@@ -13,7 +13,7 @@ namespace kiln::codegen {
 Func buildSequenceAttention(Builder &B) {
   const KernelSpec &k = B.k;
   AttentionOp op = B.op<AttentionOp>();
-  const bool causal = op.getMask() == "causal";
+  const bool causal = op.getMask() == MaskKind::causal;
   const int Bq = B.need(B.sch.q_block, "q_block"), E = (int)k.inputs[2].dims[2];
   const int Bk = B.sch.k_block ? (int)*B.sch.k_block : Bq;
   if (Bq < 1 || Bk < 1)
@@ -88,7 +88,7 @@ Func buildCacheAttention(Builder &B) {
   ImageParam Q = B.in[0], K = B.in[1], V = B.in[2];
   const int D = (int)k.inputs[0].dims[2];
   const float scale = op.getScale().convertToFloat();
-  const bool causal = op.getMask() == "causal";
+  const bool causal = op.getMask() == MaskKind::causal;
   Var d("d"), e("e"), i("i"), j("j"), h("h");
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
   Expr off = Lk - Lq;  // causal: query i sees keys j <= i + (Lk - Lq) (aligned at the end)

@@ -24,13 +24,14 @@ Func buildAttentionGrad(Builder &B) {
   if (B.gpu) throw std::runtime_error("kernel " + k.kind + " has CPU schedules only (for now)");
   AttentionGradOp op = B.op<AttentionGradOp>();
   const float scale = op.getScale().convertToFloat();
-  const std::string mask = op.getMask().str(), wrt = op.getWrt().str();
-  const bool causal = mask == "causal";
+  const AttentionGradWrt wrt = op.getWrt();
+  const bool causal = op.getMask() == MaskKind::causal;
   if (k.inputs.size() < 6) throw std::runtime_error("kernel " + k.kind + ": expected the lse operand");
   ImageParam Q = B.in[0], K = B.in[1];
   const int D = (int)k.inputs[0].dims[2], Dv = (int)k.inputs[2].dims[2];
   const int v = B.vec();
-  const int R = 16, RB = 4;  // rows per task; rows per register block of the result
+  // Rows per task and rows per register block of the result (kiln-tile-ops').
+  const int R = B.need(B.sch.tile_rows, "tile_rows"), RB = B.need(B.sch.tile_m, "tile_m");
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent(), off = Lk - Lq;
   Var c("c"), i("i"), j("j"), h("h");
   auto visible = [&](Expr key, Expr query) { return causal ? key <= query + off : Halide::Internal::const_true(); };
@@ -87,7 +88,7 @@ Func buildAttentionGrad(Builder &B) {
     B.s(acc.update()).reorder(c, jj, r, j, h).vectorize(c, wc).unroll(c).unroll(jj);
   };
 
-  if (wrt == "query") {
+  if (wrt == AttentionGradWrt::query) {
     // dq, per block of query rows: their scores, statistics, dP and dS over the keys the block
     // sees, then acc(c, jj, b) = Σ_key dS(key, b·RB + jj) k_key.
     Func vT = transposed(vv, "v_t");
@@ -120,7 +121,7 @@ Func buildAttentionGrad(Builder &B) {
   acc(c, jj, j, h) = 0.0f;
   Func ds("ds");
   Product dpc;
-  const bool value = wrt == "value";
+  const bool value = wrt == AttentionGradWrt::value;
   if (value) {
     acc(c, jj, j, h) += p(rq, j * RB + jj, h) * g(c, rq, h);
     out(c, j, h) = acc(c, j % RB, j / RB, h);

@@ -12,40 +12,35 @@ Func buildDataMovement(Builder &B) {
 
   /* THE ALGORITHM */
   Func out("out");
-  switch (k.op) {
-  case KernelOp::Embedding: {
+  if (mlir::isa<EmbeddingOp>(k.source)) {
     // Ids are range-checked by the runtime before any kernel runs; the clamp keeps the access
     // provably in bounds. A table in panels [ceil(V / w), d, w] (tied to an output head): row
     // t is lane t % w of panel t / w (the padding past V is zeros).
     const TensorDesc &t = k.inputs[0];
-    if (B.op<EmbeddingOp>().getTableLayout() == "panels") {
+    if (B.op<EmbeddingOp>().getTableLayout() == TableLayoutKind::panels) {
       const int w = (int)t.dims[2];
       Expr id = clamp(B.in[1](v[1]), 0, (int)(t.dims[0] * t.dims[2]) - 1);
       out(v) = asF32(B.in[0](id % w, v[0], id / w));  // a table kept in bfloat16 widened
     } else {
       out(v) = B.in[0](v[0], clamp(B.in[1](v[1]), 0, (int)t.dims[0] - 1));
     }
-    break;
-  }
-  case KernelOp::PositionEmbedding: out(v) = B.in[0](v[0], v[1]); break;
-  case KernelOp::PositionIds: out(v) = v[0]; break;  // run per sequence over a batch's rows
-  case KernelOp::Transpose: {
+  } else if (mlir::isa<PositionEmbeddingOp>(k.source)) {
+    out(v) = B.in[0](v[0], v[1]);
+  } else if (mlir::isa<PositionIdsOp>(k.source)) {
+    out(v) = v[0];  // run per sequence over a batch's rows
+  } else if (mlir::isa<TransposeOp>(k.source)) {
     llvm::ArrayRef<int64_t> perm = B.op<TransposeOp>().getPermutation();
     // result tensor dim t is input tensor dim perm[t]; Halide dims are reversed.
     std::vector<Expr> a(r);
     for (int t = 0; t < r; ++t) a[r - 1 - perm[t]] = v[r - 1 - t];
     out(v) = B.in[0](a);
-    break;
-  }
-  case KernelOp::SinusoidalPositions: {  // c0: feature, c1: position
+  } else if (mlir::isa<SinusoidalPositionsOp>(k.source)) {  // c0: feature, c1: position
     float d = (float)k.output.dims[1];
     Expr freq = exp(cast<float>(v[0] - v[0] % 2) * (-std::log(10000.0f) / d));
     Expr pos = k.inputs.size() > 1 ? v[1] + B.in[1](0) : Expr(v[1]);
     Expr angle = cast<float>(pos) * freq;
     out(v) = select(v[0] % 2 == 0, sin(angle), cos(angle));
-    break;
-  }
-  case KernelOp::CacheWrite: {
+  } else if (mlir::isa<CacheWriteOp>(k.source)) {
     // In place: only rows [past, past + n) of the state are written (an undefined pure step,
     // then an update over the new rows), so a decode step costs O(one row), not O(cache).
     ImageParam V = B.in[1];
@@ -61,22 +56,17 @@ Func buildDataMovement(Builder &B) {
     }
     B.s(out.update()).vectorize(v[0], std::min(B.vec(), (int)k.output.dims[2]), TailStrategy::GuardWithIf);
     return out;
-  }
-  case KernelOp::Mask: {  // causal: key c0 visible to query c1 when c0 <= c1 + Lk - Lq
+  } else if (mlir::isa<MaskOp>(k.source)) {  // causal: key c0 visible to query c1 when c0 <= c1 + Lk - Lq
     Expr Lk = B.in[0].dim(0).extent(), Lq = B.in[0].dim(1).extent();
     out(v) = select(v[0] <= v[1] + (Lk - Lq), 0.0f, -std::numeric_limits<float>::infinity());
-    break;
-  }
-  case KernelOp::Slice: {
+  } else if (mlir::isa<SliceOp>(k.source)) {
     SliceOp op = B.op<SliceOp>();
     int axis = r - 1 - (int)op.getAxis();
     std::vector<Expr> a = ex(v);
     const int64_t off = op.getOffset();  // -1: the last element
     a[axis] = a[axis] + (off < 0 ? B.in[0].dim(axis).extent() + (int)off : Expr((int)off));
     out(v) = B.in[0](a);
-    break;
-  }
-  case KernelOp::Concat: {
+  } else if (mlir::isa<ConcatOp>(k.source)) {
     int axis = r - 1 - (int)B.op<ConcatOp>().getAxis();
     int64_t start = 0;
     std::vector<std::pair<int64_t, Expr>> parts;
@@ -89,9 +79,7 @@ Func buildDataMovement(Builder &B) {
     Expr val = parts.back().second;
     for (int i = (int)parts.size() - 2; i >= 0; --i) val = select(v[axis] < (int)parts[i + 1].first, parts[i].second, val);
     out(v) = val;
-    break;
-  }
-  case KernelOp::Pad: {  // the input at `offset` along the axis (-1: the last), zeros elsewhere
+  } else if (mlir::isa<PadOp>(k.source)) {  // the input at `offset` along the axis (-1: the last), zeros elsewhere
     PadOp op = B.op<PadOp>();
     int axis = r - 1 - (int)op.getAxis();
     Expr n = B.in[0].dim(axis).extent();
@@ -99,9 +87,8 @@ Func buildDataMovement(Builder &B) {
     std::vector<Expr> a = ex(v);
     a[axis] = clamp(a[axis] - off, 0, n - 1);
     out(v) = select(v[axis] >= off && v[axis] < off + n, B.in[0](a), 0.0f);
-    break;
-  }
-  default: throw std::runtime_error("kernel " + k.kind + " does not move data");
+  } else {
+    throw std::runtime_error("kernel " + k.kind + " does not move data");
   }
 
   /* THE SCHEDULE: row-wise (CPU: row tasks; GPU: a block per row). */

@@ -39,7 +39,7 @@ Func buildDepthwiseConvGrad(Builder &B) {
   };
   Func out("out");
   std::vector<Var> v = makeVars(2);
-  if (B.op<DepthwiseConvGradOp>().getWrt() == "x") {
+  if (B.op<DepthwiseConvGradOp>().getWrt() == ConvGradWrt::x) {
     /* THE ALGORITHM: dx(c, j) = sum_t w(c, t) g(c, j - t + s). */
     Expr sum = 0.0f;
     for (int t = 0; t < taps; ++t) sum = sum + W(v[0], t) * at(G, v[0], v[1] - (t - half));

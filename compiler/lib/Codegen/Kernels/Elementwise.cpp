@@ -50,7 +50,7 @@ Func buildElementwise(Builder &B) {
 
   /* THE ALGORITHM */
   Func out("out");
-  if (k.op == KernelOp::Fill) {  // no inputs
+  if (mlir::isa<FillOp>(k.source)) {  // no inputs
     float value = B.op<FillOp>().getValue().convertToFloat();
     out(v) = k.output.is_int ? Expr((int)value) : Expr(value);  // i32: a step number (kiln-unroll-act)
     B.rowwise(out, v);
@@ -58,19 +58,19 @@ Func buildElementwise(Builder &B) {
   }
   ImageParam X = B.in[0];
   Expr x = X(ex(v));
-  switch (k.op) {
-    case KernelOp::Add:
-    case KernelOp::Mul: {
-      int rb = (int)k.inputs[1].dims.size();
-      std::vector<Expr> bv(v.begin(), v.begin() + rb);
-      Expr y = B.in[1](bv);
-      out(v) = k.op == KernelOp::Add ? x + y : x * y;
-      break;
-    }
-    case KernelOp::Scale: out(v) = x * B.op<ScaleOp>().getFactor().convertToFloat(); break;
-    case KernelOp::Activation: out(v) = activation(B.op<KilnActivationOpInterface>().getActivation(), x); break;
-    case KernelOp::ActivationGrad: out(v) = activationGrad(B.op<ActivationGradOp>().getActivation(), x) * B.in[1](ex(v)); break;
-    default: throw std::runtime_error("kernel " + k.kind + " is not elementwise");
+  if (mlir::isa<AddOp, MulOp>(k.source)) {
+    int rb = (int)k.inputs[1].dims.size();
+    std::vector<Expr> bv(v.begin(), v.begin() + rb);
+    Expr y = B.in[1](bv);
+    out(v) = mlir::isa<AddOp>(k.source) ? x + y : x * y;
+  } else if (mlir::isa<ScaleOp>(k.source)) {
+    out(v) = x * B.op<ScaleOp>().getFactor().convertToFloat();
+  } else if (auto act = mlir::dyn_cast<KilnActivationOpInterface>(k.source)) {
+    out(v) = activation(act.getActivation(), x);
+  } else if (mlir::isa<ActivationGradOp>(k.source)) {
+    out(v) = activationGrad(B.op<ActivationGradOp>().getActivation(), x) * B.in[1](ex(v));
+  } else {
+    throw std::runtime_error("kernel " + k.kind + " is not elementwise");
   }
 
   /* THE SCHEDULE: row-wise (CPU: row tasks; GPU: a block per row). */

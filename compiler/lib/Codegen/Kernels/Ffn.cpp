@@ -11,8 +11,8 @@ Func buildFfn(Builder &B) {
   FfnOp op = B.op<FfnOp>();
   ImageParam X = B.in[0], W1 = B.in[1], B1 = B.in[2], W2 = B.in[3], B2 = B.in[4];
   const int d = (int)k.inputs[0].dims[1];
-  const bool oi1 = op.getLayout1() == "out_in", oi2 = op.getLayout2() == "out_in";
-  const bool pan1 = op.getLayout1() == "panels", pan2 = op.getLayout2() == "panels";
+  const bool oi1 = op.getLayout1() == WeightLayoutKind::out_in, oi2 = op.getLayout2() == WeightLayoutKind::out_in;
+  const bool pan1 = op.getLayout1() == WeightLayoutKind::panels, pan2 = op.getLayout2() == WeightLayoutKind::panels;
   const int dff = (int)k.inputs[2].dims[0];  // b1's length
   const int dout = (int)k.output.dims[1];
   const int chunk = B.need(B.sch.chunk, "chunk");

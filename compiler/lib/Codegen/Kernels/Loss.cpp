@@ -9,7 +9,7 @@ Func buildLoss(Builder &B) {
   const KernelSpec &k = B.k;
   if (B.gpu) throw std::runtime_error("kernel " + k.kind + ": the loss kernels have CPU schedules only (for now)");
   ImageParam X = B.in[0], T = B.in[1];
-  int64_t ignore = k.op == KernelOp::CrossEntropy ? B.op<CrossEntropyOp>().getIgnoreIndex()
+  int64_t ignore = mlir::isa<CrossEntropyOp>(k.source) ? B.op<CrossEntropyOp>().getIgnoreIndex()
                                                   : B.op<CrossEntropyGradOp>().getIgnoreIndex();
   const int V = (int)k.inputs[0].dims[1];
   Expr N = X.dim(1).extent();
@@ -28,7 +28,7 @@ Func buildLoss(Builder &B) {
   count(x) = 0;
   count(x) += select(valid(rn), 1, 0);
   Func out("out");
-  if (k.op == KernelOp::CrossEntropy) {
+  if (mlir::isa<CrossEntropyOp>(k.source)) {
     Func rowLoss("row_loss"), total("total");
     Expr t = clamp(T(n), 0, V - 1);
     rowLoss(n) = select(valid(n), log(se(n)) + mx(n) - X(t, n), 0.0f);
@@ -38,7 +38,7 @@ Func buildLoss(Builder &B) {
     /* THE SCHEDULE: the rows' losses in row tasks (max and sum per row), then their sum in row
      * order (the same result on any thread count). */
     Var no("no"), ni("ni");
-    B.s(rowLoss).compute_root().split(n, no, ni, 16, TailStrategy::GuardWithIf);
+    B.s(rowLoss).compute_root().split(n, no, ni, B.need(B.sch.rows_per_task, "rows_per_task"), TailStrategy::GuardWithIf);
     if (B.parallel()) B.s(rowLoss).parallel(no);
     B.s(mx).compute_at(rowLoss, ni);
     B.s(se).compute_at(rowLoss, ni);
@@ -64,8 +64,8 @@ Func buildLoss(Builder &B) {
 Func buildMean(Builder &B) {
   const KernelSpec &k = B.k;
   if (B.gpu) throw std::runtime_error("kernel " + k.kind + ": CPU schedule only (for now)");
-  ImageParam X = B.in[k.op == KernelOp::Mean ? 0 : 1];
-  int rank = (int)(k.op == KernelOp::Mean ? k.inputs[0] : k.inputs[1]).dims.size();
+  ImageParam X = B.in[mlir::isa<MeanOp>(k.source) ? 0 : 1];
+  int rank = (int)(mlir::isa<MeanOp>(k.source) ? k.inputs[0] : k.inputs[1]).dims.size();
   Region all;
   Expr count = 1;
   for (int d = 0; d < rank; ++d) {
@@ -73,7 +73,7 @@ Func buildMean(Builder &B) {
     count = count * X.dim(d).extent();
   }
   Func out("out");
-  if (k.op == KernelOp::Mean) {
+  if (mlir::isa<MeanOp>(k.source)) {
     RDom r(all, "r");
     std::vector<Expr> at;
     for (int d = 0; d < rank; ++d) at.push_back(r[d]);

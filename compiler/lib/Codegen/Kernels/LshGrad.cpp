@@ -31,7 +31,7 @@ Func buildLshChunkAttentionGrad(Builder &B) {
   // Mixed precision (precision = bf16): qk and v rounded to bfloat16 as the forward rounded
   // them, once (the gradient at the rounded operands, passed on unchanged); the rest in f32.
   Func QK = attentionOperand(B, B.in[0], D, "QKr"), V = attentionOperand(B, B.in[1], E, "Vr");
-  const bool causal = op.getCausal(), wrtQk = op.getWrt() == "qk";
+  const bool causal = op.getCausal(), wrtQk = op.getWrt() == LshGradWrt::qk;
   const float scale = op.getScale().convertToFloat(), kNeg = -1e30f;
   Expr L = B.in[0].dim(1).extent();
   Var c("c"), e("e"), t("t"), i("i"), x("x"), y("y"), r("r"), h("h");
@@ -112,14 +112,15 @@ Func buildLshChunkAttentionGrad(Builder &B) {
   RDom rw(0, 2 * C, "rw");
   Expr sW = (y / C) * C + rw;  // the query slot of pair rw of key slot y
   Func out("out"), side("side"), qside("qside"), proj("proj");
-  const int v = B.vec();
+  const int v = B.vec(), slots = B.need(B.sch.rows_per_task, "rows_per_task");
   const TailStrategy gw = TailStrategy::GuardWithIf;
   Var yo("yo"), yi("yi");
   // A per-slot sum at root: zeros, then the update over the slot's 2C pairs, vectorized over
-  // the features f, tasks of 16 slots; the pairs' values computed per slot.
+  // the features f, tasks of `slots` slots (rows_per_task, kiln-tile-ops'); the pairs' values
+  // computed per slot.
   auto scheduleSide = [&](Func f, Var feat, int width, const RDom &over, std::vector<Func> perSlot, std::vector<Func> reduced) {
     B.s(f).compute_root().vectorize(feat, width, gw);
-    B.s(f.update()).split(y, yo, yi, 16, gw).reorder(feat, over, yi, yo, r, h).vectorize(feat, width, gw);
+    B.s(f.update()).split(y, yo, yi, slots, gw).reorder(feat, over, yi, yo, r, h).vectorize(feat, width, gw);
     if (B.parallel()) B.s(f.update()).parallel(yo);
     for (Func q : perSlot) B.s(q).compute_at(f, yi).vectorize(x, v, gw);
     for (Func q : reduced) B.s(q.update()).vectorize(x, v, gw);
@@ -168,7 +169,7 @@ Func buildLshChunkAttentionGrad(Builder &B) {
     B.s(f).compute_root().vectorize(t, v, gw);
     if (B.parallel()) B.s(f).parallel(h);
   }
-  B.s(lser).compute_root().split(y, yo, yi, 16, gw);
+  B.s(lser).compute_root().split(y, yo, yi, slots, gw);
   if (B.parallel()) B.s(lser).parallel(yo);
   B.s(l.dot).compute_at(lser, yi).vectorize(x, v, gw);
   B.s(l.dot.update()).vectorize(x, v, gw);

@@ -95,15 +95,15 @@ Expr panelRead(ImageParam W, const TensorDesc &d, Expr j, Expr k) {
 
 Func buildMatmul(Builder &B) {
   const KernelSpec &k = B.k;
-  const bool batch = k.op == KernelOp::BatchMatMul, lin = k.op == KernelOp::Linear;
+  const bool batch = mlir::isa<BatchMatMulOp>(k.source), lin = mlir::isa<LinearOp>(k.source);
   Var j("j"), i("i"), b("b"), kk("kk");
   ImageParam A = B.in[0], W = B.in[1];
   const int64_t K = k.inputs[0].dims.back(), N = k.output.dims.back();
   Expr Kx = K >= 0 ? Expr((int)K) : A.dim(0).extent();
   Expr M = A.dim(1).extent();
-  const bool transposed = lin ? B.op<LinearOp>().getWeightLayout() == "out_in"
+  const bool transposed = lin ? B.op<LinearOp>().getWeightLayout() == WeightLayoutKind::out_in
                               : batch ? B.op<BatchMatMulOp>().getTransposeB() : B.op<MatMulOp>().getTransposeB();
-  const bool panels = lin && B.op<LinearOp>().getWeightLayout() == "panels";
+  const bool panels = lin && B.op<LinearOp>().getWeightLayout() == WeightLayoutKind::panels;
   auto withB = [&](std::vector<Expr> v) {
     if (batch) v.push_back(b);
     return v;

@@ -1,5 +1,5 @@
-// RowReduce.cpp - ops reducing over each row's last dim: layer_norm and softmax, and their
-// input gradients.
+// RowReduce.cpp - ops reducing over each row's last dim: layer_norm, rms_norm and softmax, and
+// their input gradients.
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -34,20 +34,19 @@ Func buildRowReduce(Builder &B) {
   /* THE ALGORITHM */
   Func out("out"), e("e");
   std::vector<Func> rowFuncs;
-  if (k.op == KernelOp::LayerNorm) {
+  if (mlir::isa<LayerNormOp>(k.source)) {
     RowStats st = layerNormStats(X, D, rest, B.op<LayerNormOp>().getEpsilon().convertToFloat());
     out(v) = (X(ex(v)) - st.mu(rest)) * st.rstd(rest) * B.in[1](v[0]) + B.in[2](v[0]);
     rowFuncs = st.funcs;
-  } else if (k.op == KernelOp::SoftmaxGrad) {  // y · (dy - rowsum(dy · y))
+  } else if (mlir::isa<SoftmaxGradOp>(k.source)) {  // y · (dy - rowsum(dy · y))
     Func dot("dot");
     ImageParam G = B.in[1];
     dot(rest) = 0.0f;
     dot(rest) += X(xr) * G(xr);
     out(v) = X(ex(v)) * (G(ex(v)) - dot(rest));
     rowFuncs = {dot};
-  } else if (k.op == KernelOp::LayerNormGrad) {  // wrt input: (g - mean(g) - x̂ mean(g x̂)) / σ, g = dy γ
+  } else if (mlir::isa<LayerNormGradOp>(k.source)) {  // (g - mean(g) - x̂ mean(g x̂)) / σ, g = dy γ
     LayerNormGradOp op = B.op<LayerNormGradOp>();
-    if (op.getWrt() != "input") throw std::runtime_error("layer_norm_grad wrt gamma is a column reduction");
     ImageParam Gm = B.in[1], G = B.in[2];
     RowStats st = layerNormStats(X, D, rest, op.getEpsilon().convertToFloat());
     Func mu = st.mu, rstd = st.rstd, m1("m1"), m2("m2");
@@ -61,6 +60,28 @@ Func buildRowReduce(Builder &B) {
     rowFuncs = st.funcs;
     rowFuncs.push_back(m1);
     rowFuncs.push_back(m2);
+  } else if (mlir::isa<RmsNormOp, RmsNormGradOp>(k.source)) {
+    // r = 1 / sqrt(mean(x²) + eps) per row; forward x · r · w; input gradient, with g = dy · w,
+    // r · (g - x̂ · mean(g · x̂)) = r · g - x · r³ · mean(g · x) (x̂ = x · r).
+    const bool grad = mlir::isa<RmsNormGradOp>(k.source);
+    const float eps = (grad ? B.op<RmsNormGradOp>().getEpsilon() : B.op<RmsNormOp>().getEpsilon()).convertToFloat();
+    ImageParam W = B.in[1];
+    Func ss("ss"), rstd("rstd");
+    ss(rest) = 0.0f;
+    ss(rest) += X(xr) * X(xr);
+    rstd(rest) = 1.0f / sqrt(ss(rest) / cast<float>(D) + eps);
+    rowFuncs = {ss, rstd};
+    if (!grad) {
+      out(v) = X(ex(v)) * rstd(rest) * W(v[0]);
+    } else {
+      ImageParam G = B.in[2];
+      Func gx("gx");
+      gx(rest) = 0.0f;
+      gx(rest) += G(xr) * W(rx) * X(xr);
+      Expr r = rstd(rest);
+      out(v) = r * G(ex(v)) * W(v[0]) - X(ex(v)) * (r * r * r) * (gx(rest) / cast<float>(D));
+      rowFuncs.push_back(gx);
+    }
   } else {  // softmax over the last dim
     Func mx("mx"), sum("sum");
     mx(rest) = -std::numeric_limits<float>::infinity();

@@ -10,7 +10,7 @@ namespace kiln::codegen {
 Func buildSparseAttention(Builder &B) {
   const KernelSpec &k = B.k;
   AttentionOp op = B.op<AttentionOp>();
-  const sparse::Pattern p = patternOf(op);
+  const sparse::Pattern p = patternOf(op).value_or(sparse::Pattern());
   if (p.schedule.empty() || p.schedule.size() > 2)
     throw std::runtime_error("kernel attention: a sparse pattern needs its block schedule of one or two parts (kiln.sparse)");
   ImageParam Q = B.in[0];

@@ -24,7 +24,7 @@ Func buildSparseAttentionGrad(Builder &B) {
   const KernelSpec &k = B.k;
   if (B.gpu) throw std::runtime_error("kernel " + k.kind + " has CPU schedules only (for now)");
   AttentionGradOp op = B.op<AttentionGradOp>();
-  const sparse::Pattern p = patternOf(op);
+  const sparse::Pattern p = patternOf(op).value_or(sparse::Pattern());
   if (p.schedule.empty() || p.schedule.size() > 2)
     throw std::runtime_error("kernel " + k.kind + ": a sparse pattern needs its block schedule of one or two parts (kiln.sparse)");
   ImageParam O = B.in[3], G = B.in[4], LSE = B.in[5];
@@ -35,8 +35,7 @@ Func buildSparseAttentionGrad(Builder &B) {
   Func Q = attentionOperand(B, B.in[0], D, "Qr"), K = attentionOperand(B, B.in[1], D, "Kr"),
        V = attentionOperand(B, B.in[2], E, "Vr");
   const float scale = op.getScale().convertToFloat();
-  const std::string wrt = op.getWrt().str();
-  const bool queries = wrt == "query", value = wrt == "value";
+  const bool queries = op.getWrt() == AttentionGradWrt::query, value = op.getWrt() == AttentionGradWrt::value;
   const int W = value ? E : D;  // the result's row
   const int v = B.vec();
   const TailStrategy gw = TailStrategy::GuardWithIf;
@@ -217,12 +216,12 @@ Func buildSparseAttentionGrad(Builder &B) {
   B.log << sparse::picture(p, 16 * p.block);
 
   /* THE SCHEDULE: CPU (each part's above); D per row at root, heads in parallel; the result
-   * in tasks of 256 rows. */
+   * in tasks of rows_per_task rows (kiln-tile-ops'). */
   B.s(drow).compute_root();
   if (B.parallel()) B.s(drow).parallel(h), B.s(drow.update()).parallel(h);
   for (auto &s : schedules) s();
   Var io("io"), ii("ii");
-  B.s(out).split(i, io, ii, 256, gw).vectorize(c, std::min(v, W), gw);
+  B.s(out).split(i, io, ii, B.need(B.sch.rows_per_task, "rows_per_task"), gw).vectorize(c, std::min(v, W), gw);
   if (B.parallel()) B.s(out).parallel(io);
   return out;
 }

@@ -23,7 +23,7 @@ struct ExprOps {
 
 // A user layout's table (ops.table, ops.n) from the pattern; no-op for other kinds.
 inline void setLayoutTable(ExprOps &ops, const sparse::Pattern &p) {
-  if (p.kind != "layout") return;
+  if (p.kind != sparse::Kind::Layout) return;
   ops.n = (int)p.layout.size();
   Buffer<uint8_t> t(ops.n, ops.n, "layout");
   for (int r = 0; r < ops.n; ++r)

@@ -90,6 +90,11 @@ struct BlockLayout {
 // Which keys each query may see. Every pattern but a non-causal layout is causal (j <= i).
 enum class Precision { F32, BF16 };
 
+// What an entry point is for (the runtime's kiln_entry_role): generation runs the Prefill (or
+// Encode) and Decode entries, ./model --train the TrainStep and Eval ones; any entry also runs by
+// its name (--entry). The first entry, "forward", is Forward.
+enum class EntryRole { Other, Forward, Prefill, Decode, DecodeBatch, Encode, Gradients, Eval, TrainStep };
+
 struct Mask {
   enum Kind { None, Causal, Window, Strided, Fixed, Layout } kind = None;
   int64_t size = 0;     // window: w; strided: the stride; fixed and layout: the block
@@ -108,6 +113,15 @@ struct Mask {
 };
 
 class Model;
+
+// An attribute of a generic op (OpKind::Op), by the name the dialect op declares it under:
+// an f32 or i64 value, or a unit attribute (present when set).
+struct OpAttr {
+  enum class Type { F32, I64, Unit };
+  std::string name;
+  Type type = Type::F32;
+  double value = 0;
+};
 
 // A node of the graph: everything an op needs is here, filled by the op constructors.
 struct Node {
@@ -138,6 +152,8 @@ struct Node {
   int64_t max_steps = 0;
   int64_t ignore_index = 0;  // cross_entropy; target inputs: the id of a position without a target
   int checkpoint = -1;       // the checkpointed block (Model::checkpoint) this node was made in
+  std::string op;            // a generic op (OpKind::Op): the dialect op's name without "kiln."
+  std::vector<OpAttr> attrs;  // and its attributes
   int reversible = -1;       // the reversible layer (Model::reversible_part) this node was made in
   int reversible_part = 0;   // ... and its part: 0 the halves, sums and concat; 1 F; 2 G
   float mask_rate = 0;       // masked-LM target inputs: the fraction --train masks, and the mask id
@@ -146,6 +162,8 @@ struct Node {
   int state_batch = -1;  // a state: the batch symbol it holds one copy per sequence of (-1: one copy)
   SourceLoc loc;
 };
+// The op's name (a generic op's own).
+inline const char *op_name(const Node &n) { return n.kind == OpKind::Op ? n.op.c_str() : op_name(n.kind); }
 
 // A handle to a node. Cheap to copy; valid while its Model lives.
 class Tensor {
@@ -289,9 +307,10 @@ class Model {
   // activations (kiln-reverse-layers).
   int new_reversible(SourceLoc loc = SourceLoc::current());
   Tensor reversible_part(int layer, int part, const std::function<Tensor()> &fn, SourceLoc loc = SourceLoc::current());
-  // The current entry becomes a training step: its loss is differentiated and every parameter
-  // it uses is updated in place by AdamW (moments and the step count are states named
-  // "optimizer.*"); it returns "loss", "lr" and "grad_sumsq". No dropout.
+  // The current entry becomes a training step (EntryRole::TrainStep, whatever its role was): its
+  // loss is differentiated and every parameter it uses is updated in place by AdamW (moments and
+  // the step count are states named "optimizer.*"); it returns "loss", "lr" and "grad_sumsq".
+  // No dropout.
   void train(TrainOptions opt = {}, SourceLoc loc = SourceLoc::current());
   const TrainOptions *training(int entry) const {
     auto it = train_.find(entry);
@@ -300,12 +319,14 @@ class Model {
   bool differentiated(int entry) const {
     return entry < (int)differentiate_.size() && differentiate_[entry];
   }
-  // Entry points: nodes made after entry("decode") belong to a second function of the model.
-  // Parameters and states are shared between entries by name (same shape); inputs and outputs
-  // belong to their entry, with names unique in the model (an output name may recur in another
-  // entry with the same shape: one output, such as each entry's "loss").
-  void entry(const std::string &name, SourceLoc loc = SourceLoc::current());
+  // Entry points: nodes made after entry("decode", EntryRole::Decode) belong to a second function
+  // of the model. Parameters and states are shared between entries by name (same shape); inputs
+  // and outputs belong to their entry, with names unique in the model (an output name may recur
+  // in another entry with the same shape: one output, such as each entry's "loss"). One entry
+  // per role but Other.
+  void entry(const std::string &name, EntryRole role = EntryRole::Other, SourceLoc loc = SourceLoc::current());
   const std::vector<std::string> &entries() const { return entries_; }
+  EntryRole role(int entry) const { return roles_.at(entry); }
   int current_entry() const { return (int)entries_.size() - 1; }
   // A state buffer: persistent across runs and entries, zero when the executable starts (a KV
   // cache). Written with cache_write, read by attention.
@@ -378,6 +399,7 @@ class Model {
   std::vector<std::string> ignored_;
   std::vector<ConfigField> config_;
   std::vector<std::string> entries_{"forward"};
+  std::vector<EntryRole> roles_{EntryRole::Forward};
   std::vector<int> kept_;
   struct PendingTerm {
     int tensor;
@@ -395,5 +417,13 @@ class Model {
   int shared(OpKind kind, const std::string &name, const Shape &shape, const SourceLoc &loc);
   void check_new_name(const std::string &what, const std::string &name, const SourceLoc &loc);
 };
+
+// The training entries of a model: `gradients` (its loss and every parameter's gradient),
+// `eval` (the loss alone) and `train_step` (the loss, its backward and `opt`'s optimizer:
+// ./model --train), in that order. `loss(role)` declares the entry's inputs and its loss terms
+// (Model::loss) anew each time, the same model; `role` says which of the three it builds (an
+// auxiliary term may be left out of Eval).
+void training_entries(Model &m, const std::function<void(EntryRole)> &loss, TrainOptions opt = {},
+                      SourceLoc loc = SourceLoc::current());
 
 }  // namespace kiln

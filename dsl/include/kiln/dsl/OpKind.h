@@ -1,4 +1,6 @@
-// kiln/dsl/OpKind.h - the one list of kiln ops. Adding an op without its name fails to build.
+// kiln/dsl/OpKind.h - the one list of kiln ops with a case of their own in the emitter. Adding
+// one without its name fails to build. An op whose attributes are plain numbers needs neither:
+// it is an OpKind::Op node naming its dialect op (Node::op) and listing its attributes.
 #pragma once
 #include <cstddef>
 
@@ -37,6 +39,7 @@ enum class OpKind {
   CrossEntropy,
   LossWeight,
   Mean,
+  Op,  // a generic op: Node::op names it, Node::attrs holds its attributes
   Count
 };
 
@@ -45,7 +48,7 @@ inline constexpr const char *kOpNames[] = {
     "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
     "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions", "state", "cache_write",
     "lsh_attention", "depthwise_conv", "recurrent", "step_input", "recurrent_result", "silu",
-    "cross_entropy", "loss_weight", "mean",
+    "cross_entropy", "loss_weight", "mean", "op",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
               "every OpKind needs a name in kOpNames");

@@ -52,6 +52,12 @@ struct LayerNormOptions {
 };
 Tensor layer_norm(Tensor x, Tensor gamma, Tensor beta, LayerNormOptions opt = {},
                   SourceLoc loc = SourceLoc::current());
+// RMSNorm over the last dim (Llama and its relatives): x / sqrt(mean(x²) + eps) · weight, no
+// mean subtracted and no bias. x [..., d], weight [d].
+struct RmsNormOptions {
+  float eps = 1e-6f;
+};
+Tensor rms_norm(Tensor x, Tensor weight, RmsNormOptions opt = {}, SourceLoc loc = SourceLoc::current());
 
 Tensor reshape(Tensor x, Shape shape, SourceLoc loc = SourceLoc::current());
 Tensor transpose(Tensor x, std::vector<int64_t> perm, SourceLoc loc = SourceLoc::current());

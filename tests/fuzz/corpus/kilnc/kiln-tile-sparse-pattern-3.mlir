@@ -1,5 +1,5 @@
 func.func @edited(%q: tensor<8x?x32xf32>) -> tensor<8x?x32xf32> {
-  %o = kiln.attention %q, %q, %q {mask = "strided", pattern_size = 128 : i64, part = "union", scale = 0.125 : f32,
+  %o = kiln.attention %q, %q, %q {mask = #kiln.mask<strided>, pattern_size = 128 : i64, part = #kiln.part<union>, scale = 0.125 : f32,
                                   kiln.schedule = #kiln.schedule<block = 16>,
                                   kiln.sparse = #kiln.sparse_schedule<parts = [<queries = sequence, keys = sequence, blocks = window_to_diagonal, mask = strided_local>]>}
       : (tensor<8x?x32xf32>, tensor<8x?x32xf32>, tensor<8x?x32xf32>) -> tensor<8x?x32xf32>

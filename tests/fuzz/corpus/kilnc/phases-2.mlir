@@ -5,9 +5,9 @@ func.func @silu(%x: tensor<?x48xf32> {kiln.name = "x", kiln.syms = array<i64: 0,
   %b1 = kiln.param "b1" : tensor<200xf32>
   %w2 = kiln.param "w2" : tensor<200x48xf32>
   %b2 = kiln.param "b2" : tensor<48xf32>
-  %h = kiln.linear %x, %w1, %b1 {weight_layout = "in_out"} : (tensor<?x48xf32>, tensor<48x200xf32>, tensor<200xf32>) -> tensor<?x200xf32>
+  %h = kiln.linear %x, %w1, %b1 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x48xf32>, tensor<48x200xf32>, tensor<200xf32>) -> tensor<?x200xf32>
   %a = kiln.silu %h : (tensor<?x200xf32>) -> tensor<?x200xf32>
-  %y = kiln.linear %a, %w2, %b2 {weight_layout = "in_out"} : (tensor<?x200xf32>, tensor<200x48xf32>, tensor<48xf32>) -> tensor<?x48xf32>
+  %y = kiln.linear %a, %w2, %b2 {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x200xf32>, tensor<200x48xf32>, tensor<48xf32>) -> tensor<?x48xf32>
   %r = kiln.add %x, %y : (tensor<?x48xf32>, tensor<?x48xf32>) -> tensor<?x48xf32>
   return %s, %r : tensor<?x48xf32>, tensor<?x48xf32>
 }
