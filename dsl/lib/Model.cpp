@@ -180,12 +180,12 @@ void Model::loss(Tensor t, LossOptions opt, SourceLoc loc) {
   }
   bool added = false;
   for (auto &o : outputs_)
-    if (o.first == "loss" && nodes_[o.second].entry == current_entry()) {
+    if (o.first == KILN_OUTPUT_LOSS && nodes_[o.second].entry == current_entry()) {
       o.second = kiln::add(Tensor(this, o.second), term, loc).id();
       added = true;
       break;
     }
-  if (!added) output("loss", term, loc);
+  if (!added) output(KILN_OUTPUT_LOSS, term, loc);
   // Terms waiting for this entry's loss (loss_if_any).
   for (size_t i = 0; i < pending_terms_.size();) {
     if (nodes_[pending_terms_[i].tensor].entry != current_entry()) {
@@ -202,7 +202,7 @@ void Model::loss_if_any(Tensor t, float weight, const std::string &name, SourceL
   if (!t || t.model() != this) throw Error("loss: the tensor does not belong to this model", loc);
   if (!std::isfinite(weight)) throw Error("loss: the weight of '" + name + "' must be finite", loc);
   for (auto &o : outputs_)
-    if (o.first == "loss" && nodes_[o.second].entry == t.node().entry) {
+    if (o.first == KILN_OUTPUT_LOSS && nodes_[o.second].entry == t.node().entry) {
       loss(kiln::mean(t, loc), {.weight = weight, .name = name}, loc);
       return;
     }
@@ -211,7 +211,7 @@ void Model::loss_if_any(Tensor t, float weight, const std::string &name, SourceL
 
 void Model::gradients(SourceLoc loc) {
   bool has = false;
-  for (auto &o : outputs_) has |= o.first == "loss" && nodes_[o.second].entry == current_entry();
+  for (auto &o : outputs_) has |= o.first == KILN_OUTPUT_LOSS && nodes_[o.second].entry == current_entry();
   if (!has) throw Error("gradients: entry '" + entries_[current_entry()] + "' has no loss yet (add one with loss())", loc);
   if ((int)differentiate_.size() <= current_entry()) differentiate_.resize(current_entry() + 1);
   differentiate_[current_entry()] = true;

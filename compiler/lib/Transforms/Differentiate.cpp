@@ -17,6 +17,7 @@
 // op's location, the model line that made it.
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
+#include "kilnrt/model.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -69,7 +70,7 @@ LogicalResult differentiate(func::FuncOp f) {
   // 1. The loss.
   int lossIndex = -1;
   for (unsigned i = 0; i < f.getNumResults(); ++i)
-    if (auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name"); n && n.getValue() == "loss") lossIndex = (int)i;
+    if (auto n = f.getResultAttrOfType<StringAttr>(i, "kiln.name"); n && n.getValue() == KILN_OUTPUT_LOSS) lossIndex = (int)i;
   if (lossIndex < 0) return f.emitError("kiln-differentiate: entry '") << f.getName() << "' has no result named \"loss\"";
   Value loss = ret.getOperand(lossIndex);
   auto lt = cast<RankedTensorType>(loss.getType());
