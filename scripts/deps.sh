@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kiln: install the Debian packages the build needs, only those that are missing (idempotent, quiet).
 set -euo pipefail
-PKGS=(cmake ninja-build g++ llvm-22 llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 libclang-rt-22-dev
+PKGS=(cmake ninja-build g++ lld llvm-22 llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools clang-22 libclang-rt-22-dev
       libhalide14-0-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
       libpcre2-dev libutf8proc-dev  # tokenizers (linked statically into compiled models)
       libopenblas-dev libdnnl-dev  # kiln-bench baselines only

@@ -78,6 +78,23 @@ void reportWarnings(const std::string &kernel, const std::string &text, std::ost
 
 const char *codegenId() { return KILN_CODEGEN_ID; }
 
+static std::string runtimePath(const std::string &halideTarget, const std::string &cacheDir) {
+  char hash[17];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv1a("runtime@" + halideTarget));
+  return cacheDir + "/halide_runtime_" + hash + ".o";
+}
+
+bool halideRuntimeCached(const std::string &halideTarget, const std::string &cacheDir) {
+  return std::filesystem::exists(runtimePath(halideTarget, cacheDir));
+}
+
+bool kernelCached(const std::string &name, const TargetInfo &target, const std::string &cacheDir) {
+  namespace fs = std::filesystem;
+  std::string base = cacheDir + "/" KILN_CODEGEN_ID "/" + name;
+  return fs::exists(base + ".o") && fs::exists(base + ".stmt") && fs::exists(base + ".halide-schedule.txt") &&
+         (target.gpu != GpuApi::Cuda || fs::exists(base + ".ptx"));
+}
+
 bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetInfo &target, const std::string &cacheDir,
                  KernelArtifacts *out, std::string *error) {
   const std::string &halideTarget = target.halide;
@@ -94,7 +111,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
   std::string schedPath = dir + "/" + name + ".halide-schedule.txt";
   const bool cuda = target.gpu == GpuApi::Cuda;
   if (cuda) out->ptx = dir + "/" + name + ".ptx";
-  if (fs::exists(out->object) && fs::exists(out->stmt) && fs::exists(schedPath) && (!cuda || fs::exists(out->ptx))) {
+  if (kernelCached(name, target, cacheDir)) {
     out->cached = true;
     out->schedule = slurp(schedPath);
     return true;
@@ -172,9 +189,7 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
 bool buildHalideRuntime(const std::string &halideTarget, const std::string &cacheDir, std::string *objectPath,
                         std::string *error) {
   namespace fs = std::filesystem;
-  char hash[17];
-  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)fnv1a("runtime@" + halideTarget));
-  *objectPath = cacheDir + "/halide_runtime_" + hash + ".o";
+  *objectPath = runtimePath(halideTarget, cacheDir);
   if (fs::exists(*objectPath)) return true;
   try {
     std::string tmp = cacheDir + "/.runtime." + std::to_string(getpid()) + ".o";

@@ -5,6 +5,7 @@
 #pragma once
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,7 @@ struct Driver::Impl {
     int64_t *value;
   };
   std::vector<ConfigOption> configOptions;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), kernelsStart;
 
   // Decided from the flags by compile().
   Emit emit = Emit::Exe;
@@ -87,10 +88,25 @@ struct Driver::Impl {
     std::vector<std::string> objects;  // one per distinct kernel
     std::string runtime;               // Halide's runtime object
   };
-  Kernels buildKernels(mlir::ModuleOp module);
-  // Link.cpp: the orchestration and the runtime table, then an object, a library or the
-  // executable.
-  int link(mlir::ModuleOp module, const Kernels &kernels, IRDumps &dumps);
+  // Worker processes generating the kernels the cache lacks (startKernelWorkers); wait() returns
+  // how many kernels they were given.
+  struct KernelWorkers {
+    std::vector<int> pids;
+    int kernels = 0;
+    int wait();
+  };
+  std::string kernelCache();
+  KernelWorkers startKernelWorkers(const std::vector<KernelRef> &refs, const std::string &cache);
+  Kernels buildKernels(const std::vector<KernelRef> &refs, const std::string &cache, int parallel);
+  // Link.cpp: the orchestration lowered to an object and the runtime table compiled, in a
+  // temporary folder (removed with it); then an object, a library or the executable.
+  struct Lowered {
+    std::string work, orchestration, ll;
+    bool keep = false;
+    ~Lowered();
+  };
+  std::unique_ptr<Lowered> lower(mlir::ModuleOp module, IRDumps &dumps);
+  int link(const Lowered &lowered, const Kernels &kernels);
 };
 
 // A path as one shell word.

@@ -27,7 +27,12 @@ struct KernelArtifacts {
 bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetInfo &target, const std::string &cacheDir,
                  KernelArtifacts *out, std::string *error);
 
-// The Halide runtime for the target, as one object shared by all kernels.
+// Whether kernel `name` is in the cache for the target (buildKernel would reuse it).
+bool kernelCached(const std::string &name, const TargetInfo &target, const std::string &cacheDir);
+
+// The Halide runtime for the target, as one object shared by all kernels (and whether it is in
+// the cache already).
+bool halideRuntimeCached(const std::string &halideTarget, const std::string &cacheDir);
 bool buildHalideRuntime(const std::string &halideTarget, const std::string &cacheDir, std::string *objectPath,
                         std::string *error);
 
