@@ -274,6 +274,46 @@ TEST(Gradients, RmsNormMatchesFiniteDifferences) {
                  loss(prm), finiteDifferences(prm, loss));
 }
 
+// last(x, axis): its gradient is the output's gradient at the last element of the axis, zeros
+// elsewhere, along a sequence length (the last position, [L, d] -> [1, d]) and a static axis
+// (the last head, [2, L, 6] -> [1, L, 6]). The loss adds a term through each.
+TEST(Gradients, LastMatchesFiniteDifferences) {
+  const int64_t V = 19, d = 12, L = 9, dh = 6;
+  const std::map<std::string, std::vector<int64_t>> shapes = {{"emb", {V, d}}, {"head", {d, V}}, {"head2", {dh, V}}};
+  std::string dir = kt::workDir("train_last");
+  std::string exe = kt::compile(dir, "last_grad", [&](kiln::Model &m) {
+    kiln::Dim Ls = m.seq("L", 16);
+    auto tok = m.tokens("tokens", Ls, V);
+    auto next = m.targets("next", kiln::Dim(1), V);
+    auto tgt = m.targets("targets", Ls, V);
+    auto p = [&](const char *n) { return param(m, shapes, n); };
+    auto h = kiln::embedding(p("emb"), tok);
+    m.loss(kiln::cross_entropy(kiln::linear(kiln::last(h, 0), p("head"), {.layout = kiln::WeightLayout::InOut}), next));
+    auto g = kiln::merge_heads(kiln::last(kiln::split_heads(h, 2), 0));
+    m.loss(kiln::cross_entropy(kiln::linear(g, p("head2"), {.layout = kiln::WeightLayout::InOut}), tgt));
+    m.gradients();
+  });
+  ASSERT_FALSE(exe.empty());
+  std::vector<int32_t> tokens = kt::randomIds((int)L, (int)V, 7), targets = kt::randomIds((int)L, (int)V, 8), next = {4};
+  Params prm = randomParams(shapes, 41);
+  auto loss = [&](const Params &w) {
+    Mat h((size_t)(L * d)), g((size_t)(L * dh));
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t c = 0; c < d; ++c) h[i * d + c] = w.at("emb")[tokens[i] * d + c];
+    for (int64_t i = 0; i < L; ++i)  // the second head: the second half of each row
+      for (int64_t c = 0; c < dh; ++c) g[i * dh + c] = h[i * d + dh + c];
+    Mat lastRow(h.end() - d, h.end());
+    return vjp::crossEntropy(linear(lastRow, w.at("head"), {}, 1, d, V, false), next, V) +
+           vjp::crossEntropy(linear(g, w.at("head2"), {}, L, dh, V, false), targets, V);
+  };
+  kt::saveIds(dir + "/tokens.npy", tokens);
+  kt::saveIds(dir + "/next.npy", next);
+  kt::saveIds(dir + "/targets.npy", targets);
+  checkGradients(dir, exe, prm, shapes,
+                 "--input tokens=" + dir + "/tokens.npy --input next=" + dir + "/next.npy --input targets=" + dir + "/targets.npy",
+                 loss(prm), finiteDifferences(prm, loss));
+}
+
 // Against PyTorch autograd through torch.nn.functional.rms_norm (tests/fixtures/rms_norm_grad),
 // within 2e-6 of each gradient's largest element: 10x the largest error measured (1.9e-7, the
 // embedding's; the gains' 0.9-1.1e-7).

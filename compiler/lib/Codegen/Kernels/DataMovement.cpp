@@ -83,7 +83,8 @@ Func buildDataMovement(Builder &B) {
     PadOp op = B.op<PadOp>();
     int axis = r - 1 - (int)op.getAxis();
     Expr n = B.in[0].dim(axis).extent();
-    Expr off = op.getOffset() < 0 ? Expr(B.in[1].dim(axis).extent() - 1) : Expr((int)op.getOffset());
+    const int64_t offset = (int64_t)op.getOffset();  // an I64Attr's getter is unsigned
+    Expr off = offset < 0 ? Expr(B.in[1].dim(axis).extent() - 1) : Expr((int)offset);
     std::vector<Expr> a = ex(v);
     a[axis] = clamp(a[axis] - off, 0, n - 1);
     out(v) = select(v[axis] >= off && v[axis] < off + n, B.in[0](a), 0.0f);
