@@ -428,3 +428,11 @@ func.func @rms_norm_epsilon(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %y = kiln.rms_norm %x, %w {epsilon = 0.0 : f32} : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
   return %y : tensor<?x8xf32>
 }
+
+// -----
+
+func.func @learning_rate_negative_warmup(%t: tensor<1xf32>, %peak: tensor<1xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{expected non-negative warmup and decay_steps}}
+  %lr = kiln.learning_rate %t, %peak {lr = 1.0e-3 : f32, warmup = -1 : i64, decay_steps = 100 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
+  return %lr : tensor<1xf32>
+}

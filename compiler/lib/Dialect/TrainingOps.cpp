@@ -132,7 +132,7 @@ LogicalResult LearningRateOp::verify() {
   if (failed(expectScalar(*this, "step", getStep())) || failed(expectScalar(*this, "peak", getPeak())) ||
       failed(expectScalar(*this, "result", getResult())))
     return failure();
-  if (getWarmup() < 0 || getDecaySteps() < 0) return emitOpError("expected non-negative warmup and decay_steps");
+  if ((int64_t)getWarmup() < 0 || (int64_t)getDecaySteps() < 0) return emitOpError("expected non-negative warmup and decay_steps");
   return success();
 }
 
