@@ -68,10 +68,14 @@ std::string dims_str(const kiln_model_info &model, const kiln_tensor_info &t) {
 }
 
 std::string describe(const kiln_model_info &model) {
+  static const char *const kRoles[] = {"other", "forward", "prefill", "decode", "decode_batch",
+                                       "encode", "gradients", "eval", "train_step"};
   std::ostringstream os;
   for (int e = 0; e < model.n_entries; ++e) {
     const kiln_entry_info &en = model.entries[e];
-    os << "Entry '" << en.name << "'\n  inputs:\n";
+    os << "Entry '" << en.name << "'";
+    if (en.role > KILN_ROLE_OTHER && en.role <= KILN_ROLE_TRAIN_STEP) os << " (role " << kRoles[en.role] << ")";
+    os << "\n  inputs:\n";
     for (int i = 0; i < en.n_inputs; ++i) {
       const kiln_tensor_info &t = model.io[en.inputs[i]];
       os << "    " << t.name << " " << dims_str(model, t);
@@ -157,12 +161,9 @@ kilnrt_tokenizer *open_tokenizer(const Cli &cli, const std::string &flag, const 
   return t;
 }
 
-int run(const kiln_model_info &model, int argc, char **argv) {
-  Cli cli{model};
-  cli.check(kilnrt_cpu_check(model.cpu_features));
-  CLI::App app{std::string(model.name) + ": a model compiled by kiln " + model.kiln_version};
-  app.footer(describe(model));
-  std::string weights, save_weights, output_dir, entry = model.n_entries ? model.entries[0].name : "forward";
+// Every flag of the command line.
+struct Flags {
+  std::string weights, save_weights, output_dir, entry;
   bool random = false, version = false, allow_non_finite = false, ignore_config = false;
   uint64_t seed = 0;
   int threads = 0, repeat = 1, generate = 0;
@@ -170,31 +171,39 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   std::vector<std::string> inputs, tokens;
   std::string prompt, prompt_file, tokenizer;
   GenerateFlags gen;
-  app.add_option("--weights", weights, "safetensors file with the model's parameters (read with mmap)");
-  app.add_flag("--random-weights", random, "use deterministic random weights instead of a file");
-  app.add_flag("--allow-non-finite-weights", allow_non_finite,
+  TrainFlags tr;
+  bool train = false;
+  std::string resume;
+};
+
+void add_flags(CLI::App &app, Flags &f) {
+  GenerateFlags &gen = f.gen;
+  TrainFlags &tr = f.tr;
+  app.add_option("--weights", f.weights, "safetensors file with the model's parameters (read with mmap)");
+  app.add_flag("--random-weights", f.random, "use deterministic random weights instead of a file");
+  app.add_flag("--allow-non-finite-weights", f.allow_non_finite,
                "load weights holding NaN or infinities (refused by default: they give silently wrong outputs)");
-  app.add_flag("--ignore-config", ignore_config,
+  app.add_flag("--ignore-config", f.ignore_config,
                "do not compare the config.json beside the weights with the model (compared by default)");
-  app.add_option("--seed", seed, "seed for --random-weights and --generate's sampling")->capture_default_str();
-  app.add_option("--save-weights", save_weights, "write the weights in use as safetensors");
-  app.add_option("--input", inputs, "NAME=FILE.npy: an input (int32/int64 token ids or float32)");
-  app.add_option("--tokens", tokens, "1,2,3 or NAME=1,2,3: token ids for a token input");
-  app.add_option("--output-dir", output_dir, "write every output as DIR/NAME.npy");
-  app.add_option("--entry", entry,
+  app.add_option("--seed", f.seed, "seed for --random-weights and --generate's sampling")->capture_default_str();
+  app.add_option("--save-weights", f.save_weights, "write the weights in use as safetensors");
+  app.add_option("--input", f.inputs, "NAME=FILE.npy: an input (int32/int64 token ids or float32)");
+  app.add_option("--tokens", f.tokens, "1,2,3 or NAME=1,2,3: token ids for a token input");
+  app.add_option("--output-dir", f.output_dir, "write every output as DIR/NAME.npy");
+  app.add_option("--entry", f.entry,
                  "entry point to run; A,B,... runs several in order in one session, each once per --repeat "
                  "(states carry over: a KV cache that forward fills, decode_batch reads)")
       ->capture_default_str();
-  app.add_option("--threads", threads, "worker threads (default: all cores; under mpirun, the cores over the ranks on this machine)")->check(CLI::Range(1, 1024));
-  app.add_option("--repeat", repeat, "run N times and print the median time")->check(CLI::Range(1, 1000000));
-  app.add_flag("--version", version, "print the kiln version, model hash and target");
-  app.add_option("--prompt", prompt, "text for the token input, through the tokenizer");
-  app.add_option("--prompt-file", prompt_file, "the prompt text from a file");
-  app.add_option("--tokenizer", tokenizer,
+  app.add_option("--threads", f.threads, "worker threads (default: all cores; under mpirun, the cores over the ranks on this machine)")->check(CLI::Range(1, 1024));
+  app.add_option("--repeat", f.repeat, "run N times and print the median time")->check(CLI::Range(1, 1000000));
+  app.add_flag("--version", f.version, "print the kiln version, model hash and target");
+  app.add_option("--prompt", f.prompt, "text for the token input, through the tokenizer");
+  app.add_option("--prompt-file", f.prompt_file, "the prompt text from a file");
+  app.add_option("--tokenizer", f.tokenizer,
                  "tokenizer.json, vocab.json + merges.txt or vocab.txt (a file or its folder; default: the "
                  "--weights file's folder, when it has one)");
-  app.add_option("--generate", generate,
-                 "generate up to N tokens after the prompt with the KV cache (models with a 'decode' entry); "
+  app.add_option("--generate", f.generate,
+                 "generate up to N tokens after the prompt with the KV cache (models with a decode entry: Model::entry's roles); "
                  "prints the text as it comes (token ids without a tokenizer)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--temperature", gen.temperature, "--generate: sampling temperature (0: greedy)")
@@ -209,10 +218,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_option("--eos", gen.eos, "--generate: stop at this token (default: the tokenizer's end-of-text token)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", gen.quiet, "no timing line and no notes on stderr (errors still print)");
-  TrainFlags tr;
-  bool train = false;
-  std::string resume;
-  app.add_flag("--train", train, "train: run the model's training entry over --data for --steps steps");
+  app.add_flag("--train", f.train, "train: run the model's training entry over --data for --steps steps");
   app.add_option("--data", tr.data, "--train: a 1-D .npy of token ids (for text, its bytes)");
   app.add_option("--seq", tr.seq, "--train: tokens per window (T; each step reads T + 1)");
   app.add_option("--batch", tr.batch, "--train: windows per step (the batch B; at most the compiled bound)")->capture_default_str();
@@ -223,74 +229,59 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   app.add_option("--log", tr.log, "--train: CSV log, a row per step");
   app.add_option("--save", tr.save, "--train: checkpoint (parameters and optimizer state), written at the end");
   app.add_option("--save-every", tr.save_every, "--train: also write --save every K steps");
-  app.add_option("--resume", resume, "--train: continue from this checkpoint (its parameters, moments and step)");
-  app.add_option("--start-token", start_token,
+  app.add_option("--resume", f.resume, "--train: continue from this checkpoint (its parameters, moments and step)");
+  app.add_option("--start-token", f.start_token,
                  "the first target token of --generate for encoder-decoder models (an 'encode' entry)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp &e) {
-    app.exit(e);
-    throw Exit{0};
-  } catch (const CLI::ParseError &e) {
-    cli.die(1, e.what() + std::string(" (see --help)"));
-  }
-  if (version) {
-    printf("kiln %s\nmodel %s hash %s\ntarget %s%s\n", model.kiln_version, model.name, model.model_hash, model.target,
-           model.gpu_api != KILN_GPU_NONE ? (model.gpu_resident ? " (buffers on the device)" : " (buffers on the host)") : "");
-    return 0;
-  }
-  if (!threads)  // ranks of one machine under mpirun share its cores
-    if (const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && atoi(local) > 1)
-      threads = std::max(1, (int)std::thread::hardware_concurrency() / atoi(local));
-  if (threads) kilnrt_threads_set(threads);
-  kilnrt_session *s;
-  cli.check(kilnrt_session_create(&model, &s));
-  std::unique_ptr<kilnrt_session, void (*)(kilnrt_session *)> guard(s, kilnrt_session_destroy);
-  if (!weights.empty() && random) cli.die(1, "give either --weights or --random-weights, not both");
-  if (!train)
+}
+
+// Flags that apply to a mode given without it; --train's defaults (random weights, a resume).
+void check_modes(const Cli &cli, const CLI::App &app, Flags &f) {
+  if (!f.weights.empty() && f.random) cli.die(1, "give either --weights or --random-weights, not both");
+  if (!f.train)
     for (const char *flag : {"--data", "--seq", "--batch", "--steps", "--log", "--save", "--save-every", "--resume",
                              "--eval-data", "--eval-every", "--lr"})
       if (app.count(flag)) cli.die(1, std::string(flag) + " applies to --train");
-  if (train) {
-    if (!resume.empty() && (!weights.empty() || random)) cli.die(1, "--resume loads the weights: no --weights or --random-weights");
-    if (tr.data.empty() || !tr.seq || !tr.steps) cli.die(1, "--train needs --data FILE.npy, --seq T and --steps N");
-    if (!resume.empty()) weights = resume;
-    else if (weights.empty()) random = true;  // from the model's initializers
+  if (f.train) {
+    if (!f.resume.empty() && (!f.weights.empty() || f.random))
+      cli.die(1, "--resume loads the weights: no --weights or --random-weights");
+    if (f.tr.data.empty() || !f.tr.seq || !f.tr.steps) cli.die(1, "--train needs --data FILE.npy, --seq T and --steps N");
+    if (!f.resume.empty()) f.weights = f.resume;
+    else if (f.weights.empty()) f.random = true;  // from the model's initializers
   }
+  for (const char *flag : {"--temperature", "--top-k", "--top-p", "--eos"})
+    if (app.count(flag) && !f.generate) cli.die(1, std::string(flag) + " applies to --generate");
+}
+
+// --weights, --random-weights or none; --save-weights. Returns the load time in ms (-1: none).
+double load_weights(const Cli &cli, kilnrt_session *s, const Flags &f) {
+  const kiln_model_info &model = cli.model;
   double load_ms = -1;
-  if (!weights.empty()) {
+  if (!f.weights.empty()) {
     kilnrt_load_options lo{};
-    lo.allow_non_finite = allow_non_finite;
-    lo.ignore_config = ignore_config;
+    lo.allow_non_finite = f.allow_non_finite;
+    lo.ignore_config = f.ignore_config;
     int64_t l0 = kilnrt_time_now_ns();
-    cli.check(kilnrt_session_load_weights_with(s, weights.c_str(), &lo));
+    cli.check(kilnrt_session_load_weights_with(s, f.weights.c_str(), &lo));
     load_ms = (kilnrt_time_now_ns() - l0) / 1e6;
-    if (int n = kilnrt_session_ignored_count(s); n && !gen.quiet) {
+    if (int n = kilnrt_session_ignored_count(s); n && !f.gen.quiet) {
       fprintf(stderr, "%s: ignored %d tensor%s of the weights file that the model does not use:", model.name, n, n > 1 ? "s" : "");
       for (int i = 0; i < n && i < 8; ++i) fprintf(stderr, " %s", kilnrt_session_ignored_name(s, i));
       fprintf(stderr, n > 8 ? " ...\n" : "\n");
     }
+  } else if (f.random) {
+    cli.check(kilnrt_session_random_weights(s, f.seed));
+  } else if (model.n_params) {
+    cli.die(1, "no weights: give --weights FILE.safetensors or --random-weights");
   }
-  else if (random) cli.check(kilnrt_session_random_weights(s, seed));
-  else if (model.n_params) cli.die(1, "no weights: give --weights FILE.safetensors or --random-weights");
-  if (!save_weights.empty()) cli.check(kilnrt_session_save_weights(s, save_weights.c_str()));
+  if (!f.save_weights.empty()) cli.check(kilnrt_session_save_weights(s, f.save_weights.c_str()));
+  return load_ms;
+}
 
-  if (train) {
-    tr.seed = seed;
-    tr.quiet = gen.quiet;
-    return kilnrt::train(cli, s, tr);
-  }
-  // --generate on an encoder-decoder model starts with its encoder.
-  if (generate) {  // the prompt goes where kilnrt_generate runs it: encode, else prefill, else the first entry
-    const kiln_entry_info *pe = kilnrt_prefill_entry(&model);
-    std::string prefill = pe ? pe->name : "";
-    if (app.count("--entry") && entry != prefill)
-      cli.die(1, "--generate runs the prompt through entry '" + prefill + "'; --entry " + entry + " does not apply");
-    if (!prefill.empty()) entry = prefill;
-  }
-  std::vector<std::string> chain;  // --entry A,B: in order, in this session
+// --entry A,B,...: the entries to run in order, each checked.
+std::vector<std::string> entry_chain(const Cli &cli, const std::string &entry) {
+  std::vector<std::string> chain;
   for (size_t at = 0;;) {
     size_t comma = entry.find(',', at);
     chain.push_back(entry.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
@@ -299,19 +290,13 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   }
   for (const std::string &c : chain)
     if (!cli.find_entry(c.c_str())) cli.die(1, "no entry point '" + c + "'");
-  entry = chain[0];  // --tokens and --prompt go to the first
-  const kiln_entry_info *en = cli.find_entry(entry.c_str());
-  if (app.count("--start-token") && !(generate && en->role == KILN_ROLE_ENCODE))
-    cli.die(1, "--start-token applies to --generate on a model with an encode entry");
-  std::unique_ptr<kilnrt_tokenizer, void (*)(kilnrt_tokenizer *)> tok(open_tokenizer(cli, tokenizer, weights),
-                                                                       kilnrt_tokenizer_close);
-  cli.tokenizer = tok.get();
-  // `--tokens 1,2,3` without a name goes to the one required token input.
-  std::vector<std::string> token_inputs;
-  for (int i = 0; i < en->n_inputs; ++i)
-    if (model.io[en->inputs[i]].dtype == KILN_I32 && !model.io[en->inputs[i]].optional)
-      token_inputs.push_back(model.io[en->inputs[i]].name);
-  for (const std::string &spec : inputs) {
+  return chain;
+}
+
+// --input NAME=FILE.npy and --tokens [NAME=]1,2,3 for entry `en`; `token_inputs` are its
+// required token inputs (`--tokens` without a name goes to the one there is).
+void set_inputs(const Cli &cli, kilnrt_session *s, const Flags &f, const std::vector<std::string> &token_inputs) {
+  for (const std::string &spec : f.inputs) {
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0) cli.die(1, "--input expects NAME=FILE.npy, got '" + spec + "'");
     kilnrt_tensor t;
@@ -320,7 +305,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     kilnrt_tensor_free(&t);
     cli.check(st);
   }
-  for (const std::string &spec : tokens) {
+  for (const std::string &spec : f.tokens) {
     auto eq = spec.find('=');
     std::string name, list = spec;
     if (eq != std::string::npos) {
@@ -339,62 +324,55 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     t.data = ids.data();
     cli.check(kilnrt_session_set_input(s, name.c_str(), &t));
   }
-  if (!prompt.empty() && !prompt_file.empty()) cli.die(1, "give --prompt or --prompt-file, not both");
-  if (!prompt_file.empty()) cli.check(read_file(prompt_file, "--prompt-file", prompt));
-  if (app.count("--prompt") || !prompt_file.empty()) {
-    if (!tok) cli.die(1, "--prompt needs a tokenizer: give --tokenizer PATH (none beside the weights)");
-    if (token_inputs.size() != 1)
-      cli.die(1, "--prompt: entry '" + entry + "' has " + std::to_string(token_inputs.size()) + " token inputs");
-    if (!tokens.empty()) cli.die(1, "give --prompt or --tokens, not both");
-    const kiln_tensor_info *ti = nullptr;
-    for (int i = 0; i < en->n_inputs; ++i)
-      if (token_inputs[0] == model.io[en->inputs[i]].name) ti = &model.io[en->inputs[i]];
-    if (int64_t tv = kilnrt_tokenizer_vocab_size(tok.get()); ti->max_value && tv > ti->max_value)
-      cli.die(1, "the tokenizer has " + std::to_string(tv) + " tokens, more than this model's vocabulary of " +
-                     std::to_string(ti->max_value));
-    const int32_t *ids;
-    int64_t n;
-    cli.check(kilnrt_tokenizer_encode(tok.get(), prompt.data(), prompt.size(), 1, &ids, &n));
-    if (n == 0) cli.die(1, "the prompt is empty: it gives no tokens");
-    const kiln_dim &len = ti->dims[ti->rank - 1];  // [L], or [B, L]
-    int64_t bound = len.sym >= 0 ? model.sym_max[len.sym] : len.size;
-    if (n > bound)
-      cli.die(1, "the prompt is " + std::to_string(n) + " tokens, longer than this model's context of " +
-                     std::to_string(bound) + " tokens");
-    kilnrt_tensor t{KILN_I32, 1, {n}, const_cast<int32_t *>(ids)};
-    cli.check(kilnrt_session_set_input(s, ti->name, &t));
-    for (int i = 0; i < en->n_inputs; ++i)  // a single segment: token type 0 everywhere
-      if (std::string(model.io[en->inputs[i]].name) == "token_type_ids") {
-        std::vector<int32_t> zeros((size_t)n, 0);
-        kilnrt_tensor z{KILN_I32, 1, {n}, zeros.data()};
-        cli.check(kilnrt_session_set_input(s, "token_type_ids", &z));
-      }
-  }
-  for (const char *f : {"--temperature", "--top-k", "--top-p", "--eos"})
-    if (app.count(f) && !generate) cli.die(1, std::string(f) + " applies to --generate");
-  if (generate) {
-    gen.max_new_tokens = generate;
-    gen.start_token = start_token;
-    gen.seed = seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;  // the sampling stream, apart from --random-weights'
-    if (gen.eos < 0 && tok) gen.eos = kilnrt_tokenizer_eos(tok.get());
-    int rc = kilnrt::generate(cli, s, gen, output_dir);
-    // After the timing line, what a benchmark reports beside it (as --repeat prints): a parent's
-    // view of a child's peak RSS (wait4) counts what the parent shared with it before exec.
-    if (!gen.quiet) {
-      if (load_ms >= 0) fprintf(stderr, "weights loaded in %.1f ms; ", load_ms);
-      fprintf(stderr, "peak RSS %.1f MiB\n", peak_rss_kib() / 1024.0);
+}
+
+// --prompt TEXT (already read from --prompt-file) through the tokenizer into entry `en`'s one
+// token input, checked against the model's vocabulary and context.
+void set_prompt(const Cli &cli, kilnrt_session *s, const Flags &f, const kiln_entry_info &en,
+                const std::vector<std::string> &token_inputs, kilnrt_tokenizer *tok, const std::string &prompt) {
+  const kiln_model_info &model = cli.model;
+  if (!tok) cli.die(1, "--prompt needs a tokenizer: give --tokenizer PATH (none beside the weights)");
+  if (token_inputs.size() != 1)
+    cli.die(1, "--prompt: entry '" + std::string(en.name) + "' has " + std::to_string(token_inputs.size()) + " token inputs");
+  if (!f.tokens.empty()) cli.die(1, "give --prompt or --tokens, not both");
+  const kiln_tensor_info *ti = nullptr;
+  for (int i = 0; i < en.n_inputs; ++i)
+    if (token_inputs[0] == model.io[en.inputs[i]].name) ti = &model.io[en.inputs[i]];
+  if (int64_t tv = kilnrt_tokenizer_vocab_size(tok); ti->max_value && tv > ti->max_value)
+    cli.die(1, "the tokenizer has " + std::to_string(tv) + " tokens, more than this model's vocabulary of " +
+                   std::to_string(ti->max_value));
+  const int32_t *ids;
+  int64_t n;
+  cli.check(kilnrt_tokenizer_encode(tok, prompt.data(), prompt.size(), 1, &ids, &n));
+  if (n == 0) cli.die(1, "the prompt is empty: it gives no tokens");
+  const kiln_dim &len = ti->dims[ti->rank - 1];  // [L], or [B, L]
+  int64_t bound = len.sym >= 0 ? model.sym_max[len.sym] : len.size;
+  if (n > bound)
+    cli.die(1, "the prompt is " + std::to_string(n) + " tokens, longer than this model's context of " +
+                   std::to_string(bound) + " tokens");
+  kilnrt_tensor t{KILN_I32, 1, {n}, const_cast<int32_t *>(ids)};
+  cli.check(kilnrt_session_set_input(s, ti->name, &t));
+  for (int i = 0; i < en.n_inputs; ++i)  // a single segment: token type 0 everywhere
+    if (std::string(model.io[en.inputs[i]].name) == "token_type_ids") {
+      std::vector<int32_t> zeros((size_t)n, 0);
+      kilnrt_tensor z{KILN_I32, 1, {n}, zeros.data()};
+      cli.check(kilnrt_session_set_input(s, "token_type_ids", &z));
     }
-    return rc;
-  }
+}
+
+// Runs the chain --repeat times (the median time when more than once), then prints (and with
+// --output-dir writes) every output once.
+int run_entries(const Cli &cli, kilnrt_session *s, const Flags &f, const std::vector<std::string> &chain, double load_ms) {
+  const kiln_model_info &model = cli.model;
   std::vector<int64_t> times;
-  for (int r = 0; r < repeat; ++r) {
+  for (int r = 0; r < f.repeat; ++r) {
     int64_t t0 = kilnrt_time_now_ns();
     for (const std::string &c : chain) cli.check(kilnrt_session_run(s, c.c_str()));
     times.push_back(kilnrt_time_now_ns() - t0);
   }
-  if (repeat > 1) {
+  if (f.repeat > 1) {
     std::sort(times.begin(), times.end());
-    printf("median time over %d runs: %.3f ms (min %.3f ms)\n", repeat, times[times.size() / 2] / 1e6, times[0] / 1e6);
+    printf("median time over %d runs: %.3f ms (min %.3f ms)\n", f.repeat, times[times.size() / 2] / 1e6, times[0] / 1e6);
     // What a benchmark reports beside the time: loading (mapping, checks, the transposes of
     // kiln-prepack-weights) and the process's peak resident memory after the runs.
     kilnrt_scratch_stats sc;
@@ -402,10 +380,10 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     if (load_ms >= 0) printf("weights loaded in %.1f ms; ", load_ms);
     printf("peak RSS %.1f MiB; kernel scratch held %.1f MiB\n", peak_rss_kib() / 1024.0, sc.held_bytes / 1048576.0);
   }
-  if (!output_dir.empty()) {
+  if (!f.output_dir.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories(output_dir, ec);
-    if (ec) cli.die(1, "cannot create --output-dir '" + output_dir + "': " + ec.message());
+    std::filesystem::create_directories(f.output_dir, ec);
+    if (ec) cli.die(1, "cannot create --output-dir '" + f.output_dir + "': " + ec.message());
   }
   std::vector<int> shown;  // each output once (entries may share one, such as "loss": the last run's)
   for (const std::string &c : chain) {
@@ -417,11 +395,85 @@ int run(const kiln_model_info &model, int argc, char **argv) {
       const kilnrt_tensor *t;
       cli.check(kilnrt_session_output(s, name, &t));
       summarize(name, *t);
-      if (!output_dir.empty()) cli.check(kilnrt_npy_write((output_dir + "/" + name + ".npy").c_str(), t));
+      if (!f.output_dir.empty()) cli.check(kilnrt_npy_write((f.output_dir + "/" + name + ".npy").c_str(), t));
     }
   }
   printf("arena: %.1f KiB\n", kilnrt_session_arena_bytes(s) / 1024.0);
   return 0;
+}
+
+int run(const kiln_model_info &model, int argc, char **argv) {
+  Cli cli{model};
+  cli.check(kilnrt_cpu_check(model.cpu_features));
+  CLI::App app{std::string(model.name) + ": a model compiled by kiln " + model.kiln_version};
+  app.footer(describe(model));
+  Flags f;
+  f.entry = model.n_entries ? model.entries[0].name : "forward";
+  add_flags(app, f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    app.exit(e);
+    throw Exit{0};
+  } catch (const CLI::ParseError &e) {
+    cli.die(1, e.what() + std::string(" (see --help)"));
+  }
+  if (f.version) {
+    printf("kiln %s\nmodel %s hash %s\ntarget %s%s\n", model.kiln_version, model.name, model.model_hash, model.target,
+           model.gpu_api != KILN_GPU_NONE ? (model.gpu_resident ? " (buffers on the device)" : " (buffers on the host)") : "");
+    return 0;
+  }
+  if (!f.threads)  // ranks of one machine under mpirun share its cores
+    if (const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && atoi(local) > 1)
+      f.threads = std::max(1, (int)std::thread::hardware_concurrency() / atoi(local));
+  if (f.threads) kilnrt_threads_set(f.threads);
+  kilnrt_session *s;
+  cli.check(kilnrt_session_create(&model, &s));
+  std::unique_ptr<kilnrt_session, void (*)(kilnrt_session *)> guard(s, kilnrt_session_destroy);
+  check_modes(cli, app, f);
+  double load_ms = load_weights(cli, s, f);
+  if (f.train) {
+    f.tr.seed = f.seed;
+    f.tr.quiet = f.gen.quiet;
+    return kilnrt::train(cli, s, f.tr);
+  }
+  if (f.generate) {  // the prompt goes where kilnrt_generate runs it: encode, else prefill, else the first entry
+    const kiln_entry_info *pe = kilnrt_prefill_entry(&model);
+    std::string prefill = pe ? pe->name : "";
+    if (app.count("--entry") && f.entry != prefill)
+      cli.die(1, "--generate runs the prompt through entry '" + prefill + "'; --entry " + f.entry + " does not apply");
+    if (!prefill.empty()) f.entry = prefill;
+  }
+  std::vector<std::string> chain = entry_chain(cli, f.entry);  // --entry A,B: in order, in this session
+  const kiln_entry_info *en = cli.find_entry(chain[0].c_str());  // --tokens and --prompt go to the first
+  if (app.count("--start-token") && !(f.generate && en->role == KILN_ROLE_ENCODE))
+    cli.die(1, "--start-token applies to --generate on a model with an encode entry");
+  std::unique_ptr<kilnrt_tokenizer, void (*)(kilnrt_tokenizer *)> tok(open_tokenizer(cli, f.tokenizer, f.weights),
+                                                                       kilnrt_tokenizer_close);
+  cli.tokenizer = tok.get();
+  std::vector<std::string> token_inputs;
+  for (int i = 0; i < en->n_inputs; ++i)
+    if (model.io[en->inputs[i]].dtype == KILN_I32 && !model.io[en->inputs[i]].optional)
+      token_inputs.push_back(model.io[en->inputs[i]].name);
+  set_inputs(cli, s, f, token_inputs);
+  if (!f.prompt.empty() && !f.prompt_file.empty()) cli.die(1, "give --prompt or --prompt-file, not both");
+  std::string prompt = f.prompt;
+  if (!f.prompt_file.empty()) cli.check(read_file(f.prompt_file, "--prompt-file", prompt));
+  if (app.count("--prompt") || !f.prompt_file.empty()) set_prompt(cli, s, f, *en, token_inputs, tok.get(), prompt);
+  if (!f.generate) return run_entries(cli, s, f, chain, load_ms);
+  GenerateFlags gen = f.gen;
+  gen.max_new_tokens = f.generate;
+  gen.start_token = f.start_token;
+  gen.seed = f.seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;  // the sampling stream, apart from --random-weights'
+  if (gen.eos < 0 && tok) gen.eos = kilnrt_tokenizer_eos(tok.get());
+  int rc = kilnrt::generate(cli, s, gen, f.output_dir);
+  // After the timing line, what a benchmark reports beside it (as --repeat prints): a parent's
+  // view of a child's peak RSS (wait4) counts what the parent shared with it before exec.
+  if (!gen.quiet) {
+    if (load_ms >= 0) fprintf(stderr, "weights loaded in %.1f ms; ", load_ms);
+    fprintf(stderr, "peak RSS %.1f MiB\n", peak_rss_kib() / 1024.0);
+  }
+  return rc;
 }
 }  // namespace
 

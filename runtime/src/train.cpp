@@ -133,6 +133,111 @@ std::string rankLog(const std::string &log, int32_t rank) {
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return log + tag;
   return log.substr(0, dot) + tag + log.substr(dot);
 }
+// The batch (this rank's `rows`) and --seq within the compiled bounds of entry `en`'s inputs.
+void checkBounds(const Cli &cli, const kiln_entry_info &en, const TrainFlags &f, int64_t rows, const std::string &perRank) {
+  const kiln_model_info &m = cli.model;
+  for (int i = 0; i < en.n_inputs; ++i) {
+    const kiln_tensor_info &in = m.io[en.inputs[i]];
+    if (in.rank < 1) continue;
+    const kiln_dim &len = in.dims[in.rank - 1];
+    if (len.sym >= 0 && f.seq > m.sym_max[len.sym])
+      cli.die(1, "--seq " + std::to_string(f.seq) + " exceeds the compiled bound " + std::to_string(m.sym_max[len.sym]) +
+                     " of " + m.sym_names[len.sym]);
+    bool batched = in.rank > 1 && is_batch_sym(&m, in.dims[0].sym);
+    if (!batched && rows > 1)
+      cli.die(1, "--batch " + std::to_string(f.batch) + perRank + ": input '" + in.name + "' of entry '" + en.name +
+                     "' takes one sequence (the model was compiled without a batch of more than one: Model::batch)");
+    if (batched && rows > m.sym_max[in.dims[0].sym])
+      cli.die(1, "--batch " + std::to_string(f.batch) + perRank + " exceeds the compiled bound " +
+                     std::to_string(m.sym_max[in.dims[0].sym]) + " of " + m.sym_names[in.dims[0].sym]);
+  }
+}
+
+// The run's states: --lr (the schedule's peak), --steps (optimizer.steps, where the model reads
+// it). Returns the first step to run (after a checkpoint's optimizer.step).
+int64_t setRunStates(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
+  const kiln_model_info &m = cli.model;
+  if (f.lr) {  // the peak the learning_rate kernel reads when positive; saved with the moments
+    if (!(*f.lr > 0) || !std::isfinite(*f.lr)) cli.die(1, "--lr " + std::to_string(*f.lr) + ": expected a positive finite rate");
+    kilnrt_tensor peak{};
+    cli.check(kilnrt_session_state(s, KILN_STATE_LR, &peak));
+    ((float *)peak.data)[0] = (float)*f.lr;
+  }
+  for (int i = 0; i < m.n_states; ++i)  // the run's total, which a loss term's weight schedule reads (LossOptions::until)
+    if (strcmp(m.states[i].name, KILN_STATE_STEPS) == 0) {
+      kilnrt_tensor total{};
+      cli.check(kilnrt_session_state(s, KILN_STATE_STEPS, &total));
+      ((float *)total.data)[0] = (float)f.steps;
+    }
+  kilnrt_tensor stepState{};
+  cli.check(kilnrt_session_state(s, KILN_STATE_STEP, &stepState));
+  const int64_t first = (int64_t)((const float *)stepState.data)[0] + 1;
+  if (first > f.steps) cli.die(1, "--steps " + std::to_string(f.steps) + ": the checkpoint is already at step " +
+                                      std::to_string(first - 1));
+  return first;
+}
+
+// Every rank must run the same training: the same arguments, data, weights and step (a hash of
+// them, compared bit by bit over the group).
+void checkRanksAgree(const Cli &cli, kilnrt_session *s, const TrainFlags &f, int32_t P, const Tokens &data, int64_t evalN,
+                     int64_t first) {
+  const kiln_model_info &m = cli.model;
+  const int64_t n = data.size();
+  const int32_t *ids = data.ids();
+  {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+    auto mixIn = [&](const void *p, size_t bytes) {
+      for (size_t i = 0; i < bytes; ++i) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
+    };
+    int64_t run[] = {f.seq, f.batch, f.steps, (int64_t)f.seed, n, evalN, first, f.eval_every};
+    mixIn(run, sizeof run);
+    mixIn(m.model_hash, strlen(m.model_hash));
+    for (int64_t k = 0; k < 4096 && k < n; ++k) mixIn(ids + k * (n / std::min<int64_t>(n, 4096)), 4);
+    for (int i = 0; i < m.n_params; ++i) {  // the first values of every parameter
+      int64_t numel = 1;
+      for (int d = 0; d < m.params[i].rank; ++d) numel *= m.params[i].dims[d].size;
+      if (const void *p = session_param(s, i)) mixIn(p, (size_t)std::min<int64_t>(numel, 16) * 4);
+    }
+    double bits[64];  // each bit's count over the ranks: 0 or P when they agree
+    for (int b = 0; b < 64; ++b) bits[b] = (double)((h >> b) & 1);
+    cli.check(kilnrt_group_sum(bits, 64));
+    for (double c : bits)
+      if (c != 0 && c != P)
+        cli.die(1, "the " + std::to_string(P) + " ranks of this mpirun disagree on the run: start every rank with the "
+                   "same --data, --eval-data, --seq, --batch, --steps, --seed, --eval-every and weights (or checkpoint)");
+  }
+}
+
+// --log (this rank's): appended to when resuming, else written with its header row.
+FILE *openLog(const Cli &cli, const std::string &logPath, int64_t first, int32_t P, const std::vector<const char *> &terms) {
+  FILE *log = nullptr;
+  if (!logPath.empty()) {
+    log = fopen(logPath.c_str(), first > 1 ? "a" : "w");
+    if (!log) cli.die(1, "cannot write --log '" + logPath + "': " + strerror(errno));
+    if (first == 1) {
+      fprintf(log, "step,loss,eval_loss,lr,grad_norm,tokens_per_s,elapsed_s");
+      if (P > 1) fprintf(log, ",rank,rows,rank_tokens,rank_loss");
+      for (const char *t : terms) fprintf(log, ",%s", t);
+      fprintf(log, "\n");
+    }
+  }
+  return log;
+}
+
+// This rank's share of the step's loss count (its rows over B; masked-LM: its masked positions
+// over all ranks'), set for the step's all-reduce.
+double lossShare(const Cli &cli, const Windows &win, int64_t rows, int64_t B) {
+  double share = (double)rows / (double)B;
+  if (win.mlm) {
+    double counts[2] = {0, 0};
+    for (int32_t t : win.targets) counts[0] += t >= 0;
+    counts[1] = counts[0];
+    cli.check(kilnrt_group_sum(counts + 1, 1));
+    if (counts[1] > 0) share = counts[0] / counts[1];
+  }
+  cli.check(kilnrt_group_set_share(share));
+  return share;
+}
 }  // namespace
 
 int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
@@ -153,21 +258,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   const std::string perRank = P > 1 ? " (" + std::to_string(rows) + " rows per rank: --batch " + std::to_string(f.batch) +
                                           " over " + std::to_string(P) + " ranks)"
                                     : "";
-  for (int i = 0; i < en->n_inputs; ++i) {  // the batch and the sequence within the compiled bounds
-    const kiln_tensor_info &in = m.io[en->inputs[i]];
-    if (in.rank < 1) continue;
-    const kiln_dim &len = in.dims[in.rank - 1];
-    if (len.sym >= 0 && f.seq > m.sym_max[len.sym])
-      cli.die(1, "--seq " + std::to_string(f.seq) + " exceeds the compiled bound " + std::to_string(m.sym_max[len.sym]) +
-                     " of " + m.sym_names[len.sym]);
-    bool batched = in.rank > 1 && is_batch_sym(&m, in.dims[0].sym);
-    if (!batched && rows > 1)
-      cli.die(1, "--batch " + std::to_string(f.batch) + perRank + ": input '" + in.name + "' of entry '" + en->name +
-                     "' takes one sequence (the model was compiled without a batch of more than one: Model::batch)");
-    if (batched && rows > m.sym_max[in.dims[0].sym])
-      cli.die(1, "--batch " + std::to_string(f.batch) + perRank + " exceeds the compiled bound " +
-                     std::to_string(m.sym_max[in.dims[0].sym]) + " of " + m.sym_names[in.dims[0].sym]);
-  }
+  checkBounds(cli, *en, f, rows, perRank);
   Tokens data, evalData;
   readTokens(cli, *en, f.data, "--data", data);
   Windows win = windowsOf(cli, m, *en), evalWin;
@@ -204,60 +295,12 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     return sum / (double)windows;
   };
 
-  if (f.lr) {  // the peak the learning_rate kernel reads when positive; saved with the moments
-    if (!(*f.lr > 0) || !std::isfinite(*f.lr)) cli.die(1, "--lr " + std::to_string(*f.lr) + ": expected a positive finite rate");
-    kilnrt_tensor peak{};
-    cli.check(kilnrt_session_state(s, KILN_STATE_LR, &peak));
-    ((float *)peak.data)[0] = (float)*f.lr;
-  }
-  for (int i = 0; i < m.n_states; ++i)  // the run's total, which a loss term's weight schedule reads (LossOptions::until)
-    if (strcmp(m.states[i].name, KILN_STATE_STEPS) == 0) {
-      kilnrt_tensor total{};
-      cli.check(kilnrt_session_state(s, KILN_STATE_STEPS, &total));
-      ((float *)total.data)[0] = (float)f.steps;
-    }
-  kilnrt_tensor stepState{};
-  cli.check(kilnrt_session_state(s, KILN_STATE_STEP, &stepState));
-  const int64_t first = (int64_t)((const float *)stepState.data)[0] + 1;
-  if (first > f.steps) cli.die(1, "--steps " + std::to_string(f.steps) + ": the checkpoint is already at step " +
-                                      std::to_string(first - 1));
-  if (P > 1) {  // every rank must run the same training: the same arguments, data, weights and step
-    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
-    auto mixIn = [&](const void *p, size_t bytes) {
-      for (size_t i = 0; i < bytes; ++i) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ULL;
-    };
-    int64_t run[] = {f.seq, f.batch, f.steps, (int64_t)f.seed, n, evalData.t.data ? evalData.size() : -1, first, f.eval_every};
-    mixIn(run, sizeof run);
-    mixIn(m.model_hash, strlen(m.model_hash));
-    for (int64_t k = 0; k < 4096 && k < n; ++k) mixIn(ids + k * (n / std::min<int64_t>(n, 4096)), 4);
-    for (int i = 0; i < m.n_params; ++i) {  // the first values of every parameter
-      int64_t numel = 1;
-      for (int d = 0; d < m.params[i].rank; ++d) numel *= m.params[i].dims[d].size;
-      if (const void *p = session_param(s, i)) mixIn(p, (size_t)std::min<int64_t>(numel, 16) * 4);
-    }
-    double bits[64];  // each bit's count over the ranks: 0 or P when they agree
-    for (int b = 0; b < 64; ++b) bits[b] = (double)((h >> b) & 1);
-    cli.check(kilnrt_group_sum(bits, 64));
-    for (double c : bits)
-      if (c != 0 && c != P)
-        cli.die(1, "the " + std::to_string(P) + " ranks of this mpirun disagree on the run: start every rank with the "
-                   "same --data, --eval-data, --seq, --batch, --steps, --seed, --eval-every and weights (or checkpoint)");
-  }
+  const int64_t first = setRunStates(cli, s, f);
+  if (P > 1) checkRanksAgree(cli, s, f, P, data, evalData.t.data ? evalData.size() : -1, first);
   std::vector<const char *> terms;  // the loss terms the entry outputs by name (LossOptions::name): "loss.<name>"
   for (int k = 0; k < en->n_outputs; ++k)
     if (const char *o = m.io[en->outputs[k]].name; strncmp(o, "loss.", 5) == 0) terms.push_back(o);
-  FILE *log = nullptr;
-  const std::string logPath = rankLog(f.log, rank);
-  if (!logPath.empty()) {
-    log = fopen(logPath.c_str(), first > 1 ? "a" : "w");
-    if (!log) cli.die(1, "cannot write --log '" + logPath + "': " + strerror(errno));
-    if (first == 1) {
-      fprintf(log, "step,loss,eval_loss,lr,grad_norm,tokens_per_s,elapsed_s");
-      if (P > 1) fprintf(log, ",rank,rows,rank_tokens,rank_loss");
-      for (const char *t : terms) fprintf(log, ",%s", t);
-      fprintf(log, "\n");
-    }
-  }
+  FILE *log = openLog(cli, rankLog(f.log, rank), first, P, terms);
   std::unique_ptr<FILE, int (*)(FILE *)> lguard(log, [](FILE *p) { return p ? fclose(p) : 0; });
   auto save = [&](int64_t step) {
     if (f.save.empty() || rank != 0) return;
@@ -285,18 +328,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     }
     win.set(cli, s, starts, T, maskSeeds);
     int64_t s0 = kilnrt_time_now_ns();
-    double share = 1;
-    if (P > 1) {  // the share of the loss count: rows, or masked positions summed over the ranks
-      share = (double)rows / (double)B;
-      if (win.mlm) {
-        double counts[2] = {0, 0};
-        for (int32_t t : win.targets) counts[0] += t >= 0;
-        counts[1] = counts[0];
-        cli.check(kilnrt_group_sum(counts + 1, 1));
-        if (counts[1] > 0) share = counts[0] / counts[1];
-      }
-      cli.check(kilnrt_group_set_share(share));
-    }
+    const double share = P > 1 ? lossShare(cli, win, rows, B) : 1;
     cli.check(kilnrt_session_run(s, en->name));
     const float rankLoss = scalar(cli, s, KILN_OUTPUT_LOSS);
     reduced[0] = rankLoss;  // the mean over the batch: the ranks' means weighted by their shares
