@@ -15,3 +15,14 @@ func.func @lsh(%qk: tensor<4x?x64xf32>, %v: tensor<4x?x64xf32>) -> tensor<4x?x64
   %a = kiln.attention %o, %o, %o {scale = 0.125 : f32} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<4x?x64xf32>) -> tensor<4x?x64xf32>
   return %a : tensor<4x?x64xf32>
 }
+
+// The op's kiln.* marks go to all three (the gradient rule lowers it the same way).
+// CHECK-LABEL: func.func @marked
+// CHECK: kiln.lsh_hash {{.*}}{kiln.reversible = array<i64: 0, 1>}
+// CHECK: kiln.lsh_sort {{.*}}{kiln.reversible = array<i64: 0, 1>}
+// CHECK: kiln.lsh_chunk_attention {{.*}}kiln.reversible = array<i64: 0, 1>
+func.func @marked(%qk: tensor<4x?x64xf32>, %v: tensor<4x?x64xf32>) -> tensor<4x?x64xf32> {
+  %r = kiln.param "rot" : tensor<2x64x8xf32>
+  %o = kiln.lsh_attention %qk, %v, %r {buckets = 16 : i64, hashes = 2 : i64, chunk = 32 : i64, scale = 0.125 : f32, kiln.reversible = array<i64: 0, 1>} : (tensor<4x?x64xf32>, tensor<4x?x64xf32>, tensor<2x64x8xf32>) -> tensor<4x?x64xf32>
+  return %o : tensor<4x?x64xf32>
+}

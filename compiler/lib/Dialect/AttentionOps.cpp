@@ -208,32 +208,30 @@ LogicalResult LshAttentionOp::verify() {
 
 Syms LshAttentionOp::inferSeqLengths(ArrayRef<Syms> in) { return {in[0][0], in[0][1], in[1][2]}; }
 
+LshAttentionOp::Lowered LshAttentionOp::lower(OpBuilder &b) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfter(*this);
+  Location loc = getLoc();
+  auto qt = cast<RankedTensorType>(getQk().getType());
+  int64_t H = qt.getDimSize(0), L = qt.getDimSize(1), R = (int64_t)getHashes();
+  auto i32 = b.getI32Type();
+  Operation *hash = LshHashOp::create(b, loc, RankedTensorType::get({H, R, L}, i32), getQk(), getRotations());
+  Operation *sort = LshSortOp::create(b, loc, RankedTensorType::get({H, R, 2, L}, i32), hash->getResult(0));
+  Operation *attn = LshChunkAttentionOp::create(b, loc, getType(), getQk(), getValue(), hash->getResult(0),
+                                                sort->getResult(0), getChunkAttr(), getCausalAttr(), getScaleAttr());
+  for (NamedAttribute a : (*this)->getDiscardableAttrs())
+    if (a.getName().getValue().starts_with("kiln."))
+      for (Operation *op : {hash, sort, attn}) op->setAttr(a.getName(), a.getValue());
+  getResult().replaceAllUsesWith(attn->getResult(0));
+  return {hash->getResult(0), sort->getResult(0), attn->getResult(0)};
+}
+
 // The buckets are constants (argmax has no gradient) and the backward must see the forward's:
-// the forward is lowered here, as kiln-lower-lsh-attention would, into lsh_hash, lsh_sort and
-// lsh_chunk_attention (with this op's kiln.* marks: a reversible layer's F reuses the hash and
-// order when it runs again), and both gradients read that hash and order. The rotations are
-// fixed: no gradient.
+// the forward is lowered here (`lower`, as kiln-lower-lsh-attention does) and both gradients
+// read its hash and order. The rotations are fixed: no gradient.
 LogicalResult LshAttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   Location loc = getLoc();
-  Value buckets, sorted, o;
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointAfter(*this);
-    auto qt = cast<RankedTensorType>(getQk().getType());
-    int64_t H = qt.getDimSize(0), L = qt.getDimSize(1), R = (int64_t)getHashes();
-    auto i32 = b.getI32Type();
-    Operation *hash = LshHashOp::create(b, loc, RankedTensorType::get({H, R, L}, i32), getQk(), getRotations());
-    buckets = hash->getResult(0);
-    Operation *sort = LshSortOp::create(b, loc, RankedTensorType::get({H, R, 2, L}, i32), buckets);
-    sorted = sort->getResult(0);
-    Operation *attn = LshChunkAttentionOp::create(b, loc, getType(), getQk(), getValue(), buckets, sorted, getChunkAttr(),
-                                                  getCausalAttr(), getScaleAttr());
-    o = attn->getResult(0);
-    for (NamedAttribute a : (*this)->getDiscardableAttrs())
-      if (a.getName().getValue().starts_with("kiln."))
-        for (Operation *op : {hash, sort, attn}) op->setAttr(a.getName(), a.getValue());
-    getResult().replaceAllUsesWith(o);
-  }
+  auto [buckets, sorted, o] = lower(b);
   for (LshGradWrt w : {LshGradWrt::qk, LshGradWrt::value})
     out.push_back(LshChunkAttentionGradOp::create(b, loc, w == LshGradWrt::qk ? getQk().getType() : getValue().getType(),
                                                   getQk(), getValue(), buckets, sorted, o, g[0], getChunkAttr(),

@@ -186,12 +186,10 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
   return r;
 }
 
-OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
-  ctx.getOrLoadDialect<KilnDialect>();
-  ctx.getOrLoadDialect<func::FuncDialect>();
-  OpBuilder b(&ctx);
-  Location mloc = FileLineColLoc::get(&ctx, m.name(), 0, 0);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(mloc, StringRef(m.name()));
+// The module's attributes: sequence lengths and their bounds, batch factors, the weights'
+// prefix, the precision, the checkpoint's config fields and the weights to ignore.
+static void setModuleAttrs(OpBuilder &b, ModuleOp module, const Model &m) {
+  MLIRContext &ctx = *b.getContext();
   SmallVector<Attribute> symNames;
   SmallVector<int64_t> symBounds, symFactors;
   bool batched = false;
@@ -201,12 +199,12 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
     symFactors.append({s.rows_of, s.length});
     batched |= s.rows_of >= 0;
   }
-  (*module)->setAttr("kiln.seq_names", b.getArrayAttr(symNames));
-  (*module)->setAttr("kiln.seq_bounds", b.getDenseI64ArrayAttr(symBounds));
+  module->setAttr("kiln.seq_names", b.getArrayAttr(symNames));
+  module->setAttr("kiln.seq_bounds", b.getDenseI64ArrayAttr(symBounds));
   // The rows of a batch (Model::rows): per symbol, its batch and length symbols, or -1, -1.
-  if (batched) (*module)->setAttr("kiln.seq_factors", b.getDenseI64ArrayAttr(symFactors));
-  if (!m.weights_prefix().empty()) (*module)->setAttr("kiln.weights_prefix", b.getStringAttr(m.weights_prefix()));
-  if (m.precision() == Precision::BF16) (*module)->setAttr("kiln.precision", ModelPrecisionAttr::get(&ctx, ModelPrecision::bf16));
+  if (batched) module->setAttr("kiln.seq_factors", b.getDenseI64ArrayAttr(symFactors));
+  if (!m.weights_prefix().empty()) module->setAttr("kiln.weights_prefix", b.getStringAttr(m.weights_prefix()));
+  if (m.precision() == Precision::BF16) module->setAttr("kiln.precision", ModelPrecisionAttr::get(&ctx, ModelPrecision::bf16));
   if (!m.checkpoint_config().empty()) {
     SmallVector<Attribute> fields;
     for (auto &f : m.checkpoint_config()) {
@@ -216,34 +214,96 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
       if (f.absent) kv.push_back(b.getNamedAttr("absent", b.getStringAttr(*f.absent)));
       fields.push_back(b.getDictionaryAttr(kv));
     }
-    (*module)->setAttr("kiln.checkpoint_config", b.getArrayAttr(fields));
+    module->setAttr("kiln.checkpoint_config", b.getArrayAttr(fields));
   }
   if (!m.ignored_weights().empty()) {
     SmallVector<Attribute> pats;
     for (auto &p : m.ignored_weights()) pats.push_back(b.getStringAttr(p));
-    (*module)->setAttr("kiln.ignored_weights", b.getArrayAttr(pats));
+    module->setAttr("kiln.ignored_weights", b.getArrayAttr(pats));
   }
+}
+
+// The nodes entry `e`'s outputs (and the nodes Model::keep keeps) need.
+static std::vector<bool> liveNodes(const Model &m, int e, const std::vector<std::pair<std::string, int>> &outs) {
+  const auto &nodes = m.nodes();
+  std::vector<bool> live(nodes.size());
+  std::vector<int> stack;
+  for (auto &o : outs) stack.push_back(o.second);
+  for (int id : m.kept())
+    if (nodes[id].entry == e) stack.push_back(id);
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (live[id]) continue;
+    live[id] = true;
+    for (int i : nodes[id].inputs) stack.push_back(i);
+    if (nodes[id].kind == OpKind::Recurrent) stack.push_back(nodes[id].body_out), stack.push_back(nodes[id].body_arg);
+  }
+  return live;
+}
+
+// Entry `e`'s function attributes: its inputs' names, lengths and token facts, its outputs'
+// names, and what kiln-differentiate and kiln-apply-optimizer read.
+static void setEntryAttrs(OpBuilder &b, func::FuncOp f, const Model &m, int e, const std::vector<int> &inputs,
+                   const std::vector<std::pair<std::string, int>> &outs, const std::vector<bool> &live) {
+  const auto &nodes = m.nodes();
+  for (size_t a = 0; a < inputs.size(); ++a) {
+    const Node &n = nodes[inputs[a]];
+    f.setArgAttr(a, "kiln.name", b.getStringAttr(n.name));
+    SmallVector<int64_t> syms;
+    for (const Dim &d : n.shape) syms.push_back(d.sym);
+    f.setArgAttr(a, "kiln.syms", b.getDenseI64ArrayAttr(syms));
+    if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
+    if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
+    if (n.ignore_index < 0) f.setArgAttr(a, "kiln.ignore_id", b.getI64IntegerAttr(n.ignore_index));
+    if (n.ahead > 0) f.setArgAttr(a, "kiln.ahead", b.getI64IntegerAttr(n.ahead));  // targets k ahead: what --train sets
+    if (n.mask_rate > 0) {  // masked-LM targets: what --train masks
+      f.setArgAttr(a, "kiln.mask_rate", b.getF32FloatAttr(n.mask_rate));
+      f.setArgAttr(a, "kiln.mask_token", b.getI64IntegerAttr(n.mask_token));
+    }
+  }
+  for (size_t r = 0; r < outs.size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(outs[r].first));
+  if (m.differentiated(e)) f->setAttr("kiln.differentiate", b.getUnitAttr());
+  if (const TrainOptions *t = m.training(e)) {
+    SmallVector<Attribute> noDecay;
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      const Node &n = nodes[id];
+      if (!live[id] || n.kind != OpKind::Param) continue;
+      bool decays = t->decays ? t->decays(n.name, n.shape) : n.shape.size() >= 2;
+      if (!decays) noDecay.push_back(b.getStringAttr(n.name));
+    }
+    const AdamW &a = t->optimizer;
+    f->setAttr("kiln.train",
+               b.getDictionaryAttr({b.getNamedAttr("lr", b.getF32FloatAttr(a.lr)),
+                                    b.getNamedAttr("beta1", b.getF32FloatAttr(a.beta1)),
+                                    b.getNamedAttr("beta2", b.getF32FloatAttr(a.beta2)),
+                                    b.getNamedAttr("eps", b.getF32FloatAttr(a.eps)),
+                                    b.getNamedAttr("weight_decay", b.getF32FloatAttr(a.weight_decay)),
+                                    b.getNamedAttr("clip_norm", b.getF32FloatAttr(t->clip_norm)),
+                                    b.getNamedAttr("warmup", b.getI64IntegerAttr(t->warmup_steps)),
+                                    b.getNamedAttr("decay_steps", b.getI64IntegerAttr(t->decay ? t->decay->steps : 0)),
+                                    b.getNamedAttr("min_ratio", b.getF32FloatAttr(t->decay ? t->decay->min_ratio : 1.0f)),
+                                    b.getNamedAttr("no_decay", b.getArrayAttr(noDecay))}));
+  }
+}
+
+OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
+  ctx.getOrLoadDialect<KilnDialect>();
+  ctx.getOrLoadDialect<func::FuncDialect>();
+  OpBuilder b(&ctx);
+  Location mloc = FileLineColLoc::get(&ctx, m.name(), 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(mloc, StringRef(m.name()));
+  setModuleAttrs(b, *module, m);
 
   // One function per entry point; each emits only what its outputs need.
   const auto &nodes = m.nodes();
   b.setInsertionPointToEnd(module->getBody());
   for (int e = 0; e < (int)m.entries().size(); ++e) {
-    std::vector<bool> live(nodes.size());
-    std::vector<int> stack;
     std::vector<std::pair<std::string, int>> outs;
     for (auto &o : m.outputs())
-      if (nodes[o.second].entry == e) outs.push_back(o), stack.push_back(o.second);
+      if (nodes[o.second].entry == e) outs.push_back(o);
     if (outs.empty()) continue;
-    for (int id : m.kept())
-      if (nodes[id].entry == e) stack.push_back(id);
-    while (!stack.empty()) {
-      int id = stack.back();
-      stack.pop_back();
-      if (live[id]) continue;
-      live[id] = true;
-      for (int i : nodes[id].inputs) stack.push_back(i);
-      if (nodes[id].kind == OpKind::Recurrent) stack.push_back(nodes[id].body_out), stack.push_back(nodes[id].body_arg);
-    }
+    std::vector<bool> live = liveNodes(m, e, outs);
     SmallVector<Type> argTypes, resTypes;
     std::vector<int> inputs;
     for (size_t i = 0; i < nodes.size(); ++i)
@@ -257,45 +317,8 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
     OpBuilder::InsertionGuard guard(b);
     Block *body = f.addEntryBlock();
     std::vector<Value> val(nodes.size());
-    for (size_t a = 0; a < inputs.size(); ++a) {
-      const Node &n = nodes[inputs[a]];
-      val[inputs[a]] = body->getArgument(a);
-      f.setArgAttr(a, "kiln.name", b.getStringAttr(n.name));
-      SmallVector<int64_t> syms;
-      for (const Dim &d : n.shape) syms.push_back(d.sym);
-      f.setArgAttr(a, "kiln.syms", b.getDenseI64ArrayAttr(syms));
-      if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
-      if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
-      if (n.ignore_index < 0) f.setArgAttr(a, "kiln.ignore_id", b.getI64IntegerAttr(n.ignore_index));
-      if (n.ahead > 0) f.setArgAttr(a, "kiln.ahead", b.getI64IntegerAttr(n.ahead));  // targets k ahead: what --train sets
-      if (n.mask_rate > 0) {  // masked-LM targets: what --train masks
-        f.setArgAttr(a, "kiln.mask_rate", b.getF32FloatAttr(n.mask_rate));
-        f.setArgAttr(a, "kiln.mask_token", b.getI64IntegerAttr(n.mask_token));
-      }
-    }
-    for (size_t r = 0; r < outs.size(); ++r) f.setResultAttr(r, "kiln.name", b.getStringAttr(outs[r].first));
-    if (m.differentiated(e)) f->setAttr("kiln.differentiate", b.getUnitAttr());
-    if (const TrainOptions *t = m.training(e)) {
-      SmallVector<Attribute> noDecay;
-      for (size_t id = 0; id < nodes.size(); ++id) {
-        const Node &n = nodes[id];
-        if (!live[id] || n.kind != OpKind::Param) continue;
-        bool decays = t->decays ? t->decays(n.name, n.shape) : n.shape.size() >= 2;
-        if (!decays) noDecay.push_back(b.getStringAttr(n.name));
-      }
-      const AdamW &a = t->optimizer;
-      f->setAttr("kiln.train",
-                 b.getDictionaryAttr({b.getNamedAttr("lr", b.getF32FloatAttr(a.lr)),
-                                      b.getNamedAttr("beta1", b.getF32FloatAttr(a.beta1)),
-                                      b.getNamedAttr("beta2", b.getF32FloatAttr(a.beta2)),
-                                      b.getNamedAttr("eps", b.getF32FloatAttr(a.eps)),
-                                      b.getNamedAttr("weight_decay", b.getF32FloatAttr(a.weight_decay)),
-                                      b.getNamedAttr("clip_norm", b.getF32FloatAttr(t->clip_norm)),
-                                      b.getNamedAttr("warmup", b.getI64IntegerAttr(t->warmup_steps)),
-                                      b.getNamedAttr("decay_steps", b.getI64IntegerAttr(t->decay ? t->decay->steps : 0)),
-                                      b.getNamedAttr("min_ratio", b.getF32FloatAttr(t->decay ? t->decay->min_ratio : 1.0f)),
-                                      b.getNamedAttr("no_decay", b.getArrayAttr(noDecay))}));
-    }
+    for (size_t a = 0; a < inputs.size(); ++a) val[inputs[a]] = body->getArgument(a);
+    setEntryAttrs(b, f, m, e, inputs, outs, live);
     b.setInsertionPointToStart(body);
     auto emitRange = [&](size_t from, size_t to, int region, auto &self) -> void {
       for (size_t id = from; id < to; ++id) {

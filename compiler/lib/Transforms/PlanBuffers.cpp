@@ -199,7 +199,7 @@ struct PlanBuffersPass : kiln::impl::PlanBuffersBase<PlanBuffersPass> {
         if (auto st = dyn_cast<kiln::StateOp>(op)) slot[st.getResult()] = nParams + nIo + stateIdx[st.getName()];
         if (isa<kiln::ReshapeOp, kiln::LoopOp>(op) || kiln::writesInPlace(op) || op->hasAttr("kiln.view"))
           slot[op->getResult(0)] = slot.lookup(root(op->getResult(0)));
-        if (op->getNumResults() >= 1 && op->getDialect() && op->getDialect()->getNamespace() == "kiln") {
+        if (op->getNumResults() >= 1 && isa_and_nonnull<kiln::KilnDialect>(op->getDialect())) {
           op->setAttr("kiln.buffer", b.getI64IntegerAttr(slot.lookup(op->getResult(0))));
           SmallVector<int64_t> more;  // the further results' buffers, in order
           for (unsigned i = 1; i < op->getNumResults(); ++i) more.push_back(slot.lookup(op->getResult(i)));

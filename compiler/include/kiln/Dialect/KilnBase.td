@@ -32,9 +32,10 @@ class Kiln_Op<string mnemonic, list<Trait> traits = [], string family = "None", 
     : Op<Kiln_Dialect, mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<KilnOpInterface, hooks>])> {
   string kernelFamily = family;
   string tiling = !if(!or(!eq(family, "None"), !eq(family, "Runtime")), "None", "Rowwise");
+  code extraDecls = "";  // more of the op class's declarations
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = "static constexpr ::kiln::KernelFamily kFamily = ::kiln::KernelFamily::" # kernelFamily #
-                              ";\n  static constexpr ::kiln::Tiling kTiling = ::kiln::Tiling::" # tiling # ";";
+                              ";\n  static constexpr ::kiln::Tiling kTiling = ::kiln::Tiling::" # tiling # ";\n" # extraDecls;
 }
 
 #endif  // KILN_BASE

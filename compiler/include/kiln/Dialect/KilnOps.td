@@ -401,6 +401,15 @@ def Kiln_LshAttentionOp : Kiln_Op<"lsh_attention", [Pure], "None", ["inferSeqLen
                    I64Attr:$hashes, I64Attr:$chunk, UnitAttr:$causal, F32Attr:$scale);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
+  let extraDecls = [{
+    // The op's expansion, one for kiln-lower-lsh-attention and the gradient rule: lsh_hash,
+    // lsh_sort and lsh_chunk_attention after the op, each with its kiln.* marks (a reversible
+    // layer's F reuses the hash and order when it runs again); the op's uses go to the result.
+    struct Lowered {
+      ::mlir::Value buckets, sorted, result;
+    };
+    Lowered lower(::mlir::OpBuilder &b);
+  }];
 }
 
 def Kiln_LshHashOp : Kiln_Op<"lsh_hash", [Pure], "LshHash", ["inferSeqLengths", "getCost"]> {

@@ -93,48 +93,70 @@ Expr panelRead(ImageParam W, const TensorDesc &d, Expr j, Expr k) {
   return W(j % w, k, min(j / w, panels - 1));
 }
 
-Func buildMatmul(Builder &B) {
-  const KernelSpec &k = B.k;
-  const bool batch = mlir::isa<BatchMatMulOp>(k.source), lin = mlir::isa<LinearOp>(k.source);
-  Var j("j"), i("i"), b("b"), kk("kk");
-  ImageParam A = B.in[0], W = B.in[1];
-  const int64_t K = k.inputs[0].dims.back(), N = k.output.dims.back();
-  Expr Kx = K >= 0 ? Expr((int)K) : A.dim(0).extent();
-  Expr M = A.dim(1).extent();
-  const bool transposed = lin ? B.op<LinearOp>().getWeightLayout() == WeightLayoutKind::out_in
-                              : batch ? B.op<BatchMatMulOp>().getTransposeB() : B.op<MatMulOp>().getTransposeB();
-  const bool panels = lin && B.op<LinearOp>().getWeightLayout() == WeightLayoutKind::panels;
-  auto withB = [&](std::vector<Expr> v) {
+namespace {
+// One GEMM kernel: its algorithm, then the schedule its kiln.schedule names (GPU; CPU stream;
+// CPU register blocks over K chunks; CPU register blocks), each a method.
+struct MatmulKernel {
+  Builder &B;
+  const KernelSpec &k;
+  const bool batch, lin;
+  Var j{"j"}, i{"i"}, b{"b"}, kk{"kk"};
+  ImageParam A, W;
+  const int64_t K, N;
+  Expr Kx, M;
+  bool transposed = false, panels = false, stream = false, dot = false, hasBias = false, biasStart = false;
+  int kc = 0;  // K in chunks of kc (CPU register blocks; 0: none)
+  RDom r, rk, rc, rp;
+  Func Ar{"Ar"}, Bt{"Bt"}, acc{"acc"}, out{"out"};
+  Func Ap{"Ap"}, Wp{"Wp"};  // bf16_dot: the operands as bfloat16 pairs along K
+
+  explicit MatmulKernel(Builder &B)
+      : B(B), k(B.k), batch(mlir::isa<BatchMatMulOp>(B.k.source)), lin(mlir::isa<LinearOp>(B.k.source)), A(B.in[0]),
+        W(B.in[1]), K(B.k.inputs[0].dims.back()), N(B.k.output.dims.back()) {
+    Kx = K >= 0 ? Expr((int)K) : A.dim(0).extent();
+    M = A.dim(1).extent();
+    transposed = lin ? B.op<LinearOp>().getWeightLayout() == WeightLayoutKind::out_in
+                     : batch ? B.op<BatchMatMulOp>().getTransposeB() : B.op<MatMulOp>().getTransposeB();
+    panels = lin && B.op<LinearOp>().getWeightLayout() == WeightLayoutKind::panels;
+  }
+  std::vector<Expr> withB(std::vector<Expr> v) const {
     if (batch) v.push_back(b);
     return v;
-  };
+  }
+  Expr epilogue(Expr v) const {  // the bias (where the sums did not start at it) and the activation
+    if (hasBias && !biasStart) v = v + B.in[2](j);
+    if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
+    return v;
+  }
 
   /* THE ALGORITHM */
-  // Rows beyond M are only ever computed by the last register block's padding: clamp them.
-  // Columns are clamped where tiles may overhang N: a dynamic N, and the GPU schedule's tiles,
-  // which are computed whole.
-  Expr row = clamp(i, 0, M - 1);
-  const bool stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
-  Expr col = N >= 0 && !B.gpu ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
-  RDom r(0, Kx, "r");
-  Func Ar("Ar"), Bt("Bt"), acc("acc"), out("out");
-  // A weight in panels (kiln-prepack-weights) is read in place: column j is lane j % w of panel
-  // j / w (clamped: a streaming tile of several panels may overhang the last one).
-  Bt(withB({j, kk})) = gemmWeight(B, panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk})));
-  Ar(withB({kk, i})) = gemmOperand(B, A(withB({kk, row})));  // inlined on the CPU
-  std::vector<Expr> accArgs = withB({j, i});
-  // K in chunks of k_chunk (a long K; CPU, register blocks): acc is one chunk's sum, out the
-  // bias plus the chunks' sums in order.
-  const int kc = !B.gpu && !stream && B.sch.k_chunk ? (int)*B.sch.k_chunk : 0;
-  const bool dot = B.sch.precision == OperandPrecision::bf16_dot;
-  // A linear's sums start at its bias where every column tile is within N (sumsStartAtBias).
-  const bool hasBias = lin && k.inputs.size() > 2;
-  const bool biasStart = hasBias && !kc && sumsStartAtBias(B, N, B.sch.tile_n ? (int64_t)*B.sch.tile_n : 0);
-  if (dot && (B.gpu || stream || kc || batch || B.sch.gemm != GemmEngine::register_block))
-    throw std::runtime_error("kernel " + k.kind + ": precision = bf16_dot needs a CPU register-block GEMM without batch or k_chunk");
-  RDom rk, rc, rp;
-  Func Ap("Ap"), Wp("Wp");  // bf16_dot: the operands as bfloat16 pairs along K
-  if (kc) {
+  void algorithm() {
+    // Rows beyond M are only ever computed by the last register block's padding: clamp them.
+    // Columns are clamped where tiles may overhang N: a dynamic N, and the GPU schedule's tiles,
+    // which are computed whole.
+    Expr row = clamp(i, 0, M - 1);
+    stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
+    Expr col = N >= 0 && !B.gpu ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
+    r = RDom(0, Kx, "r");
+    // A weight in panels (kiln-prepack-weights) is read in place: column j is lane j % w of panel
+    // j / w (clamped: a streaming tile of several panels may overhang the last one).
+    Bt(withB({j, kk})) = gemmWeight(B, panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk})));
+    Ar(withB({kk, i})) = gemmOperand(B, A(withB({kk, row})));  // inlined on the CPU
+    // K in chunks of k_chunk (a long K; CPU, register blocks): acc is one chunk's sum, out the
+    // bias plus the chunks' sums in order.
+    kc = !B.gpu && !stream && B.sch.k_chunk ? (int)*B.sch.k_chunk : 0;
+    dot = B.sch.precision == OperandPrecision::bf16_dot;
+    // A linear's sums start at its bias where every column tile is within N (sumsStartAtBias).
+    hasBias = lin && k.inputs.size() > 2;
+    biasStart = hasBias && !kc && sumsStartAtBias(B, N, B.sch.tile_n ? (int64_t)*B.sch.tile_n : 0);
+    if (dot && (B.gpu || stream || kc || batch || B.sch.gemm != GemmEngine::register_block))
+      throw std::runtime_error("kernel " + k.kind + ": precision = bf16_dot needs a CPU register-block GEMM without batch or k_chunk");
+    if (kc) sumsInKChunks();
+    else if (dot) sumsOfBf16Pairs();
+    else sums();
+  }
+  // K in chunks: acc(j, i, ro) is chunk ro's sum; out the bias plus the chunks' sums in order.
+  void sumsInKChunks() {
     if (batch || panels || K < 0 || (lin && B.op<LinearOp>().getActivation() != ActivationKind::none))
       throw std::runtime_error("kernel " + k.kind + ": k_chunk needs a static K, no batch, no panels and no activation");
     Var ro("ro");
@@ -146,10 +168,11 @@ Func buildMatmul(Builder &B) {
     rc = RDom(0, (Kx + kc - 1) / kc, "rc");
     out(j, i) = lin && k.inputs.size() > 2 ? B.in[2](j) : Expr(0.0f);
     out(j, i) += acc(j, i, rc);
-  } else if (dot) {
-    // bf16_dot: both operands converted to bfloat16 (to nearest even) as pairs along K, k =
-    // 2·k2 + e (a zero pair element past an odd K); acc sums f32(a)·f32(w) over (e, k2), which
-    // the schedule turns into one vdpbf16ps lane per pair.
+  }
+  // bf16_dot: both operands converted to bfloat16 (to nearest even) as pairs along K, k = 2·k2 +
+  // e (a zero pair element past an odd K); acc sums f32(a)·f32(w) over (e, k2), which the
+  // schedule turns into one vdpbf16ps lane per pair.
+  void sumsOfBf16Pairs() {
     Var e("e"), k2("k2");
     Expr ka = 2 * k2 + e, kin = min(ka, Kx - 1);
     Ap(e, k2, i) = cast(BFloat(16), select(ka < Kx, Ar(kin, i), 0.0f));
@@ -160,11 +183,10 @@ Func buildMatmul(Builder &B) {
     rp = RDom(0, 2, 0, (Kx + 1) / 2, "rp");
     acc(j, i) = biasStart ? B.in[2](j) : Expr(0.0f);
     acc(j, i) += cast<float>(Ap(rp.x, rp.y, i)) * cast<float>(Wp(rp.x, j, rp.y));
-    Expr v = acc(j, i);
-    if (hasBias && !biasStart) v = v + B.in[2](j);
-    if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
-    out(j, i) = v;
-  } else {
+    out(j, i) = epilogue(acc(j, i));
+  }
+  void sums() {
+    std::vector<Expr> accArgs = withB({j, i});
     if (biasStart) {
       acc(accArgs) = B.in[2](j);
     } else if (!B.gpu && !stream) {
@@ -177,17 +199,14 @@ Func buildMatmul(Builder &B) {
       acc(accArgs) = 0.0f;
     }
     acc(accArgs) += Ar(withB({r, i})) * Bt(withB({j, r}));
-    Expr v = acc(accArgs);
-    if (hasBias && !biasStart) v = v + B.in[2](j);
-    if (lin) v = activation(B.op<LinearOp>().getActivation(), v);
-    out(accArgs) = v;
+    out(accArgs) = epilogue(acc(accArgs));
   }
 
   /* THE SCHEDULE: GPU
    * Block tiles of gpu_tile_n x gpu_tile_m, K staged in chunks of gpu_k_chunk (0: unstaged). A
    * transposed weight (pack = per_call) is transposed on the GPU once per call (gpu_tile 16 x
    * 16), so threads read along N; the root Bt is staged through a wrapper. */
-  if (B.gpu) {
+  void scheduleGpu() {
     const bool perCall = B.sch.pack == Packing::per_call;
     if (perCall) {
       Var bx("bx"), by("by"), tx("tx"), ty("ty");
@@ -196,7 +215,6 @@ Func buildMatmul(Builder &B) {
     GpuGemm g{B.need(B.sch.gpu_tile_n, "gpu_tile_n"), B.need(B.sch.gpu_tile_m, "gpu_tile_m"),
               B.need(B.sch.gpu_k_chunk, "gpu_k_chunk"), Ar, perCall ? Bt.in() : Bt};
     gpuGemm(B, out, acc, j, i, r, batch ? &b : nullptr, g);
-    return out;
   }
 
   /* THE SCHEDULE: CPU, gemm = stream (a decode step: tile_m rows, the static count or the bound of a few)
@@ -205,12 +223,31 @@ Func buildMatmul(Builder &B) {
    * a [K, N] one as tile_n-wide row segments, a weight in panels panel after panel. No copy.
    * Tiles of panels start at whole panels (GuardWithIf): a shifted tile would read them
    * unaligned. */
-  if (stream) {
+  void scheduleStream() {
     const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows, or their bound (M <= rows: Halide checks it)
     if (batch) throw std::runtime_error("kernel " + k.kind + ": gemm = stream takes no batch");
     cpuStreamGemm(B, out, acc, j, i, r, rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel(),
                   panels ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
-    return out;
+  }
+
+  /* THE SCHEDULE: CPU, K in chunks
+   * Each column task (tile_n columns) packs one chunk's panel (k_chunk x tile_n) at a time and
+   * runs every row tile's register blocks over it, adding the chunk's sums into its columns of
+   * out (a tile_n-wide strip of out, L2-resident). */
+  void scheduleKChunks(int vec, int tn, int tm, int tr, bool columnTasks) {
+    if (!columnTasks || B.sch.pack != Packing::per_task)
+      throw std::runtime_error("kernel " + k.kind + ": k_chunk needs column tasks packing per task");
+    Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii");
+    const TailStrategy g = TailStrategy::GuardWithIf;
+    B.vectorize(out, j, N);
+    if (B.parallel()) B.s(out).parallel(i);
+    B.s(out.update()).split(j, jo, ji, tn, g).split(i, io, ii, tr, g).split(ii, yi, yii, tm, g)
+        .reorder(ji, yii, yi, io, rc, jo).vectorize(ji, vec).unroll(yii);
+    if (B.parallel()) B.s(out.update()).parallel(jo);
+    B.s(Bt).compute_at(out, rc).vectorize(j, vec, g);
+    Var ro = acc.args()[2];
+    B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn).bound_extent(ro, 1).vectorize(j, vec).unroll(i);
+    B.s(acc.update()).reorder(j, i, rk).vectorize(j, vec).unroll(j).unroll(i);
   }
 
   /* THE SCHEDULE: CPU (a GEMM micro-kernel in Halide's terms)
@@ -230,77 +267,72 @@ Func buildMatmul(Builder &B) {
    *     packed once per task, so the inner loop reads contiguous vectors from both layouts;
    *     pack = at_load: the weight is kept in panels of tile_n columns, a register block reads
    *     one in place; column tiles start at whole panels (GuardWithIf). */
-  const int vec = B.vec(), tn = B.need(B.sch.tile_n, "tile_n"), tm = B.need(B.sch.tile_m, "tile_m"),
-            tr = B.need(B.sch.tile_rows, "tile_rows");
-  const bool columnTasks = B.need(B.sch.column_tasks, "column_tasks") != 0;
-  if (tn % vec || tr % tm) throw std::runtime_error("kernel " + k.kind + ": tile_n must be a multiple of vec and tile_rows of tile_m");
-  if (kc) {
-    /* K in chunks: each column task (tile_n columns) packs one chunk's panel (k_chunk x tile_n)
-     * at a time and runs every row tile's register blocks over it, adding the chunk's sums
-     * into its columns of out (a tile_n-wide strip of out, L2-resident). */
-    if (!columnTasks || B.sch.pack != Packing::per_task)
-      throw std::runtime_error("kernel " + k.kind + ": k_chunk needs column tasks packing per task");
-    Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii");
-    const TailStrategy g = TailStrategy::GuardWithIf;
-    B.vectorize(out, j, N);
-    if (B.parallel()) B.s(out).parallel(i);
-    B.s(out.update()).split(j, jo, ji, tn, g).split(i, io, ii, tr, g).split(ii, yi, yii, tm, g)
-        .reorder(ji, yii, yi, io, rc, jo).vectorize(ji, vec).unroll(yii);
-    if (B.parallel()) B.s(out.update()).parallel(jo);
-    B.s(Bt).compute_at(out, rc).vectorize(j, vec, g);
-    Var ro = acc.args()[2];
-    B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn).bound_extent(ro, 1).vectorize(j, vec).unroll(i);
-    B.s(acc.update()).reorder(j, i, rk).vectorize(j, vec).unroll(j).unroll(i);
-    return out;
-  }
-  Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii"), t("t");
-  TailStrategy tj = N >= tn && !panels ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
-  Var par = columnTasks ? jo : t;
-  auto tileRows = [&](Stage st, int rows) {
-    auto ls = B.s(st);
-    ls.split(j, jo, ji, tn, tj).split(i, io, ii, rows, TailStrategy::GuardWithIf).reorder(ji, ii, io, jo);
-    if (!columnTasks) {
-      ls.fuse(io, jo, t);
-      if (batch) ls.fuse(t, b, t);
+  void scheduleCpu() {
+    const int vec = B.vec(), tn = B.need(B.sch.tile_n, "tile_n"), tm = B.need(B.sch.tile_m, "tile_m"),
+              tr = B.need(B.sch.tile_rows, "tile_rows");
+    const bool columnTasks = B.need(B.sch.column_tasks, "column_tasks") != 0;
+    if (tn % vec || tr % tm) throw std::runtime_error("kernel " + k.kind + ": tile_n must be a multiple of vec and tile_rows of tile_m");
+    if (kc) return scheduleKChunks(vec, tn, tm, tr, columnTasks);
+    Var jo("jo"), ji("ji"), io("io"), ii("ii"), yi("yi"), yii("yii"), t("t");
+    TailStrategy tj = N >= tn && !panels ? TailStrategy::ShiftInwards : TailStrategy::GuardWithIf;
+    Var par = columnTasks ? jo : t;
+    auto tileRows = [&](Stage st, int rows) {
+      auto ls = B.s(st);
+      ls.split(j, jo, ji, tn, tj).split(i, io, ii, rows, TailStrategy::GuardWithIf).reorder(ji, ii, io, jo);
+      if (!columnTasks) {
+        ls.fuse(io, jo, t);
+        if (batch) ls.fuse(t, b, t);
+      }
+      if (B.parallel()) ls.parallel(par);
+      ls.split(ii, yi, yii, tm, TailStrategy::GuardWithIf);
+      if (vec > 1) ls.vectorize(ji, vec, TailStrategy::GuardWithIf);
+    };
+    for (int rows = tm; rows < tr; rows *= 2) {
+      B.note("out.specialize(M <= " + std::to_string(rows) + ")");
+      tileRows(out.specialize(M <= rows), rows);
     }
-    if (B.parallel()) ls.parallel(par);
-    ls.split(ii, yi, yii, tm, TailStrategy::GuardWithIf);
-    if (vec > 1) ls.vectorize(ji, vec, TailStrategy::GuardWithIf);
-  };
-  for (int rows = tm; rows < tr; rows *= 2) {
-    B.note("out.specialize(M <= " + std::to_string(rows) + ")");
-    tileRows(out.specialize(M <= rows), rows);
+    tileRows(out, tr);
+    if (dot) return scheduleBf16Dot(tn, tm, columnTasks ? io : t, par, yi);
+    if (B.sch.pack == Packing::per_task) {
+      B.s(Bt).compute_at(out, par);
+      if (vec > 1) B.s(Bt).vectorize(j, vec, TailStrategy::GuardWithIf);
+    } else if (B.sch.pack != (panels ? Packing::at_load : Packing::none)) {
+      throw std::runtime_error("kernel " + k.kind + (panels ? ": a weight in panels is read at_load"
+                                                            : ": a CPU GEMM packs its weight per_task or not at all"));
+    }
+    B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn);
+    if (vec > 1) B.s(acc).vectorize(j, vec);
+    B.s(acc).unroll(i);
+    B.s(acc.update()).reorder(j, i, r);
+    if (vec > 1) B.s(acc.update()).vectorize(j, vec);
+    B.s(acc.update()).unroll(j).unroll(i);
+    if (int ku = B.sch.k_unroll ? (int)*B.sch.k_unroll : 2; ku > 1) B.s(acc.update()).unroll(r, ku, TailStrategy::GuardWithIf);
   }
-  tileRows(out, tr);
-  if (dot) {
-    /* bf16_dot: each task converts its weight columns to a bfloat16 panel of pairs (e, j, k2)
-     * (so a register block reads 16 columns' pairs as one 32-lane vector, whatever the weight's
-     * layout or packing), each row tile its rows' activations to pairs (e, k2, i); the update
-     * is vectorized over the pair atomically (a 2-to-1 vector reduction) and over 16 columns:
-     * Halide emits vdpbf16ps (checked in the kernel's object by precision_test). */
+
+  /* bf16_dot: each task converts its weight columns to a bfloat16 panel of pairs (e, j, k2) (so
+   * a register block reads 16 columns' pairs as one 32-lane vector, whatever the weight's layout
+   * or packing), each row tile its rows' activations to pairs (e, k2, i); the update is
+   * vectorized over the pair atomically (a 2-to-1 vector reduction) and over 16 columns: Halide
+   * emits vdpbf16ps (checked in the kernel's object by precision_test). `rowTile`, `task` and
+   * `block`: scheduleCpu's loops of a row tile, a task and a register block. */
+  void scheduleBf16Dot(int tn, int tm, Var rowTile, Var task, Var block) {
     if (tn % 16) throw std::runtime_error("kernel " + k.kind + ": precision = bf16_dot needs tile_n in whole 16-lane vectors");
-    B.s(Wp).compute_at(out, par).bound_extent(j, tn).vectorize(j, 16).unroll(Wp.args()[0]);
-    B.s(Ap).compute_at(out, columnTasks ? io : t).vectorize(Ap.args()[1], 16, TailStrategy::GuardWithIf).unroll(Ap.args()[0]);
-    B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn).vectorize(j, 16).unroll(i);
+    B.s(Wp).compute_at(out, task).bound_extent(j, tn).vectorize(j, 16).unroll(Wp.args()[0]);
+    B.s(Ap).compute_at(out, rowTile).vectorize(Ap.args()[1], 16, TailStrategy::GuardWithIf).unroll(Ap.args()[0]);
+    B.s(acc).compute_at(out, block).bound_extent(i, tm).bound_extent(j, tn).vectorize(j, 16).unroll(i);
     B.s(acc.update()).reorder(rp.x, j, i, rp.y).atomic().vectorize(rp.x).vectorize(j, 16).unroll(j).unroll(i);
     if (int ku = B.sch.k_unroll ? (int)*B.sch.k_unroll : 2; ku > 1) B.s(acc.update()).unroll(rp.y, ku, TailStrategy::GuardWithIf);
-    return out;
   }
-  if (B.sch.pack == Packing::per_task) {
-    B.s(Bt).compute_at(out, par);
-    if (vec > 1) B.s(Bt).vectorize(j, vec, TailStrategy::GuardWithIf);
-  } else if (B.sch.pack != (panels ? Packing::at_load : Packing::none)) {
-    throw std::runtime_error("kernel " + k.kind + (panels ? ": a weight in panels is read at_load"
-                                                          : ": a CPU GEMM packs its weight per_task or not at all"));
-  }
-  B.s(acc).compute_at(out, yi).bound_extent(i, tm).bound_extent(j, tn);
-  if (vec > 1) B.s(acc).vectorize(j, vec);
-  B.s(acc).unroll(i);
-  B.s(acc.update()).reorder(j, i, r);
-  if (vec > 1) B.s(acc.update()).vectorize(j, vec);
-  B.s(acc.update()).unroll(j).unroll(i);
-  if (int ku = B.sch.k_unroll ? (int)*B.sch.k_unroll : 2; ku > 1) B.s(acc.update()).unroll(r, ku, TailStrategy::GuardWithIf);
-  return out;
+};
+}  // namespace
+
+Func buildMatmul(Builder &B) {
+  MatmulKernel m(B);
+  m.algorithm();
+  if (B.gpu) m.scheduleGpu();
+  else if (m.stream) m.scheduleStream();
+  else m.scheduleCpu();
+  return m.out;
 }
 
 }  // namespace kiln::codegen
