@@ -97,6 +97,30 @@ Tensor sinusoidal_positions(Tensor like, int64_t d, PositionOptions opt, SourceL
   return make(m, OpKind::SinusoidalPositions, ins, {like.dim(0), d}, loc);
 }
 
+Tensor rope(Tensor x, RopeOptions opt, SourceLoc loc) {
+  Model &m = model_of({x}, "rope", loc);
+  need_f32(m, "rope", "input", x, loc);
+  need_rank(m, "rope", "input (heads, rows, head dim)", x, 3, 3, loc);
+  need(!x.dim(2).dynamic() && x.dim(2).size % 2 == 0, "rope",
+       "the head dim must be static and even, got " + m.dim_str(x.dim(2)), loc);
+  need(opt.theta > 1 && std::isfinite(opt.theta), "rope", "theta must be a finite number above 1, got " + std::to_string(opt.theta), loc);
+  need(opt.scaling > 0 && std::isfinite(opt.scaling), "rope",
+       "scaling must be a positive finite number, got " + std::to_string(opt.scaling), loc);
+  std::vector<int> ins{x.id()};
+  if (opt.past) {
+    model_of({x, opt.past}, "rope", loc);
+    need(opt.past.dtype() == DType::I32 && opt.past.rank() == 1 && opt.past.dim(0) == Dim(1), "rope",
+         "past must be a [1] i32 tensor (the first row's position)", loc);
+    ins.push_back(opt.past.id());
+  }
+  Node n{.kind = OpKind::Rope, .inputs = std::move(ins), .shape = x.shape()};
+  n.rope_style = opt.style;
+  n.theta = opt.theta;
+  n.rope_scaling = opt.scaling;
+  n.loc = loc;
+  return m.add(std::move(n));
+}
+
 Tensor linear(Tensor x, Tensor w, LinearOptions opt, SourceLoc loc) { return linear(x, w, Tensor(), opt, loc); }
 
 Tensor linear(Tensor x, Tensor w, Tensor bias, LinearOptions opt, SourceLoc loc) {
@@ -392,8 +416,15 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
   need_rank(m, "attention", "query", q, 3, 3, loc);
   need_rank(m, "attention", "key", k, 3, 3, loc);
   need_rank(m, "attention", "value", v, 3, 3, loc);
-  same_dim(m, "attention", "the query heads", q.dim(0), "the key heads", k.dim(0), loc);
   same_dim(m, "attention", "the key heads", k.dim(0), "the value heads", v.dim(0), loc);
+  if (q.dim(0) != k.dim(0)) {  // grouped-query attention: each key head serves H / Hkv query heads
+    need(!q.dim(0).dynamic() && !k.dim(0).dynamic() && q.dim(0).size % k.dim(0).size == 0, "attention",
+         "the key heads (" + m.dim_str(k.dim(0)) + ") must equal or divide the query heads (" + m.dim_str(q.dim(0)) + ")", loc);
+    need(opt.mask.kind == Mask::None || opt.mask.kind == Mask::Causal, "attention",
+         "grouped-query attention (" + m.dim_str(q.dim(0)) + " query heads, " + m.dim_str(k.dim(0)) +
+             " key heads) takes masks none and causal only",
+         loc);
+  }
   same_dim(m, "attention", "the query head dim", q.dim(2), "the key head dim", k.dim(2), loc);
   same_dim(m, "attention", "the key length", k.dim(1), "the value length", v.dim(1), loc);
   // Over a batch's rows (Model::rows), each sequence attends to its own keys: the keys must be

@@ -20,6 +20,19 @@ bool same(const json &a, const json &b) {
   return a == b;
 }
 std::string text(const json &v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// The field a key names, dots reaching into objects ("rope_parameters.rope_theta"), or null.
+const json *field(const json &cfg, const std::string &key) {
+  const json *at = &cfg;
+  for (size_t from = 0; from <= key.size();) {
+    size_t dot = key.find('.', from);
+    std::string part = key.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+    if (!at->is_object() || !at->contains(part)) return nullptr;
+    at = &(*at)[part];
+    if (dot == std::string::npos) break;
+    from = dot + 1;
+  }
+  return at->is_null() ? nullptr : at;
+}
 }  // namespace
 
 extern "C" kilnrt_status kilnrt_config_check(const char *path, const kiln_config_field *fields, int32_t n) {
@@ -38,9 +51,9 @@ extern "C" kilnrt_status kilnrt_config_check(const char *path, const kiln_config
     for (size_t at = 0; at <= keys.size();) {
       size_t bar = keys.find('|', at);
       std::string k = keys.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
-      if (cfg.contains(k) && !cfg[k].is_null()) {
+      if (const json *v = field(cfg, k)) {
         key = k;
-        have = cfg[k];
+        have = *v;
         break;
       }
       if (bar == std::string::npos) break;

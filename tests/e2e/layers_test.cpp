@@ -372,6 +372,54 @@ TEST(RmsNorm, MatchesReference) {
 }  // namespace
 
 namespace {
+// ---------------------------------------------------------------- rotary positions, grouped-query attention
+// kiln.rope on 4 heads of 16 (both pairings; a base of 500, and 1e4 with a linear scaling of 4
+// from a position `past`) and grouped-query attention (4 query heads over 2 key and value heads)
+// by each engine: the whole-sequence block engine (causal, after rope), the row-strip engine
+// over a cache (the first past + L keys valid, causal from past) and for one static query row
+// (all keys); against the plain reference.
+TEST(RopeAndGqa, MatchesReference) {
+  const int64_t d = 48, H = 4, Hkv = 2, hd = 16, L = 13, K = 37, past = 20;
+  std::string dir = kt::workDir("rope_gqa");
+  std::string exe = kt::compile(dir, "rope_gqa", [&](Model &m) {
+    Dim Ls = m.seq("L", 64), Ks = m.seq("K", 80);
+    Tensor x = m.input("x", {Ls, d}), y = m.input("y", {Ks, d}), x1 = m.input("x1", {1, d});
+    Tensor p = m.input("past", {1}, {.dtype = DType::I32, .vocab = 64});
+    Tensor wq = m.param("wq", {H * hd, d}), wk = m.param("wk", {Hkv * hd, d}), wv = m.param("wv", {Hkv * hd, d});
+    auto proj = [&](Tensor in, Tensor w, int64_t heads) { return split_heads(linear(in, w), heads); };
+    m.output("half", merge_heads(rope(proj(x, wq, H), {.theta = 500.0f})));
+    m.output("inter",
+             merge_heads(rope(proj(x, wq, H), {.theta = 10000.0f, .style = RopeStyle::Interleaved, .scaling = 4.0f, .past = p})));
+    Tensor q = rope(proj(x, wq, H), {.theta = 500.0f}), k = rope(proj(x, wk, Hkv), {.theta = 500.0f});
+    m.output("causal", merge_heads(attention(q, k, proj(x, wv, Hkv), {.mask = Mask::causal()})));
+    m.output("cached", merge_heads(attention(proj(x, wq, H), proj(y, wk, Hkv), proj(y, wv, Hkv), {.mask = Mask::causal(), .past = p})));
+    m.output("one", merge_heads(attention(proj(x1, wq, H), proj(y, wk, Hkv), proj(y, wv, Hkv))));
+  });
+  ASSERT_FALSE(exe.empty());
+  ref::T x = kt::randomT({L, d}, 21), y = kt::randomT({K, d}, 22), x1 = kt::randomT({1, d}, 23);
+  kt::saveNpy(dir + "/x.npy", x);
+  kt::saveNpy(dir + "/y.npy", y);
+  kt::saveNpy(dir + "/x1.npy", x1);
+  kt::saveIds(dir + "/past.npy", {(int32_t)past});
+  W w;
+  std::string in = "--input x=" + dir + "/x.npy --input y=" + dir + "/y.npy --input x1=" + dir + "/x1.npy --input past=" + dir + "/past.npy";
+  ref::T half = kt::runModel(dir, exe, in, "half", w);
+  auto lin = [&](const ref::T &a, const char *n) { return ref::linear(a, w[n], {}, true); };
+  auto out = [&](const char *n) { return kt::loadNpy(dir + "/out/" + n + ".npy"); };
+  EXPECT_TRUE(kt::allClose(ref::rope(lin(x, "wq"), H, 0, 500.0, false), half));
+  EXPECT_TRUE(kt::allClose(ref::rope(lin(x, "wq"), H, past, 10000.0, true, 4.0), out("inter")));
+  ref::T q = ref::rope(lin(x, "wq"), H, 0, 500.0, false), k = ref::rope(lin(x, "wk"), Hkv, 0, 500.0, false);
+  EXPECT_TRUE(kt::allClose(ref::mha_core(q, k, lin(x, "wv"), H, true, Hkv), out("causal")));
+  ref::T ky = lin(y, "wk"), vy = lin(y, "wv");
+  ref::T kv({past + L, Hkv * hd}), vv({past + L, Hkv * hd});  // the valid keys
+  std::copy(ky.v.begin(), ky.v.begin() + kv.numel(), kv.v.begin());
+  std::copy(vy.v.begin(), vy.v.begin() + vv.numel(), vv.v.begin());
+  EXPECT_TRUE(kt::allClose(ref::mha_core(lin(x, "wq"), kv, vv, H, true, Hkv), out("cached")));
+  EXPECT_TRUE(kt::allClose(ref::mha_core(lin(x1, "wq"), ky, vy, H, false, Hkv), out("one")));
+}
+}  // namespace
+
+namespace {
 // ---------------------------------------------------------------- numeric edge cases
 // Softmax of logits of +-1e4 is finite and exact; LayerNorm of a constant row is beta (no NaN
 // from a zero variance); a NaN or infinity in an input is rejected before any work (it would

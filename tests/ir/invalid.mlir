@@ -436,3 +436,35 @@ func.func @learning_rate_negative_warmup(%t: tensor<1xf32>, %peak: tensor<1xf32>
   %lr = kiln.learning_rate %t, %peak {lr = 1.0e-3 : f32, warmup = -1 : i64, decay_steps = 100 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>
   return %lr : tensor<1xf32>
 }
+
+// -----
+
+func.func @rope_odd_head_dim(%x: tensor<4x?x7xf32>) -> tensor<4x?x7xf32> {
+  // expected-error @+1 {{expected a static even head dim, got 7}}
+  %y = kiln.rope %x : (tensor<4x?x7xf32>) -> tensor<4x?x7xf32>
+  return %y : tensor<4x?x7xf32>
+}
+
+// -----
+
+func.func @rope_theta(%x: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
+  // expected-error @+1 {{expected theta > 1, got 1}}
+  %y = kiln.rope %x {theta = 1.0 : f32} : (tensor<4x?x8xf32>) -> tensor<4x?x8xf32>
+  return %y : tensor<4x?x8xf32>
+}
+
+// -----
+
+func.func @gqa_heads_do_not_divide(%q: tensor<6x?x8xf32>, %k: tensor<4x?x8xf32>) -> tensor<6x?x8xf32> {
+  // expected-error @+1 {{expected the key heads (4) to divide the query heads (6)}}
+  %o = kiln.attention %q, %k, %k {mask = #kiln.mask<causal>, scale = 0.35 : f32} : (tensor<6x?x8xf32>, tensor<4x?x8xf32>, tensor<4x?x8xf32>) -> tensor<6x?x8xf32>
+  return %o : tensor<6x?x8xf32>
+}
+
+// -----
+
+func.func @gqa_sparse(%q: tensor<4x?x8xf32>, %k: tensor<2x?x8xf32>) -> tensor<4x?x8xf32> {
+  // expected-error @+1 {{grouped-query attention (4 query heads, 2 key heads) supports masks none and causal, not window}}
+  %o = kiln.attention %q, %k, %k {mask = #kiln.mask<window>, pattern_size = 4 : i64, scale = 0.35 : f32} : (tensor<4x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32>) -> tensor<4x?x8xf32>
+  return %o : tensor<4x?x8xf32>
+}

@@ -222,3 +222,23 @@ func.func @rms_norm(%ids: tensor<?xi32>, %t: tensor<?xi32>) -> (tensor<1xf32> {k
   %loss = kiln.cross_entropy %l, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
   return %loss : tensor<1xf32>
 }
+
+// -----
+
+// Rotary positions: the gradient of kiln.rope is the same rotation by minus the angle (inverse).
+// CHECK-LABEL: func.func @rope
+// CHECK: kiln.rope %{{.*}} {style = #kiln.rope_style<interleaved>, theta = 5.000000e+02 : f32}
+// CHECK: kiln.rope %{{.*}} {inverse, style = #kiln.rope_style<interleaved>, theta = 5.000000e+02 : f32}
+func.func @rope(%ids: tensor<?xi32>, %t: tensor<?xi32>) -> (tensor<1xf32> {kiln.name = "loss"}) attributes {kiln.differentiate} {
+  %e = kiln.param "e" : tensor<7x8xf32>
+  %w = kiln.param "w" : tensor<5x8xf32>
+  %x = kiln.embedding %e, %ids : (tensor<7x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+  %h = kiln.reshape %x : (tensor<?x8xf32>) -> tensor<?x2x4xf32>
+  %ht = kiln.transpose %h {permutation = array<i64: 1, 0, 2>} : (tensor<?x2x4xf32>) -> tensor<2x?x4xf32>
+  %r = kiln.rope %ht {style = #kiln.rope_style<interleaved>, theta = 500.0 : f32} : (tensor<2x?x4xf32>) -> tensor<2x?x4xf32>
+  %m = kiln.transpose %r {permutation = array<i64: 1, 0, 2>} : (tensor<2x?x4xf32>) -> tensor<?x2x4xf32>
+  %f = kiln.reshape %m : (tensor<?x2x4xf32>) -> tensor<?x8xf32>
+  %l = kiln.linear %f, %w : (tensor<?x8xf32>, tensor<5x8xf32>) -> tensor<?x5xf32>
+  %loss = kiln.cross_entropy %l, %t : (tensor<?x5xf32>, tensor<?xi32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}

@@ -122,8 +122,9 @@ T softmax_rows(const T &x) {
   return y;
 }
 
-T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal) {
+T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal, int64_t kv_heads) {
   int64_t Lq = q.shape[0], Lk = k.shape[0], D = q.shape[1], hd = D / heads;
+  int64_t group = kv_heads > 0 ? heads / kv_heads : 1;
   double scale = 1.0 / std::sqrt((double)hd);
   T out({Lq, D});
   std::vector<double> s(Lk);
@@ -133,7 +134,7 @@ T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal) {
       for (int64_t j = 0; j < Lk; ++j) {
         bool visible = !causal || j <= i + (Lk - Lq);
         double dot = 0;
-        for (int64_t c = 0; c < hd; ++c) dot += (double)q.at(i, h * hd + c) * k.at(j, h * hd + c);
+        for (int64_t c = 0; c < hd; ++c) dot += (double)q.at(i, h * hd + c) * k.at(j, h / group * hd + c);
         s[j] = visible ? dot * scale : -INFINITY;
         m = std::max(m, s[j]);
       }
@@ -141,11 +142,26 @@ T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal) {
       for (int64_t j = 0; j < Lk; ++j) sum += (s[j] = std::isinf(s[j]) ? 0.0 : std::exp(s[j] - m));
       for (int64_t c = 0; c < hd; ++c) {
         double acc = 0;
-        for (int64_t j = 0; j < Lk; ++j) acc += s[j] * v.at(j, h * hd + c);
+        for (int64_t j = 0; j < Lk; ++j) acc += s[j] * v.at(j, h / group * hd + c);
         out.at(i, h * hd + c) = (float)(sum > 0 ? acc / sum : 0.0);
       }
     }
   return out;
+}
+
+T rope(const T &x, int64_t heads, int64_t past, double theta, bool interleaved, double scaling) {
+  int64_t L = x.shape[0], hd = x.shape[1] / heads;
+  T y = x;
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < hd / 2; ++j) {
+        double angle = (double)(past + i) * std::pow(theta, -2.0 * (double)j / (double)hd) / scaling;
+        int64_t a = h * hd + (interleaved ? 2 * j : j), b = a + (interleaved ? 1 : hd / 2);
+        double xa = x.at(i, a), xb = x.at(i, b);
+        y.at(i, a) = (float)(xa * std::cos(angle) - xb * std::sin(angle));
+        y.at(i, b) = (float)(xa * std::sin(angle) + xb * std::cos(angle));
+      }
+  return y;
 }
 
 T to_heads(const T &x, int64_t H) {

@@ -39,6 +39,10 @@ T softmax_rows(const T &x);
 // [L, H*hd] <-> [H, L, hd] (what split_heads and merge_heads do).
 T to_heads(const T &x, int64_t heads);
 T from_heads(const T &x);
-T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal);
+// kv_heads (0: heads): grouped-query attention, query head h reading k and v head h / (heads / kv_heads).
+T mha_core(const T &q, const T &k, const T &v, int64_t heads, bool causal, int64_t kv_heads = 0);
+// Rotary positions on x [L, heads*hd]: row i at position past + i; pair j of each head turned by
+// pos · theta^(-2j/hd) / scaling, the pairs (j, j + hd/2), or (2j, 2j + 1) when interleaved.
+T rope(const T &x, int64_t heads, int64_t past, double theta, bool interleaved, double scaling = 1.0);
 
 }  // namespace ref

@@ -274,6 +274,72 @@ TEST(Gradients, RmsNormMatchesFiniteDifferences) {
                  loss(prm), finiteDifferences(prm, loss));
 }
 
+// Rotary positions and grouped-query attention (kiln.rope: its gradient the inverse rotation;
+// kiln.attention with 4 query heads over 2 key and value heads: the key and value gradients
+// sum each group's heads), both rotary pairings, a causal mask: against central differences of
+// a plain double forward. Lengths 11 (no multiple of a block).
+TEST(Gradients, RopeAndGroupedQueryAttentionMatchFiniteDifferences) {
+  const int64_t V = 19, d = 16, L = 11, H = 4, Hkv = 2, hd = 4;
+  const std::map<std::string, std::vector<int64_t>> shapes = {
+      {"emb", {V, d}}, {"wq", {H * hd, d}}, {"wk", {Hkv * hd, d}}, {"wv", {Hkv * hd, d}}, {"head", {H * hd, V}}};
+  for (bool inter : {false, true}) {
+    SCOPED_TRACE(inter ? "interleaved" : "half split");
+    std::string dir = kt::workDir(inter ? "train_rope_gqa_inter" : "train_rope_gqa");
+    std::string exe = kt::compile(dir, "rope_gqa", [&](kiln::Model &m) {
+      kiln::Dim Ls = m.seq("L", 16);
+      auto tok = m.tokens("tokens", Ls, V);
+      auto tgt = m.targets("targets", Ls, V);
+      auto p = [&](const char *n) { return param(m, shapes, n); };
+      auto x = kiln::embedding(p("emb"), tok);
+      kiln::RopeOptions ro{.theta = 100.0f, .style = inter ? kiln::RopeStyle::Interleaved : kiln::RopeStyle::HalfSplit};
+      auto q = kiln::rope(kiln::split_heads(kiln::linear(x, p("wq")), H), ro);
+      auto k = kiln::rope(kiln::split_heads(kiln::linear(x, p("wk")), Hkv), ro);
+      auto v = kiln::split_heads(kiln::linear(x, p("wv")), Hkv);
+      auto a = kiln::merge_heads(kiln::attention(q, k, v, {.mask = kiln::Mask::causal()}));
+      m.loss(kiln::cross_entropy(kiln::linear(a, p("head"), {.layout = kiln::WeightLayout::InOut}), tgt));
+      m.gradients();
+    });
+    ASSERT_FALSE(exe.empty());
+    std::vector<int32_t> tokens = kt::randomIds((int)L, (int)V, 7), targets = withIgnored(kt::randomIds((int)L, (int)V, 8));
+    Params prm = randomParams(shapes, 41);
+    // Row i of every head [L, heads * hd] turned by i · 100^(-2j/hd) per pair j.
+    auto rot = [&](Mat x, int64_t heads) {
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t j = 0; j < hd / 2; ++j) {
+            double ang = (double)i * std::pow(100.0, -2.0 * (double)j / (double)hd);
+            int64_t a = i * heads * hd + h * hd + (inter ? 2 * j : j), b = a + (inter ? 1 : hd / 2);
+            double xa = x[a], xb = x[b];
+            x[a] = xa * std::cos(ang) - xb * std::sin(ang);
+            x[b] = xa * std::sin(ang) + xb * std::cos(ang);
+          }
+      return x;
+    };
+    // Key and value heads repeated for their query heads: [L, Hkv·hd] -> [L, H·hd].
+    auto repeat = [&](const Mat &x) {
+      Mat y((size_t)(L * H * hd));
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t c = 0; c < hd; ++c) y[(i * H + h) * hd + c] = x[(i * Hkv + h / (H / Hkv)) * hd + c];
+      return y;
+    };
+    auto loss = [&](const Params &w) {
+      Mat x((size_t)(L * d));
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t c = 0; c < d; ++c) x[i * d + c] = w.at("emb")[tokens[i] * d + c];
+      Mat q = rot(linear(x, w.at("wq"), {}, L, d, H * hd), H);
+      Mat k = repeat(rot(linear(x, w.at("wk"), {}, L, d, Hkv * hd), Hkv));
+      Mat v = repeat(linear(x, w.at("wv"), {}, L, d, Hkv * hd));
+      Mat a = vjp::attentionHeads(q, k, v, L, L, H, hd, true);
+      return vjp::crossEntropy(linear(a, w.at("head"), {}, L, H * hd, V, false), targets, V);
+    };
+    kt::saveIds(dir + "/tokens.npy", tokens);
+    kt::saveIds(dir + "/targets.npy", targets);
+    checkGradients(dir, exe, prm, shapes, "--input tokens=" + dir + "/tokens.npy --input targets=" + dir + "/targets.npy",
+                   loss(prm), finiteDifferences(prm, loss));
+  }
+}
+
 // last(x, axis): its gradient is the output's gradient at the last element of the axis, zeros
 // elsewhere, along a sequence length (the last position, [L, d] -> [1, d]) and a static axis
 // (the last head, [2, L, 6] -> [1, L, 6]). The loss adds a term through each.

@@ -61,11 +61,25 @@ LogicalResult kiln::verify::verifyAttentionPattern(Operation *op, int64_t lq, in
   return success();
 }
 
+// Grouped-query attention: the key and value heads (one count) divide the query heads; each
+// group of H / Hkv query heads reads one key and value head. Dense and causal masks only.
+static LogicalResult verifyHeadGroups(Operation *op, int64_t qHeads, int64_t kHeads, int64_t vHeads, MaskKind mask) {
+  if (failed(expectDim(op, "key heads", kHeads, "value heads", vHeads))) return failure();
+  if (ShapedType::isDynamic(qHeads) || ShapedType::isDynamic(kHeads) || qHeads == kHeads) return success();
+  if (kHeads <= 0 || qHeads % kHeads)
+    return op->emitOpError("expected the key heads (") << kHeads << ") to divide the query heads (" << qHeads << ")";
+  if (mask != MaskKind::none && mask != MaskKind::causal)
+    return op->emitOpError("grouped-query attention (") << qHeads << " query heads, " << kHeads
+                                                         << " key heads) supports masks none and causal, not "
+                                                         << stringifyMaskKind(mask);
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   for (auto [role, v] : {std::pair<const char *, Value>{"query", getQuery()}, {"key", getKey()}, {"value", getValue()}})
     if (failed(expectRank(*this, role, v, 3))) return failure();
   auto q = ty(getQuery()), k = ty(getKey()), v = ty(getValue());
-  if (failed(expectDim(*this, "query heads", q.getDimSize(0), "key heads", k.getDimSize(0))) ||
+  if (failed(verifyHeadGroups(*this, q.getDimSize(0), k.getDimSize(0), v.getDimSize(0), getMask())) ||
       failed(expectDim(*this, "query head dim", q.getDimSize(2), "key head dim", k.getDimSize(2))) ||
       failed(expectDim(*this, "key length", k.getDimSize(1), "value length", v.getDimSize(1))))
     return failure();
@@ -315,7 +329,7 @@ LogicalResult AttentionGradOp::verify() {
   auto q = ty(getQuery()), k = ty(getKey()), v = ty(getValue());
   if (failed(verifyAttentionPattern(*this, q.getDimSize(1), k.getDimSize(1)))) return failure();
   if (failed(expectShape(*this, "out", getOut(), "grad", getGrad())) ||
-      failed(expectDim(*this, "key heads", k.getDimSize(0), "query heads", q.getDimSize(0))) ||
+      failed(verifyHeadGroups(*this, q.getDimSize(0), k.getDimSize(0), v.getDimSize(0), getMask())) ||
       failed(expectDim(*this, "key width", k.getDimSize(2), "query width", q.getDimSize(2))) ||
       failed(expectDim(*this, "value rows", v.getDimSize(1), "key rows", k.getDimSize(1))) ||
       failed(expectDim(*this, "out rows", ty(getOut()).getDimSize(1), "query rows", q.getDimSize(1))) ||

@@ -103,6 +103,41 @@ LogicalResult SinusoidalPositionsOp::buildGradient(OpBuilder &, ArrayRef<Value>,
   return success();
 }
 
+LogicalResult RopeOp::verify() {
+  if (failed(expectRank(*this, "input", getInput(), 3))) return failure();
+  int64_t d = ty(getInput()).getDimSize(2);
+  if (ShapedType::isDynamic(d) || d % 2) return emitOpError("expected a static even head dim, got ") << d;
+  if (ty(getResult()) != ty(getInput())) return emitOpError("expected the result type to be the input's");
+  if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
+                    !ty(getPast()).getElementType().isInteger(32)))
+    return emitOpError("expected past to be a tensor<1xi32>");
+  float theta = getTheta().convertToFloat(), scaling = getScaling().convertToFloat();
+  if (!(theta > 1.0f) || !std::isfinite(theta)) return emitOpError("expected theta > 1, got ") << theta;
+  if (!(scaling > 0.0f) || !std::isfinite(scaling)) return emitOpError("expected a positive scaling, got ") << scaling;
+  return success();
+}
+
+void RopeOp::getKernelAttrs(KernelAttrs &a) {
+  a.set("style", stringifyRopeStyleKind(getStyle()));
+  a.setFloat("theta", getTheta().convertToFloat());
+  a.setFloat("scaling", getScaling().convertToFloat());
+  if (getInverse()) a.set("inverse", "1");
+  if (getPast()) a.set("past", "1");
+}
+
+Syms RopeOp::inferSeqLengths(ArrayRef<Syms> in) { return in[0]; }
+
+// Per element: two products and a sum (the angles' sines and cosines once per position and pair).
+OpCost RopeOp::getCost(function_ref<double(Value)> numel) { return elementwiseCost(*this, numel, 3); }
+
+// A rotation's gradient is its transpose: the rotation by minus the angle.
+LogicalResult RopeOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  out.push_back(RopeOp::create(b, getLoc(), getInput().getType(), g[0], getPast(), getThetaAttr(), getStyleAttr(), getScalingAttr(),
+                               getInverse() ? UnitAttr() : b.getUnitAttr()));
+  if (getPast()) out.push_back(Value());
+  return success();
+}
+
 LogicalResult ReshapeOp::verify() {
   auto it = ty(getInput()), rt = ty(getResult());
   int64_t a = 1, b = 1, da = 0, db = 0;

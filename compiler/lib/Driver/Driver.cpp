@@ -1,5 +1,6 @@
 // Driver.cpp - the driver's flags, its two entry points (a DSL program, a kilnc file) and the
 // boundary where every exception becomes a message and an exit code.
+#include <cmath>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -199,12 +200,34 @@ Driver::Driver(std::string name, std::string description, std::string prefix)
 Driver::~Driver() = default;
 CLI::App &Driver::app() { return impl_->app; }
 
+static void addConfigFlag(Driver::Impl &impl) {
+  if (impl.configOptions.empty())
+    impl.app.add_option("--config", impl.configFile,
+                        "a checkpoint's config.json: the model's sizes from it (a flag may repeat a size, not "
+                        "contradict it), its other fields checked against the model");
+}
 void Driver::config_option(const std::string &key, const std::string &flag, int64_t &value) {
-  if (impl_->configOptions.empty())
-    impl_->app.add_option("--config", impl_->configFile,
-                          "a checkpoint's config.json: the model's sizes from it (a flag may repeat a size, not "
-                          "contradict it), its other fields checked against the model");
+  addConfigFlag(*impl_);
   impl_->configOptions.push_back({key, flag, &value});
+}
+void Driver::config_option(const std::string &key, const std::string &flag, double &value) {
+  addConfigFlag(*impl_);
+  impl_->configOptions.push_back({key, flag, nullptr, &value});
+}
+void Driver::config_option(const std::string &key, const std::string &flag, bool &value) {
+  addConfigFlag(*impl_);
+  impl_->configOptions.push_back({key, flag, nullptr, nullptr, &value});
+}
+
+// The field a dotted key names ("a.b": member b of object a), or null.
+static const nlohmann::json *configField(const nlohmann::json &cfg, const std::string &key) {
+  const nlohmann::json *at = &cfg;
+  std::stringstream parts(key);
+  for (std::string p; std::getline(parts, p, '.');) {
+    if (!at->is_object() || !at->contains(p)) return nullptr;
+    at = &(*at)[p];
+  }
+  return at->is_null() ? nullptr : at;
 }
 
 // --config: the sizes it gives, into the options bound to them (a flag given explicitly wins).
@@ -215,16 +238,31 @@ static void applyConfig(Driver::Impl &impl) {
   if (cfg.is_discarded() || !cfg.is_object()) throw UserError{"--config '" + impl.configFile + "' is not a JSON object"};
   for (auto &o : impl.configOptions) {
     std::stringstream keys(o.key);
-    for (std::string k; std::getline(keys, k, '|');)
-      if (cfg.contains(k) && !cfg[k].is_null()) {
-        if (!cfg[k].is_number_integer() || cfg[k].get<int64_t>() < 0)
-          throw UserError{"--config '" + impl.configFile + "': " + k + " is " + cfg[k].dump() + ", not a size"};
-        if (impl.app.count(o.flag) && *o.value != cfg[k].get<int64_t>())
-          throw UserError{o.flag + " " + std::to_string(*o.value) + " contradicts --config '" + impl.configFile + "', whose " +
-                          k + " is " + cfg[k].dump()};
-        *o.value = cfg[k].get<int64_t>();
-        break;
+    for (std::string k; std::getline(keys, k, '|');) {
+      const nlohmann::json *v = configField(cfg, k);
+      if (!v) continue;
+      auto bad = [&](const char *what) {
+        return UserError{"--config '" + impl.configFile + "': " + k + " is " + v->dump() + ", not " + what};
+      };
+      auto contradicts = [&](const std::string &given) {
+        return UserError{o.flag + " " + given + " contradicts --config '" + impl.configFile + "', whose " + k + " is " + v->dump()};
+      };
+      const bool given = impl.app.count(o.flag) > 0;
+      if (o.size) {
+        if (!v->is_number_integer() || v->get<int64_t>() < 0) throw bad("a size");
+        if (given && *o.size != v->get<int64_t>()) throw contradicts(std::to_string(*o.size));
+        *o.size = v->get<int64_t>();
+      } else if (o.real) {
+        if (!v->is_number() || !std::isfinite(v->get<double>())) throw bad("a finite number");
+        if (given && *o.real != v->get<double>()) throw contradicts(std::to_string(*o.real));
+        *o.real = v->get<double>();
+      } else {
+        if (!v->is_boolean()) throw bad("true or false");
+        if (given && *o.flagValue != v->get<bool>()) throw contradicts(*o.flagValue ? "(true)" : "(false)");
+        *o.flagValue = v->get<bool>();
       }
+      break;
+    }
   }
 }
 

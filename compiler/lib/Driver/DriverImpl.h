@@ -61,9 +61,11 @@ struct Driver::Impl {
   std::string configFile;  // --config
   // The runtime compiled models link (the build tree's unless an install prefix is known).
   std::string runtimeInclude = KILN_RUNTIME_INCLUDE, runtimeLib = KILN_RUNTIME_LIB, mainLib = KILN_MAIN_LIB;
-  struct ConfigOption {
+  struct ConfigOption {  // one of the three targets is set
     std::string key, flag;
-    int64_t *value;
+    int64_t *size = nullptr;
+    double *real = nullptr;
+    bool *flagValue = nullptr;
   };
   std::vector<ConfigOption> configOptions;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), kernelsStart;

@@ -75,6 +75,13 @@ static EntryRoleKind roleKindOf(EntryRole r) {
   }
   return EntryRoleKind::other;
 }
+static RopeStyleKind ropeStyleOf(RopeStyle s) {
+  switch (s) {
+    case RopeStyle::HalfSplit: return RopeStyleKind::half_split;
+    case RopeStyle::Interleaved: return RopeStyleKind::interleaved;
+  }
+  return RopeStyleKind::half_split;
+}
 static PatternPart partOf(Part p) {
   switch (p) {
     case Part::Union: return PatternPart::union_;
@@ -163,6 +170,10 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
       break;
     }
     case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), MaskKindAttr::get(&ctx, MaskKind::causal)); break;
+    case OpKind::Rope:
+      r = RopeOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value(), b.getF32FloatAttr(n.theta),
+                         RopeStyleKindAttr::get(&ctx, ropeStyleOf(n.rope_style)), b.getF32FloatAttr(n.rope_scaling), UnitAttr());
+      break;
     case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value()); break;
     case OpKind::State:
       r = StateOp::create(b, loc, t, b.getStringAttr(n.name), n.state_batch >= 0 ? b.getI64IntegerAttr(n.state_batch) : nullptr);

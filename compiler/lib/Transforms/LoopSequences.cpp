@@ -6,7 +6,7 @@
 // positions of a sequence to each other cannot: it sees one sequence at a time.
 //
 // Algorithm, per func.func, per kiln op with a dim of a batch's rows (SeqLengths):
-//   1. Attention (and its gradient and statistics, LSH attention's kernels), learned and sinusoidal positions,
+//   1. Attention (and its gradient and statistics, LSH attention's kernels), learned, sinusoidal and rotary positions,
 //      position ids, depthwise (causal) convolution and masks get `kiln.per_sequence = B` (the
 //      batch symbol): kiln-lower-to-llvm calls them once per sequence, each call seeing one
 //      sequence's rows of every operand.
@@ -110,7 +110,7 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
         } else if (rowDimsOfResult > 1) {
           why("it relates every row to every other row outside a fused attention");
         }
-        if (kiln::isKernelOp(op) && (perSequenceCache || isa<kiln::AttentionOp, kiln::AttentionGradOp, kiln::PositionEmbeddingOp, kiln::SinusoidalPositionsOp,
+        if (kiln::isKernelOp(op) && (perSequenceCache || isa<kiln::AttentionOp, kiln::AttentionGradOp, kiln::PositionEmbeddingOp, kiln::SinusoidalPositionsOp, kiln::RopeOp,
                 kiln::PositionIdsOp, kiln::LshHashOp, kiln::LshSortOp, kiln::LshChunkAttentionOp, kiln::LshChunkAttentionGradOp, kiln::DepthwiseConvOp,
                 kiln::MaskOp>(op)))
           op->setAttr("kiln.per_sequence", IntegerAttr::get(IntegerType::get(op->getContext(), 64), batch));

@@ -47,6 +47,13 @@ def Kiln_GeluApproximation : Kiln_I32Enum<"GeluApproximation", "GELU exact (erf)
     I32EnumAttrCase<"erf", 0>, I32EnumAttrCase<"tanh", 1>]>;
 def Kiln_GeluApproximationAttr : Kiln_EnumAttr<Kiln_GeluApproximation, "gelu">;
 
+// How rotary positions pair a head's features: feature i with i + d/2 (half_split: Hugging
+// Face's rotate_half, Llama, Qwen2, Mistral) or 2i with 2i + 1 (interleaved: GPT-J, GGUF's
+// unpermuted layout).
+def Kiln_RopeStyle : Kiln_I32Enum<"RopeStyleKind", "how rotary positions pair a head's features", [
+    I32EnumAttrCase<"half_split", 0>, I32EnumAttrCase<"interleaved", 1>]>;
+def Kiln_RopeStyleAttr : Kiln_EnumAttr<Kiln_RopeStyle, "rope_style">;
+
 // Which keys a query sees: all, causal, or a sparse pattern (kiln.attention's description).
 def Kiln_Mask : Kiln_I32Enum<"MaskKind", "an attention mask", [
     I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"causal", 1>, I32EnumAttrCase<"window", 2>,

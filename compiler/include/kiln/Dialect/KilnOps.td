@@ -91,6 +91,27 @@ def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure], "DataMo
   let hasVerifier = 1;
 }
 
+def Kiln_RopeOp : Kiln_Op<"rope", [Pure], "DataMovement", ["getKernelAttrs", "inferSeqLengths", "getCost", "buildGradient"]> {
+  let summary = "rotary position embedding: each pair of a head's features rotated by its position's angle";
+  let description = [{
+    x [H, L, d] (d even) -> [H, L, d]. Row p of every head is at position p (p + past with
+    `past`, [1] i32: a decode step, or a chunk appended to a cache). Pair i (i < d/2) turns by
+    the angle pos · theta^(-2i/d) / scaling: with c = cos, s = sin of it, (a, b) -> (a·c - b·s,
+    a·s + b·c), where (a, b) are features (i, i + d/2) (style half_split) or (2i, 2i + 1)
+    (interleaved). `inverse` turns by minus the angle (the gradient: a rotation's transpose).
+
+    ```mlir
+    %r = kiln.rope %q {style = #kiln.rope_style<half_split>, theta = 1.000000e+05 : f32} : (tensor<9x?x64xf32>) -> tensor<9x?x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$past,
+                   DefaultValuedAttr<F32Attr, "10000.0f">:$theta,
+                   DefaultValuedAttr<Kiln_RopeStyleAttr, "::kiln::RopeStyleKind::half_split">:$style,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$scaling, UnitAttr:$inverse);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Gemm", ["getKernelAttrs", "inferSeqLengths", "getCost", "buildGradient"]> {
   let tiling = "Gemm";
   let summary = "x·Wᵀ + b (weight_layout out_in) or x·W + b (in_out, panels), with a fused activation";

@@ -41,6 +41,10 @@ class Driver {
   // too with another value is an error); with --config, the model's checkpoint_config fields are then checked against
   // the file (a field that differs is an error naming it).
   void config_option(const std::string &key, const std::string &flag, int64_t &value);
+  // The same for a real number (an epsilon, a rotary base) and a true/false field. A key may name
+  // a field inside an object with dots ("rope_parameters.rope_theta").
+  void config_option(const std::string &key, const std::string &flag, double &value);
+  void config_option(const std::string &key, const std::string &flag, bool &value);
   // Parses the flags, builds the model with `build`, compiles it; returns the exit code.
   int run(int argc, char **argv, const std::function<void(Model &)> &build);
   // kilnc: the same, for a kiln-dialect .mlir file given as the positional argument.

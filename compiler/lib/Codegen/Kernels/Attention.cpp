@@ -1,5 +1,6 @@
 // Attention.cpp - softmax(q·kᵀ·scale + mask)·v per head: q(d, i, h), k(d, j, h), v(e, j, h) -> out(e, i, h),
-// by the engine kiln-tile-ops chose (the schedule's `engine`):
+// (grouped-query attention: query head h reads key and value head h / G when the keys have
+// 1/G of the query heads), by the engine kiln-tile-ops chose (the schedule's `engine`):
 //   * online_block: over a whole sequence (dense or causal, no cache), the online block engine
 //     with every key block up to the diagonal (BlockAttention.cpp), blocks of q_block queries
 //     and k_block keys (q_block when unset); queries and keys may differ in length (causal:
@@ -38,6 +39,9 @@ Func buildSequenceAttention(Builder &B) {
   ba.krow = [](Expr kx, Expr) { return kx; };
   ba.gatherRows = false;
   ba.head = [](Expr g) { return g; };
+  // Grouped-query attention: query head h reads key and value head h / G (G query heads a group).
+  const int G = (int)(k.inputs[0].dims[0] / k.inputs[1].dims[0]);
+  if (G > 1) ba.kvHead = [=](Expr g) { return g / G; };
   ba.ok = [=](Expr qx, Expr kx, Expr, Expr, Expr) {
     Expr in = qx < Lq && kx < Lk;
     return causal ? Expr(in && kx <= qx + off) : in;
@@ -89,7 +93,9 @@ Func buildCacheAttention(Builder &B) {
   const int D = (int)k.inputs[0].dims[2];
   const float scale = op.getScale().convertToFloat();
   const bool causal = op.getMask() == MaskKind::causal;
+  const int G = (int)(k.inputs[0].dims[0] / k.inputs[1].dims[0]);  // query heads per key head
   Var d("d"), e("e"), i("i"), j("j"), h("h");
+  Expr hkv = G > 1 ? Expr(h / G) : Expr(h);
   Expr Lq = Q.dim(1).extent(), Lk = K.dim(1).extent();
   Expr off = Lk - Lq;  // causal: query i sees keys j <= i + (Lk - Lq) (aligned at the end)
 
@@ -115,7 +121,7 @@ Func buildCacheAttention(Builder &B) {
   // it is transposed into Kt, or in place for a decode step); the rest in f32.
   auto rd16 = [&](Expr x) { return B.sch.precision == OperandPrecision::bf16 ? roundToBf16(x) : x; };
   Func Kt("Kt"), S("S"), m("m"), E_("E"), l("l"), o("o"), out("out");
-  Kt(j, d, h) = rd16(K(d, j, h));
+  Kt(j, d, h) = rd16(K(d, j, hkv));
   RDom rd(0, D, "rd");
   S(j, i, h) = 0.0f;
   S(j, i, h) += rd16(Q(rd, clamp(i, 0, Lq - 1), h)) * Kt(j, rd, h);  // rows past Lq: a block's padding
@@ -132,7 +138,7 @@ Func buildCacheAttention(Builder &B) {
   RDom rj3(0, Lk, "rj3");
   limit(rj3);
   o(e, i, h) = 0.0f;
-  o(e, i, h) += E_(rj3, i, h) * rd16(V(e, rj3, h));
+  o(e, i, h) += E_(rj3, i, h) * rd16(V(e, rj3, hkv));
   // A row with no visible key has l = 0: its output is zeros, never NaN.
   out(e, i, h) = select(l(i, h) > 0.0f, o(e, i, h) / l(i, h), 0.0f);
 

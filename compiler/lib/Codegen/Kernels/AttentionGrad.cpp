@@ -40,13 +40,16 @@ Func buildAttentionGrad(Builder &B) {
   // Rows read clamped: register blocks compute whole tiles past the last row (never stored).
   // Mixed precision (precision = bf16): q, k and v rounded to bfloat16 as the forward rounded
   // them (the gradient of attention over the rounded operands, passed to q, k and v as it is).
-  auto rows = [&](ImageParam X, Expr L, const char *name, bool round = false) {
+  // Grouped-query attention (G query heads per key head): every Func runs over query heads h,
+  // reading key and value head h / G; the key and value gradients sum their group's heads.
+  const int G = (int)(k.inputs[0].dims[0] / k.inputs[1].dims[0]);
+  auto rows = [&](ImageParam X, Expr L, const char *name, bool round = false, bool kv = false) {
     Func f(name);
-    Expr x = X(c, min(j, L - 1), h);
+    Expr x = X(c, min(j, L - 1), kv && G > 1 ? h / G : Expr(h));
     f(c, j, h) = round && B.sch.precision == OperandPrecision::bf16 ? roundToBf16(x) : x;
     return f;
   };
-  Func q = rows(Q, Lq, "q", true), kk = rows(K, Lk, "k", true), vv = rows(B.in[2], Lk, "v", true), o = rows(B.in[3], Lq, "o"),
+  Func q = rows(Q, Lq, "q", true), kk = rows(K, Lk, "k", true, true), vv = rows(B.in[2], Lk, "v", true, true), o = rows(B.in[3], Lq, "o"),
        g = rows(B.in[4], Lq, "g");
   // Transposed copies ([rows, features] -> [features, rows] per head), made once: the vectors
   // of a product run along rows (keys or queries).
@@ -144,7 +147,17 @@ Func buildAttentionGrad(Builder &B) {
     scheduleProduct(B, dpc, out, task, i, j);
     B.s(ds).compute_at(out, task).vectorize(i, v, gw);
   }
-  return out;
+  if (G == 1) return out;
+  // A key head's gradient: the sum of its group's query heads' (each computed whole first).
+  Func group("group");
+  RDom rg(0, G, "rg");
+  group(c, j, h) = 0.0f;
+  group(c, j, h) += out(c, j, h * G + rg);
+  B.s(out).compute_root();
+  B.s(group).vectorize(c, std::min(v, Dc), gw);
+  B.s(group.update()).vectorize(c, std::min(v, Dc), gw);
+  if (B.parallel()) B.s(group).parallel(h), B.s(group.update()).parallel(h);
+  return group;
 }
 
 }  // namespace kiln::codegen

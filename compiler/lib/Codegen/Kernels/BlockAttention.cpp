@@ -15,7 +15,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
 
   /* THE ALGORITHM */
   Expr kb = ba.keyBlock(qo, j), kbc = clamp(kb, 0, ba.nkb - 1), kx = kbc * Bk + ki, qx = qo * Bq + qi;
-  Expr hq = ba.head(g);
+  Expr hq = ba.head(g), hkv = ba.kvHead ? ba.kvHead(g) : hq;
   Func Qin = ba.q.defined() ? ba.q : Func(Q), Kin = ba.k.defined() ? ba.k : Func(K), Vin = ba.v.defined() ? ba.v : Func(V);
   Func Qt("Qt" + sfx), Qg("Qg" + sfx), st("st" + sfx), P("P" + sfx), QRow("QRow" + sfx);
   QRow(qi, qo, g) = ba.qrow(qx, g);
@@ -40,7 +40,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
     Expr ok = kb >= 0 && kb < ba.nkb && ba.ok(qx, kx, qrow, krow, g);
     if (first) ok = ok && j < ba.slotLimit(qo);
     f.Sacc(qi, ki, j, qo, g) = 0.0f;
-    f.Sacc(qi, ki, j, qo, g) += Qt(qi, f.r, qo, g) * Kin(f.r, kp, hq);
+    f.Sacc(qi, ki, j, qo, g) += Qt(qi, f.r, qo, g) * Kin(f.r, kp, hkv);
     Expr score = f.Sacc(qi, ki, j, qo, g);
     if (ba.keyScale) score = score * ba.keyScale(kp, g);
     if (ba.bias) score = score + ba.bias(qx, kx, qrow, krow, g);
@@ -54,7 +54,7 @@ Func onlineBlockAttention(Builder &B, ImageParam Q, ImageParam K, ImageParam V, 
     f.bs(qi, j, qo, g) += f.Ex(qi, f.rk2, j, qo, g);
     Expr kp3 = clamp(f.KRow(f.rk3, j, qo, g), 0, Lk - 1);
     f.bpv(e, qi, j, qo, g) = 0.0f;
-    f.bpv(e, qi, j, qo, g) += f.Ex(qi, f.rk3, j, qo, g) * Vin(e, kp3, hq);
+    f.bpv(e, qi, j, qo, g) += f.Ex(qi, f.rk3, j, qo, g) * Vin(e, kp3, hkv);
     return f;
   };
   const bool peel = !B.gpu;

@@ -33,6 +33,7 @@ struct BlockAttention {
   // whole and transposed in register tiles (a strided read per element is a scalar load each).
   bool gatherQueryRows = true;
   std::function<Expr(Expr g)> head;            // Q/K/V head of g
+  std::function<Expr(Expr g)> kvHead;          // K/V head of g when not head's (grouped-query attention)
   // Element mask and extra score on the query and key indices and their rows (qrow, krow,
   // computed once per block, not per pair: a permutation's divisions stay out of the tile).
   std::function<Expr(Expr qx, Expr kx, Expr qrow, Expr krow, Expr g)> ok, bias;

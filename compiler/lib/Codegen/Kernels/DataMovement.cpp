@@ -1,5 +1,5 @@
 // DataMovement.cpp - kernels that move or generate data: embedding, position_embedding,
-// sinusoidal_positions, position_ids, transpose, slice, concat, the additive causal mask, cache_write
+// sinusoidal_positions, rope (rotary positions), position_ids, transpose, slice, concat, the additive causal mask, cache_write
 // (rows written in place into a state), and pad (a slice's gradient).
 #include "Kernels.h"
 
@@ -40,6 +40,35 @@ Func buildDataMovement(Builder &B) {
     Expr pos = k.inputs.size() > 1 ? v[1] + B.in[1](0) : Expr(v[1]);
     Expr angle = cast<float>(pos) * freq;
     out(v) = select(v[0] % 2 == 0, sin(angle), cos(angle));
+  } else if (mlir::isa<RopeOp>(k.source)) {  // c0: feature, c1: position, c2: head
+    // Rotary positions: pair i of a row at position p turns by p · theta^(-2i/d) / scaling. The
+    // angles' cosines and sines are a table over (pair, row), computed once for every head.
+    RopeOp op = B.op<RopeOp>();
+    const int D = (int)k.output.dims[2], half = D / 2;
+    const bool inter = op.getStyle() == RopeStyleKind::interleaved;
+    const float theta = op.getTheta().convertToFloat(), scaling = op.getScaling().convertToFloat();
+    Var i("i"), p("p");
+    Func invFreq("inv_freq"), cs("cos_sin");
+    // As Hugging Face computes it: 1 / theta^(2i/d) in f32, then the position times it.
+    invFreq(i) = 1.0f / (pow(Expr(theta), cast<float>(2 * i) / (float)D) * scaling);
+    Expr pos = cast<float>(k.inputs.size() > 1 ? p + B.in[1](0) : Expr(p));
+    Expr angle = pos * invFreq(i);
+    cs(i, p) = Tuple(cos(angle), op.getInverse() ? -sin(angle) : sin(angle));
+    Expr c = v[0];
+    Expr pair = inter ? c / 2 : c % half;
+    Expr first = inter ? c % 2 == 0 : c < half;
+    Expr partner = inter ? c + select(first, 1, -1) : c + select(first, half, -half);
+    Expr x = B.in[0](c, v[1], v[2]), y = B.in[0](clamp(partner, 0, D - 1), v[1], v[2]);  // clamped: bounds Halide can prove
+    out(v) = x * cs(pair, v[1])[0] + select(first, -y, y) * cs(pair, v[1])[1];
+    /* THE SCHEDULE: the table at root (every head reads it), then row-wise. */
+    B.s(invFreq).compute_root();
+    B.s(cs).compute_root();
+    if (B.gpu) {
+      B.gpuRows(invFreq, {i});
+      B.gpuRows(cs, {i, p});
+    } else if (B.parallel()) {
+      B.s(cs).parallel(p);
+    }
   } else if (mlir::isa<CacheWriteOp>(k.source)) {
     // In place: only rows [past, past + n) of the state are written (an undefined pure step,
     // then an update over the new rows), so a decode step costs O(one row), not O(cache).

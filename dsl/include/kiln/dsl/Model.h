@@ -59,6 +59,9 @@ using Shape = std::vector<Dim>;
 
 enum class WeightLayout { OutIn, InOut };  // x·Wᵀ with W [out, in] (nn.Linear); x·W with W [in, out] (Conv1D)
 enum class GeluApprox { Erf, Tanh };
+// Rotary positions pair feature i with i + d/2 (HalfSplit: Hugging Face's rotate_half) or 2i
+// with 2i + 1 (Interleaved: GPT-J, GGUF's own layout).
+enum class RopeStyle { HalfSplit, Interleaved };
 enum class Init { Normal, Ones, Zeros };
 
 // Which of a factorized pattern's two halves a head attends to (the Sparse Transformer's A(1)
@@ -134,6 +137,8 @@ struct Node {
   WeightLayout layout = WeightLayout::OutIn;
   bool transpose_b = false;
   GeluApprox approx = GeluApprox::Erf;
+  RopeStyle rope_style = RopeStyle::HalfSplit;  // rope: the pairing, theta, the position scaling
+  float theta = 0, rope_scaling = 1;
   Mask mask;
   float eps = 0, factor = 1;
   float until = 0;  // loss_weight: the fraction of the training steps its term counts for

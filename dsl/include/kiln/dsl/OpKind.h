@@ -39,6 +39,7 @@ enum class OpKind {
   CrossEntropy,
   LossWeight,
   Mean,
+  Rope,
   Op,  // a generic op: Node::op names it, Node::attrs holds its attributes
   Count
 };
@@ -48,7 +49,7 @@ inline constexpr const char *kOpNames[] = {
     "add",     "mul",   "scale",     "gelu",               "relu",       "softmax", "layer_norm",
     "reshape", "transpose", "concat", "slice",             "attention",  "mask", "sinusoidal_positions", "state", "cache_write",
     "lsh_attention", "depthwise_conv", "recurrent", "step_input", "recurrent_result", "silu",
-    "cross_entropy", "loss_weight", "mean", "op",
+    "cross_entropy", "loss_weight", "mean", "rope", "op",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(OpKind::Count),
               "every OpKind needs a name in kOpNames");

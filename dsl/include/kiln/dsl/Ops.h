@@ -22,6 +22,18 @@ Tensor sinusoidal_positions(Tensor like, int64_t d, PositionOptions opt = {}, So
 // Rows [0, L) of `table` where L is the length of `like`'s first dimension (learned positions).
 Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc = SourceLoc::current());
 
+// Rotary positions (RoFormer; Llama and its relatives) on a head-split q or k: x [H, L, hd]
+// (hd even). Row p of each head is at position p (past + p with `past`, a [1] i32: a decode
+// step, or a chunk appended to a cache); pair i turns by the angle pos · theta^(-2i/hd) /
+// scaling (linear position scaling; 1: none).
+struct RopeOptions {
+  float theta = 10000.0f;
+  RopeStyle style = RopeStyle::HalfSplit;
+  float scaling = 1.0f;
+  Tensor past;
+};
+Tensor rope(Tensor x, RopeOptions opt = {}, SourceLoc loc = SourceLoc::current());
+
 struct LinearOptions {
   WeightLayout layout = WeightLayout::OutIn;
 };
@@ -85,6 +97,8 @@ struct AttentionOptions {
   std::vector<Mask> head_masks;
 };
 // q [H, Lq, hd], k [H, Lk, hd], v [H, Lk, hv] -> [H, Lq, hv]: softmax(q·kᵀ·scale + mask)·v.
+// Grouped-query attention: k and v may have Hkv heads, Hkv dividing H; query head h reads key
+// and value head h / (H / Hkv) (masks none and causal).
 Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt = {}, SourceLoc loc = SourceLoc::current());
 // The Reformer's LSH attention. qk [H, L, d] serves as queries and, unit-normalized, as keys
 // (shared QK); v [H, L, dv]; rotations [hashes, d, buckets / 2], a parameter (random normal

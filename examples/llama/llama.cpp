@@ -1,0 +1,170 @@
+// examples/llama: the Llama family (Llama 2 and 3, SmolLM, Mistral without its window, ...) in
+// the kiln DSL, with Hugging Face's parameter names and layouts (LlamaForCausalLM).
+//
+// Pre-norm blocks with RMSNorm; rotary positions on q and k (half-split pairs, as Hugging
+// Face's rotate_half); grouped-query attention (the KV cache holds the key and value heads
+// only, each read by its group of query heads); the gated FFN down(silu(gate(x)) · up(x));
+// linears without bias; the head tied to the token embedding or not (tie_word_embeddings).
+//
+//   build/bin/llama-compile --config config.json --ctx 2048 -o llama
+//   ./llama --weights model.safetensors --tokens 1,4093,314 --generate 32
+//
+// Entries as examples/gpt2's: `forward` (every row's logits; fills the caches), `prefill`
+// (the last row's logits), `decode` (one token at `past`), `decode_batch` (--batch > 1), and
+// with --train `gradients`, `eval` and `train_step`.
+#include <cmath>
+
+#include "kiln/Driver/Driver.h"
+#include "kiln/dsl/Ops.h"
+
+struct LlamaConfig {
+  int64_t layers = 30, d_model = 576, heads = 9, kv_heads = 0, head_dim = 0, ffn = 1536, vocab = 49152, ctx = 2048,
+          batch = 1;
+  double rms_eps = 1e-5, rope_theta = 10000.0;
+  bool tied = false, train = false, checkpoint = false;
+  float lr = 1e-3f;
+  int64_t warmup = 0, decay_steps = 0;
+};
+
+static void build_llama(kiln::Model &m, LlamaConfig c) {
+  using namespace kiln;
+  const int64_t d = c.d_model, H = c.heads;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  if (c.layers < 0 || d <= 0 || H <= 0 || c.ffn <= 0)
+    throw Error("llama: --layers must be non-negative and --d-model, --heads and --ffn positive", SourceLoc::current());
+  if (c.kv_heads == 0) c.kv_heads = H;
+  if (c.head_dim == 0) {
+    if (d % H) throw Error("llama: --d-model (" + n(d) + ") is no multiple of --heads (" + n(H) + "); give --head-dim", SourceLoc::current());
+    c.head_dim = d / H;
+  }
+  const int64_t Hkv = c.kv_heads, hd = c.head_dim;
+  if (Hkv <= 0 || H % Hkv)
+    throw Error("llama: --kv-heads (" + n(Hkv) + ") must divide --heads (" + n(H) + ")", SourceLoc::current());
+  if (hd % 2) throw Error("llama: the head dim (" + n(hd) + ") must be even (rotary pairs)", SourceLoc::current());
+  if (c.tied) m.ignore_weights({"lm_head.weight"});
+  // Hugging Face's LlamaConfig: the sizes, and what changes the numbers (absent: its defaults).
+  auto num = [](double v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.9g", v);
+    return std::string(buf);
+  };
+  m.checkpoint_config({{"num_hidden_layers", n(c.layers), "layers"},
+                       {"hidden_size", n(d), "as its width"},
+                       {"num_attention_heads", n(H), "query heads"},
+                       {"num_key_value_heads", n(Hkv), "key and value heads", n(H)},
+                       {"head_dim", n(hd), "as its head dim", n(d / H)},
+                       {"intermediate_size", n(c.ffn), "as its FFN width"},
+                       {"vocab_size", n(c.vocab), "tokens"},
+                       {"rms_norm_eps", num(c.rms_eps), "as its RMS norm epsilon", "1e-06"},
+                       {"rope_theta|rope_parameters.rope_theta", num(c.rope_theta), "as its rotary base", "10000"},
+                       {"hidden_act", "\"silu\"", "as its activation", "\"silu\""},
+                       {"attention_bias", "false", "for attention without biases", "false"},
+                       {"mlp_bias", "false", "for an FFN without biases", "false"},
+                       {"tie_word_embeddings", c.tied ? "true" : "false",
+                        c.tied ? "for a head tied to the token embedding" : "for a head of its own (lm_head)", "false"}});
+  Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
+  auto norm = [&](const std::string &p, Tensor x) {
+    return rms_norm(x, m.param(p, {d}, {.init = Init::Ones}), {.eps = (float)c.rms_eps});
+  };
+  auto proj = [&](const std::string &p, Tensor x, int64_t in, int64_t out) { return linear(x, m.param(p, {out, in})); };
+  auto cacheState = [&](const std::string &name) {
+    return c.batch > 1 ? m.state(name, {Hkv, c.ctx, hd}, B) : m.state(name, {Hkv, c.ctx, hd});
+  };
+  // One block: x [n, d] -> [n, d]; past and cache as in examples/gpt2 (none: the prompt from
+  // position 0; cache false: the training entries).
+  auto block = [&](int64_t i, Tensor x, Tensor past, bool cache) {
+    std::string p = "model.layers." + std::to_string(i);
+    Tensor h = norm(p + ".input_layernorm.weight", x);
+    RopeOptions rot{.theta = (float)c.rope_theta, .style = RopeStyle::HalfSplit, .past = past};
+    Tensor q = rope(split_heads(proj(p + ".self_attn.q_proj.weight", h, d, H * hd), H), rot);
+    Tensor k = rope(split_heads(proj(p + ".self_attn.k_proj.weight", h, d, Hkv * hd), Hkv), rot);
+    Tensor v = split_heads(proj(p + ".self_attn.v_proj.weight", h, d, Hkv * hd), Hkv);
+    Tensor a;
+    if (!cache) {
+      a = attention(q, k, v, {.mask = Mask::causal()});
+    } else if (Tensor kc = cache_write(cacheState("cache.k." + std::to_string(i)), k, past),
+               vc = cache_write(cacheState("cache.v." + std::to_string(i)), v, past);
+               past) {
+      a = attention(q, kc, vc, {.mask = Mask::causal(), .past = past});
+    } else {
+      m.keep(kc);
+      m.keep(vc);
+      a = attention(q, k, v, {.mask = Mask::causal()});
+    }
+    x = add(x, proj(p + ".self_attn.o_proj.weight", merge_heads(a), H * hd, d));
+    Tensor h2 = norm(p + ".post_attention_layernorm.weight", x);
+    Tensor f = mul(silu(proj(p + ".mlp.gate_proj.weight", h2, d, c.ffn)), proj(p + ".mlp.up_proj.weight", h2, d, c.ffn));
+    return add(x, proj(p + ".mlp.down_proj.weight", f, c.ffn, d));
+  };
+  // The decoder shared by the entries: token ids -> logits [n, vocab].
+  auto decoder = [&](Tensor ids, Tensor past, bool lastRow = false, bool cache = true) {
+    Tensor embed = m.param("model.embed_tokens.weight", {c.vocab, d});
+    Tensor x = embedding(embed, ids);
+    for (int64_t i = 0; i < c.layers; ++i)
+      x = !cache && c.checkpoint ? m.checkpoint([&] { return block(i, x, past, cache); }) : block(i, x, past, cache);
+    if (lastRow) x = last(x, 0);
+    x = norm("model.norm.weight", x);
+    return linear(x, c.tied ? embed : m.param("lm_head.weight", {c.vocab, d}));
+  };
+  m.output("logits", decoder(m.tokens("tokens", N, c.vocab), Tensor()));
+  m.entry("prefill", EntryRole::Prefill);
+  m.output("last_logits", decoder(m.tokens("tokens", N, c.vocab), Tensor(), true));
+  m.entry("decode", EntryRole::Decode);
+  Tensor token = m.tokens("token", 1, c.vocab);
+  m.output("next_logits", decoder(token, m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx})));
+  if (c.batch > 1) {  // one token per sequence, all at position `past`
+    m.entry("decode_batch", EntryRole::DecodeBatch);
+    Tensor tokens = m.tokens("token_batch", B, c.vocab);
+    m.output("next_logits_batch", decoder(tokens, m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx})));
+  }
+  if (!c.train) return;
+  // --train: the mean cross-entropy of the next tokens (`targets`, -1 where a position has
+  // none); AdamW with weight decay 0.1 on matrices, clipping at 1.
+  auto nextTokenLoss = [&](EntryRole) {
+    Tensor t = m.tokens("tokens", N, c.vocab);
+    Tensor targets = m.targets("targets", N, c.vocab);
+    m.loss(cross_entropy(decoder(t, Tensor(), false, false), targets));
+  };
+  TrainOptions opt{.optimizer = AdamW{.lr = c.lr, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f},
+                   .clip_norm = 1.0f,
+                   .warmup_steps = c.warmup};
+  if (c.decay_steps > 0) opt.decay = Cosine{.steps = c.decay_steps, .min_ratio = 0.1f};
+  training_entries(m, nextTokenLoss, opt);
+}
+
+int main(int argc, char **argv) {
+  kiln::Driver driver("llama", "llama-compile: compile a Llama-family decoder (Hugging Face names and layouts) with kiln");
+  LlamaConfig c;
+  CLI::App &app = driver.app();
+  app.add_option("--layers", c.layers, "decoder blocks")->capture_default_str();
+  app.add_option("--d-model", c.d_model, "model width")->capture_default_str();
+  app.add_option("--heads", c.heads, "query heads")->capture_default_str();
+  app.add_option("--kv-heads", c.kv_heads, "key and value heads (grouped-query attention; 0: --heads)")->capture_default_str();
+  app.add_option("--head-dim", c.head_dim, "features per head (0: --d-model / --heads)")->capture_default_str();
+  app.add_option("--ffn", c.ffn, "the gated FFN's width")->capture_default_str();
+  app.add_option("--vocab", c.vocab, "vocabulary size")->capture_default_str();
+  app.add_option("--ctx", c.ctx, "the compiled context: the longest sequence and the KV cache's length")->capture_default_str();
+  app.add_option("--rms-eps", c.rms_eps, "RMSNorm's epsilon")->capture_default_str();
+  app.add_option("--rope-theta", c.rope_theta, "the rotary positions' base")->capture_default_str();
+  app.add_flag("--tied", c.tied, "the output head is the token embedding (no lm_head.weight)");
+  driver.config_option("num_hidden_layers", "--layers", c.layers);
+  driver.config_option("hidden_size", "--d-model", c.d_model);
+  driver.config_option("num_attention_heads", "--heads", c.heads);
+  driver.config_option("num_key_value_heads", "--kv-heads", c.kv_heads);
+  driver.config_option("head_dim", "--head-dim", c.head_dim);
+  driver.config_option("intermediate_size", "--ffn", c.ffn);
+  driver.config_option("vocab_size", "--vocab", c.vocab);
+  driver.config_option("rms_norm_eps", "--rms-eps", c.rms_eps);
+  driver.config_option("rope_theta|rope_parameters.rope_theta", "--rope-theta", c.rope_theta);
+  driver.config_option("tie_word_embeddings", "--tied", c.tied);
+  app.add_option("--batch", c.batch, "maximum sequences per run (compiled bound) of forward, decode_batch and the training entries")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 12))
+      ->capture_default_str();
+  app.add_flag("--train", c.train, "add the training entries: `gradients`, `eval` and `train_step` (AdamW; ./model --train)");
+  app.add_flag("--train-checkpoint", c.checkpoint, "--train: checkpoint every block (its backward recomputes it)");
+  app.add_option("--train-lr", c.lr, "--train: the peak learning rate")->capture_default_str();
+  app.add_option("--train-warmup", c.warmup, "--train: linear warmup steps")->capture_default_str();
+  app.add_option("--train-decay-steps", c.decay_steps, "--train: cosine decay to 0.1 x lr at this step (0: constant)")
+      ->capture_default_str();
+  return driver.run(argc, argv, [&](kiln::Model &m) { build_llama(m, c); });
+}

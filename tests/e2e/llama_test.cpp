@@ -1,0 +1,71 @@
+// llama_test.cpp - examples/llama against transformers' own LlamaForCausalLM
+// (tests/reference/make_llama_fixtures.py: every parameter perturbed, grouped-query attention,
+// rope_theta 500, an untied head): compiled from the checkpoint's config.json, run on its
+// model.safetensors; the forward's logits, and greedy generation through prefill and the
+// decode steps over the KV cache; a config.json that differs is refused naming the field.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "harness.h"
+
+namespace {
+
+const std::string kFixture = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/hf_llama";
+
+std::string compileLlama(const std::string &dir) {
+  auto c = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + kFixture + "/config.json --ctx 64 --quiet --cache-dir " +
+                   KILN_TEST_CACHE " -o " + dir + "/llama");
+  EXPECT_EQ(c.code, 0) << c.output;
+  return c.code == 0 ? dir + "/llama" : "";
+}
+
+// The logits of a 17-token prompt within 2e-5 of the largest (|logit| <= 3.3; measured 2.4e-6),
+// and the 12 greedy tokens transformers' generate gives.
+TEST(Llama, LogitsAndGreedyTokensMatchTransformers) {
+  std::string dir = kt::workDir("llama_hf");
+  std::string exe = compileLlama(dir);
+  ASSERT_FALSE(exe.empty());
+  auto r = kt::run(exe + " --weights " + kFixture + "/model.safetensors --input tokens=" + kFixture + "/tokens.npy --output-dir " +
+                   dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T want = kt::loadNpy(kFixture + "/logits.npy"), got = kt::loadNpy(dir + "/out/logits.npy");
+  ASSERT_EQ(got.shape, want.shape);
+  double maxRef = 0, maxDiff = 0;
+  for (size_t i = 0; i < want.v.size(); ++i) {
+    maxRef = std::max(maxRef, (double)std::abs(want.v[i]));
+    maxDiff = std::max(maxDiff, (double)std::abs(want.v[i] - got.v[i]));
+  }
+  EXPECT_LE(maxDiff, 2e-5 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
+
+  ref::T tokens = kt::loadNpy(kFixture + "/tokens.npy");
+  std::vector<int32_t> ids(tokens.v.begin(), tokens.v.end());
+  auto g = kt::run(exe + " --weights " + kFixture + "/model.safetensors --tokens " + kt::idList(ids) +
+                   " --generate 12 --quiet --output-dir " + dir + "/gen");
+  ASSERT_EQ(g.code, 0) << g.output;
+  ref::T wantIds = kt::loadNpy(kFixture + "/generated.npy"), gotIds = kt::loadNpy(dir + "/gen/generated.npy");
+  EXPECT_EQ(gotIds.v, wantIds.v);
+}
+
+// The checkpoint's config.json is checked against what was compiled: a rotary base that
+// differs (inside rope_parameters, as transformers 5 writes it) is named.
+TEST(Llama, AConfigThatDiffersIsRefused) {
+  std::string dir = kt::workDir("llama_bad_config");
+  std::string exe = compileLlama(dir);
+  ASSERT_FALSE(exe.empty());
+  std::filesystem::create_directories(dir + "/ckpt");
+  std::filesystem::copy_file(kFixture + "/model.safetensors", dir + "/ckpt/model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ifstream in(kFixture + "/config.json");
+  std::string cfg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t at = cfg.find("\"rope_theta\": 500.0");
+  ASSERT_NE(at, std::string::npos);
+  cfg.replace(at, 19, "\"rope_theta\": 10000.0");
+  std::ofstream(dir + "/ckpt/config.json") << cfg;
+  auto r = kt::run(exe + " --weights " + dir + "/ckpt/model.safetensors --tokens 1,2,3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("rope_parameters.rope_theta 10000"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Llama-family fixtures written by `transformers`' own LlamaForCausalLM, for examples/llama.
+
+Every parameter is perturbed (matrices N(0, 0.1), norm gains 1 + N(0, 0.1)), so a mis-mapped
+weight, a swapped norm or a wrong rotary pairing shows; grouped-query attention (4 query heads,
+2 key and value heads), a non-default rope_theta and RMS epsilon, an untied head.
+
+tests/fixtures/hf_llama/: the checkpoint as save_pretrained writes it (config.json,
+model.safetensors), one prompt's tokens.npy and logits.npy (eager attention, f32), and
+generated.npy: the prompt's 12 greedy tokens (model.generate, do_sample False).
+
+tests/fixtures/llama_grad_b3/: the same config and weights (weights.safetensors under the
+checkpoint's names), a batch of B = 3 sequences of 37 positions (no multiple of any block),
+targets with a few -1, the mean cross-entropy (loss.npy) and every parameter's gradient from
+autograd (grads.safetensors).
+
+    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py   # torch, transformers, safetensors
+
+The fixtures are committed, so the test suite needs no torch.
+"""
+import json
+import os
+import shutil
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+from transformers import LlamaConfig, LlamaForCausalLM
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+
+
+def small_llama(seed=0, tied=False):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      rms_norm_eps=1e-5, rope_theta=500.0, tie_word_embeddings=tied, hidden_act="silu",
+                      attention_bias=False, mlp_bias=False, bos_token_id=1, eos_token_id=2,
+                      attn_implementation="eager")
+    model = LlamaForCausalLM(cfg).float().eval()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def hf_llama():
+    out = os.path.join(ROOT, "hf_llama")
+    shutil.rmtree(out, ignore_errors=True)
+    model = small_llama()
+    model.save_pretrained(out, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(out, extra)):
+            os.remove(os.path.join(out, extra))
+    tokens = torch.tensor([[1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 77, 200, 11, 299, 0, 150]])
+    with torch.inference_mode():
+        logits = model(tokens).logits[0].float().numpy()
+        # Every position attended (the prompt holds id 0, which generate would take for padding).
+        gen = model.generate(tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=12, do_sample=False,
+                             eos_token_id=None, pad_token_id=0)
+    np.save(os.path.join(out, "tokens.npy"), tokens[0].numpy().astype(np.int32))
+    np.save(os.path.join(out, "logits.npy"), logits)
+    np.save(os.path.join(out, "generated.npy"), gen[0, tokens.shape[1]:].numpy().astype(np.int32))
+
+
+def llama_grad_b3(B=3, n=37):
+    out = os.path.join(ROOT, "llama_grad_b3")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    model = small_llama(seed=3)
+    g = torch.Generator().manual_seed(7)
+    seq = torch.randint(0, model.config.vocab_size, (B, n + 1), generator=g)
+    tokens, targets = seq[:, :n], seq[:, 1:].clone()
+    targets[0, 4], targets[1, 17], targets[2, 0], targets[2, 36] = -1, -1, -1, -1
+    model.train()
+    logits = model(tokens).logits
+    loss = F.cross_entropy(logits.reshape(B * n, -1), targets.reshape(B * n), ignore_index=-1)
+    loss.backward()
+    params = dict(model.named_parameters())
+    save_file({k: v.detach().contiguous() for k, v in params.items()}, os.path.join(out, "weights.safetensors"))
+    save_file({k: v.grad.contiguous() for k, v in params.items()}, os.path.join(out, "grads.safetensors"))
+    np.save(os.path.join(out, "tokens.npy"), tokens.numpy().astype(np.int64))
+    np.save(os.path.join(out, "targets.npy"), targets.numpy().astype(np.int64))
+    np.save(os.path.join(out, "loss.npy"), np.array([loss.item()], dtype=np.float32))
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(model.config.to_diff_dict() | {"model_type": "llama"}, f, indent=2, sort_keys=True)
+
+
+if __name__ == "__main__":
+    hf_llama()
+    llama_grad_b3()
