@@ -5,7 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "internal.h"
+#include "weights_state.h"
 
 using json = nlohmann::json;
 using namespace kilnrt;
@@ -40,6 +40,10 @@ extern "C" kilnrt_status kilnrt_config_check(const char *path, const kiln_config
   if (kilnrt_status st = read_file(path, "config file", body)) return st;
   json cfg = json::parse(body, nullptr, false);
   if (cfg.is_discarded() || !cfg.is_object()) return user_error(std::string("config file '") + path + "' is not a JSON object");
+  return kilnrt::config_check_json(cfg, std::string("config file '") + path + "'", fields, n);
+}
+
+kilnrt_status kilnrt::config_check_json(const json &cfg, const std::string &label, const kiln_config_field *fields, int32_t n) {
   std::vector<std::string> diffs;
   for (int32_t i = 0; i < n; ++i) {
     const kiln_config_field &fd = fields[i];
@@ -73,7 +77,18 @@ extern "C" kilnrt_status kilnrt_config_check(const char *path, const kiln_config
                       fd.what);
   }
   if (diffs.empty()) return KILNRT_OK;
-  std::string msg = std::string("config file '") + path + "' does not match the model:";
+  std::string msg = label + " does not match the model:";
   for (auto &d : diffs) msg += "\n  " + d;
   return user_error(msg);
+}
+
+extern "C" kilnrt_status kilnrt_gguf_config(const char *path, const char **json_text) {
+  thread_local std::string text;
+  kilnrt_weights w;
+  w.path = path;
+  if (!kilnrt::is_gguf(path)) return user_error(std::string("'") + path + "' is no GGUF file (no GGUF magic)");
+  if (kilnrt_status st = kilnrt::open_gguf(path, &w, false)) return st;
+  text = w.config.dump();
+  *json_text = text.c_str();
+  return KILNRT_OK;
 }

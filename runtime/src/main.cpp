@@ -3,6 +3,7 @@
 //
 // Exit codes: 0 success, 1 user error (bad flag, file, input), 2 internal error.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "cli.h"
 #include "internal.h"
+#include "weights_state.h"
 
 namespace kilnrt {
 
@@ -146,7 +148,7 @@ void summarize(const char *name, const kilnrt_tensor &t) {
 }
 
 // The tokenizer for --prompt and --generate: --tokenizer PATH, else the files beside the weights
-// (when there are any); null when neither has one.
+// (when there are any), else a GGUF weights file's own; null when none has one.
 kilnrt_tokenizer *open_tokenizer(const Cli &cli, const std::string &flag, const std::string &weights) {
   std::string path = flag;
   if (path.empty() && !weights.empty()) {
@@ -154,6 +156,7 @@ kilnrt_tokenizer *open_tokenizer(const Cli &cli, const std::string &flag, const 
     if (dir.empty()) dir = ".";
     for (const char *f : {"tokenizer.json", "vocab.json", "vocab.txt"})
       if (std::filesystem::exists(dir + "/" + f)) path = dir;
+    if (path.empty() && kilnrt::is_gguf(weights)) path = weights;  // a GGUF file holds its tokenizer
   }
   if (path.empty()) return nullptr;
   kilnrt_tokenizer *t;
@@ -174,6 +177,8 @@ struct Flags {
   TrainFlags tr;
   bool train = false;
   std::string resume;
+  bool chat = false;  // --prompt as a user message through the tokenizer's chat template
+  std::string system;
 };
 
 void add_flags(CLI::App &app, Flags &f) {
@@ -199,6 +204,10 @@ void add_flags(CLI::App &app, Flags &f) {
   app.add_flag("--version", f.version, "print the kiln version, model hash and target");
   app.add_option("--prompt", f.prompt, "text for the token input, through the tokenizer");
   app.add_option("--prompt-file", f.prompt_file, "the prompt text from a file");
+  app.add_flag("--chat", f.chat,
+               "--prompt is a user message: rendered by the chat template the tokenizer holds (a GGUF file's, or "
+               "tokenizer_config.json's), the answer ending at the end-of-turn token");
+  app.add_option("--system", f.system, "--chat: a system message before the user's");
   app.add_option("--tokenizer", f.tokenizer,
                  "tokenizer.json, vocab.json + merges.txt or vocab.txt (a file or its folder; default: the "
                  "--weights file's folder, when it has one)");
@@ -252,6 +261,8 @@ void check_modes(const Cli &cli, const CLI::App &app, Flags &f) {
   }
   for (const char *flag : {"--temperature", "--top-k", "--top-p", "--eos"})
     if (app.count(flag) && !f.generate) cli.die(1, std::string(flag) + " applies to --generate");
+  if (app.count("--system") && !f.chat) cli.die(1, "--system applies to --chat");
+  if (f.chat && f.prompt.empty() && f.prompt_file.empty()) cli.die(1, "--chat needs --prompt TEXT (the user's message)");
 }
 
 // --weights, --random-weights or none; --save-weights. Returns the load time in ms (-1: none).
@@ -326,10 +337,33 @@ void set_inputs(const Cli &cli, kilnrt_session *s, const Flags &f, const std::ve
   }
 }
 
+// --chat: the conversation (a system message when given, the user's) rendered by the tokenizer's
+// chat template with the generation prompt, as transformers' apply_chat_template renders it.
+std::string chat_prompt(const Cli &cli, kilnrt_tokenizer *tok, const std::string &system, const std::string &user) {
+  if (!tok) cli.die(1, "--chat needs a tokenizer with a chat template: give --tokenizer PATH (none beside the weights)");
+  const char *tmpl = kilnrt_tokenizer_chat_template(tok);
+  if (!tmpl) cli.die(1, "--chat: the tokenizer holds no chat template");
+  nlohmann::json ctx = {{"messages", nlohmann::json::array()}, {"add_generation_prompt", true}};
+  if (!system.empty()) ctx["messages"].push_back({{"role", "system"}, {"content", system}});
+  ctx["messages"].push_back({{"role", "user"}, {"content", user}});
+  auto token = [&](int32_t id) {
+    const char *text;
+    size_t len;
+    return id >= 0 && kilnrt_tokenizer_piece(tok, id, 1, 0, &text, &len) == KILNRT_OK ? std::string(text, len) : std::string();
+  };
+  if (int32_t b = kilnrt_tokenizer_bos(tok); b >= 0) ctx["bos_token"] = token(b);
+  if (int32_t e = kilnrt_tokenizer_eos(tok); e >= 0) ctx["eos_token"] = token(e);
+  const char *text;
+  size_t len;
+  cli.check(kilnrt_chat_render(tmpl, ctx.dump().c_str(), &text, &len));
+  return std::string(text, len);
+}
+
 // --prompt TEXT (already read from --prompt-file) through the tokenizer into entry `en`'s one
 // token input, checked against the model's vocabulary and context.
 void set_prompt(const Cli &cli, kilnrt_session *s, const Flags &f, const kiln_entry_info &en,
-                const std::vector<std::string> &token_inputs, kilnrt_tokenizer *tok, const std::string &prompt) {
+                const std::vector<std::string> &token_inputs, kilnrt_tokenizer *tok, const std::string &prompt,
+                bool add_special) {
   const kiln_model_info &model = cli.model;
   if (!tok) cli.die(1, "--prompt needs a tokenizer: give --tokenizer PATH (none beside the weights)");
   if (token_inputs.size() != 1)
@@ -343,7 +377,7 @@ void set_prompt(const Cli &cli, kilnrt_session *s, const Flags &f, const kiln_en
                    std::to_string(ti->max_value));
   const int32_t *ids;
   int64_t n;
-  cli.check(kilnrt_tokenizer_encode(tok, prompt.data(), prompt.size(), 1, &ids, &n));
+  cli.check(kilnrt_tokenizer_encode(tok, prompt.data(), prompt.size(), add_special, &ids, &n));
   if (n == 0) cli.die(1, "the prompt is empty: it gives no tokens");
   const kiln_dim &len = ti->dims[ti->rank - 1];  // [L], or [B, L]
   int64_t bound = len.sym >= 0 ? model.sym_max[len.sym] : len.size;
@@ -459,7 +493,8 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   if (!f.prompt.empty() && !f.prompt_file.empty()) cli.die(1, "give --prompt or --prompt-file, not both");
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) cli.check(read_file(f.prompt_file, "--prompt-file", prompt));
-  if (app.count("--prompt") || !f.prompt_file.empty()) set_prompt(cli, s, f, *en, token_inputs, tok.get(), prompt);
+  if (f.chat) prompt = chat_prompt(cli, tok.get(), f.system, prompt);
+  if (app.count("--prompt") || !f.prompt_file.empty()) set_prompt(cli, s, f, *en, token_inputs, tok.get(), prompt, !f.chat);
   if (!f.generate) return run_entries(cli, s, f, chain, load_ms);
   GenerateFlags gen = f.gen;
   gen.max_new_tokens = f.generate;

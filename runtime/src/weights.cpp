@@ -25,28 +25,10 @@
 #include <vector>
 
 #include "internal.h"
+#include "weights_state.h"
 
 using namespace kilnrt;
 using json = nlohmann::json;
-
-struct kilnrt_weights {
-  std::string path;
-  struct Mapping {
-    void *map = nullptr;
-    size_t size = 0;
-  };
-  std::vector<Mapping> maps;  // one per file (shards)
-  struct Entry {
-    std::string name;
-    kilnrt_tensor t;
-    std::unique_ptr<uint32_t[]> aligned;  // copy when the file stores the data misaligned
-  };
-  std::vector<Entry> entries;
-  std::map<std::string, int> index;
-  ~kilnrt_weights() {
-    for (auto &m : maps) munmap(m.map, m.size);
-  }
-};
 
 static kilnrt_status bad(const std::string &path, const std::string &why) {
   return user_error("weights file '" + path + "': " + why);
@@ -225,6 +207,11 @@ extern "C" kilnrt_status kilnrt_weights_open(const char *cpath, kilnrt_weights *
   }
   auto w = std::make_unique<kilnrt_weights>();
   w->path = path;
+  if (kilnrt::is_gguf(path)) {
+    if (kilnrt_status st = kilnrt::open_gguf(path, w.get())) return st;
+    *out = w.release();
+    return KILNRT_OK;
+  }
   kilnrt_status st = ends_with(path, ".index.json") ? open_index(path, w.get()) : open_file(path.c_str(), w.get());
   if (st) return st;
   *out = w.release();

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "session_state.h"
+#include "weights_state.h"
 
 using namespace kilnrt;
 
@@ -202,7 +203,9 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   if (kilnrt_status st = kilnrt_weights_open(path, &w)) return st;
   std::unique_ptr<kilnrt_weights, void (*)(kilnrt_weights *)> guard(w, kilnrt_weights_close);
   const kiln_model_info *m = s->m;
-  if (!opt.ignore_config && m->n_config) {  // the checkpoint's config.json, when it has one
+  if (!opt.ignore_config && m->n_config && w->gguf) {  // a GGUF file's metadata, as a config.json
+    if (kilnrt_status st = config_check_json(w->config, "GGUF file '" + w->path + "'", m->config, m->n_config)) return st;
+  } else if (!opt.ignore_config && m->n_config) {  // the checkpoint's config.json, when it has one
     std::string wp = kilnrt_weights_path(w);
     std::string cfg = (wp.rfind('/') == std::string::npos ? std::string(".") : wp.substr(0, wp.rfind('/'))) + "/config.json";
     if (path_exists(cfg))

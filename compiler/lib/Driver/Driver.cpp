@@ -231,10 +231,24 @@ static const nlohmann::json *configField(const nlohmann::json &cfg, const std::s
 }
 
 // --config: the sizes it gives, into the options bound to them (a flag given explicitly wins).
+// A GGUF file (by its magic) gives the config.json its metadata amounts to (kilnrt_gguf_config).
+static bool isGguf(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[4] = {};
+  return f.read(magic, 4) && std::string(magic, 4) == "GGUF";
+}
+
 static void applyConfig(Driver::Impl &impl) {
-  std::ifstream f(impl.configFile);
-  if (!f) throw UserError{"--config '" + impl.configFile + "': cannot open"};
-  nlohmann::json cfg = nlohmann::json::parse(f, nullptr, false);
+  nlohmann::json cfg;
+  if (isGguf(impl.configFile)) {
+    const char *text = nullptr;
+    if (kilnrt_gguf_config(impl.configFile.c_str(), &text) != KILNRT_OK) throw UserError{std::string(kilnrt_last_error())};
+    cfg = nlohmann::json::parse(text);
+  } else {
+    std::ifstream f(impl.configFile);
+    if (!f) throw UserError{"--config '" + impl.configFile + "': cannot open"};
+    cfg = nlohmann::json::parse(f, nullptr, false);
+  }
   if (cfg.is_discarded() || !cfg.is_object()) throw UserError{"--config '" + impl.configFile + "' is not a JSON object"};
   for (auto &o : impl.configOptions) {
     std::stringstream keys(o.key);
@@ -268,6 +282,7 @@ static void applyConfig(Driver::Impl &impl) {
 
 // The model's checkpoint fields against --config's file, as a compiled model checks its weights'.
 static void checkConfig(Driver::Impl &impl, const Model &m) {
+  if (isGguf(impl.configFile)) return;  // its metadata is checked when the weights load
   std::vector<kiln_config_field> fields;
   for (auto &f : m.checkpoint_config())
     fields.push_back({f.key.c_str(), f.value.c_str(), f.absent ? f.absent->c_str() : nullptr, f.what.c_str()});

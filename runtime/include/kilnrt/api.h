@@ -46,11 +46,13 @@ typedef struct kilnrt_tensor {
  * overflows int64 (never a wrapped-around small count). */
 int64_t kilnrt_tensor_numel(const kilnrt_tensor *t);
 
-/* ---- weights files (safetensors, read with mmap) ---- */
+/* ---- weights files (safetensors or GGUF, read with mmap) ---- */
 typedef struct kilnrt_weights kilnrt_weights;
 /* `path`: a .safetensors file, a sharded checkpoint's model.safetensors.index.json (its shards
- * beside it, each mapped), or a folder holding either. F16 and BF16 tensors read as such
- * (kilnrt_session_load_weights converts them to f32). */
+ * beside it, each mapped), or a folder holding either; or a GGUF file (recognized by its magic:
+ * versions 2 and 3; F32, F16, BF16, Q8_0, Q4_0 and Q4_1 tensors, the block formats dequantized
+ * to f32; architecture "llama", its tensors under Hugging Face's names). F16 and BF16 tensors
+ * read as such (kilnrt_session_load_weights converts them to f32). */
 kilnrt_status kilnrt_weights_open(const char *path, kilnrt_weights **out);
 /* The file opened (a folder's model.safetensors or index). */
 const char *kilnrt_weights_path(const kilnrt_weights *w);
@@ -97,6 +99,10 @@ typedef struct kilnrt_load_options {
  * USER_ERROR listing each that differs ("the checkpoint has n_layer 24, this model was compiled
  * with 12 layers"). */
 kilnrt_status kilnrt_config_check(const char *config_path, const kiln_config_field *fields, int32_t n);
+/* A GGUF file's metadata as the config.json of a Hugging Face checkpoint (num_hidden_layers,
+ * hidden_size, rope_theta, tie_word_embeddings, ...): *json_text is valid until the next call
+ * on this thread. USER_ERROR when the file is no readable GGUF. */
+kilnrt_status kilnrt_gguf_config(const char *path, const char **json_text);
 /* kilnrt_session_load_weights with options (NULL: the defaults). */
 kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, const char *path, const kilnrt_load_options *options);
 /* The tensors the last load skipped (the model's ignore patterns); valid until the next load. */

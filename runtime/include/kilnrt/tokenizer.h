@@ -42,6 +42,8 @@ kilnrt_tokenizer_kind kilnrt_tokenizer_kind_of(const kilnrt_tokenizer *t);
 int32_t kilnrt_tokenizer_vocab_size(const kilnrt_tokenizer *t);
 /* The end-of-text token (`<|endoftext|>`, `</s>`, ...), or -1 when it has none. */
 int32_t kilnrt_tokenizer_eos(const kilnrt_tokenizer *t);
+/* The beginning-of-text token a GGUF file names (tokenizer.ggml.bos_token_id), or -1. */
+int32_t kilnrt_tokenizer_bos(const kilnrt_tokenizer *t);
 /* The id of a token given by its text, or -1. */
 int32_t kilnrt_tokenizer_token_id(const kilnrt_tokenizer *t, const char *token);
 /* `len` bytes of text (any bytes) to ids; add_special = 1 adds the template's special tokens
@@ -56,6 +58,16 @@ kilnrt_status kilnrt_tokenizer_decode(kilnrt_tokenizer *t, const int32_t *ids, i
  * 0, 1, ... concatenated are their decode). Special tokens give their text unless skip_special. */
 kilnrt_status kilnrt_tokenizer_piece(kilnrt_tokenizer *t, int32_t id, int64_t index, int32_t skip_special,
                                      const char **text, size_t *len);
+
+/* The chat template the tokenizer's files hold (a GGUF file's tokenizer.chat_template, or the
+ * chat_template of tokenizer_config.json beside tokenizer.json), or NULL when they hold none. */
+const char *kilnrt_tokenizer_chat_template(const kilnrt_tokenizer *t);
+/* Renders a chat template with the variables of `context_json`, a JSON object ("messages":
+ * [{"role": ..., "content": ...}], "add_generation_prompt": true, "bos_token": ..., ...), as
+ * transformers' apply_chat_template does, by kiln's own interpreter of the Jinja subset chat
+ * templates use. A construct outside the subset is a USER_ERROR naming it and the template's
+ * line. *text is valid until the next call on this thread. */
+kilnrt_status kilnrt_chat_render(const char *template_text, const char *context_json, const char **text, size_t *len);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 // bpe.cpp - byte-level BPE (GPT-2): the pre-tokenizer's pattern, the byte-level alphabet and
 // merging by rank, as Hugging Face `tokenizers` computes them.
 //
-// Pre-tokenization: GPT-2's pattern, compiled by PCRE2 with UTF and UCP (\p{L}, \p{N} and \s are
+// Pre-tokenization: the pre-tokenizer's splits (Digits, Split: BpeOptions::splits), then GPT-2's pattern, compiled by PCRE2 with UTF and UCP (\p{L}, \p{N} and \s are
 // Unicode classes) and PCRE2_MATCH_INVALID_UTF: bytes that are not valid UTF-8 match nothing and
 // become pieces of their own, so any byte string encodes and decodes back to itself. Each piece's
 // bytes are mapped to the byte-level alphabet (GPT-2's bytes_to_unicode), then the adjacent pair
@@ -49,8 +49,8 @@ class Bpe final : public Model {
  public:
   Bpe(const Vocab &v, const BpeOptions &o) : vocab_(v), o_(o) {}
   ~Bpe() override {
-    if (md_) pcre2_match_data_free(md_);
-    if (re_) pcre2_code_free(re_);
+    for (auto *md : mds_) pcre2_match_data_free(md);
+    for (auto *re : res_) pcre2_code_free(re);
   }
 
   kilnrt_status init() {
@@ -65,13 +65,23 @@ class Bpe final : public Model {
       merges_.emplace(key(ia, ib), std::make_pair((int32_t)r, im));
     }
     for (int b = 0; b < 256; ++b) byte_id_[b] = vocab_.find(alphabet().of[b]);
-    int errcode;
-    PCRE2_SIZE erroff;
-    re_ = pcre2_compile((PCRE2_SPTR)kPattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
-                        &errcode, &erroff, nullptr);
-    if (!re_) return internal_error("the byte-level BPE pattern does not compile in PCRE2");
-    pcre2_jit_compile(re_, PCRE2_JIT_COMPLETE);  // faster when available; the interpreter otherwise
-    md_ = pcre2_match_data_create_from_pattern(re_, nullptr);
+    std::vector<std::string> patterns = o_.splits;
+    if (o_.use_regex) patterns.push_back(kPattern);  // the byte-level step's own split: GPT-2's pattern
+    for (const std::string &p : patterns) {
+      int errcode;
+      PCRE2_SIZE erroff;
+      pcre2_code *re = pcre2_compile((PCRE2_SPTR)p.c_str(), p.size(), PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
+                                     &errcode, &erroff, nullptr);
+      if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(errcode, msg, sizeof msg);
+        return user_error(o_.source + ": the pre-tokenizer pattern '" + p + "' does not compile (PCRE2: " + (const char *)msg +
+                          " at offset " + std::to_string(erroff) + ")");
+      }
+      pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);  // faster when available; the interpreter otherwise
+      res_.push_back(re);
+      mds_.push_back(pcre2_match_data_create_from_pattern(re, nullptr));
+    }
     return KILNRT_OK;
   }
 
@@ -81,25 +91,7 @@ class Bpe final : public Model {
       buf = " " + std::string(text);
       text = buf;
     }
-    if (!o_.use_regex) return word(text, out);
-    size_t at = 0;
-    while (at < text.size()) {
-      int rc = pcre2_match(re_, (PCRE2_SPTR)text.data(), text.size(), at, 0, md_, nullptr);
-      size_t b = text.size(), e = text.size();
-      if (rc >= 0) {
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md_);
-        b = ov[0];
-        e = ov[1];
-      } else if (rc != PCRE2_ERROR_NOMATCH) {
-        return internal_error("PCRE2 failed on the text (error " + std::to_string(rc) + ")");
-      }
-      if (b > at)  // bytes no pattern matched (invalid UTF-8): a piece of their own
-        if (kilnrt_status st = word(text.substr(at, b - at), out)) return st;
-      if (e > b)
-        if (kilnrt_status st = word(text.substr(b, e - b), out)) return st;
-      at = e > at ? e : at + 1;
-    }
-    return KILNRT_OK;
+    return split(0, text, out);
   }
 
   void piece(int32_t id, int64_t, std::string &out) const override {
@@ -165,12 +157,37 @@ class Bpe final : public Model {
     return KILNRT_OK;
   }
 
+  // The pieces of `text` after split step `step` and the ones after it, merged into ids.
+  kilnrt_status split(size_t step, std::string_view text, std::vector<int32_t> &out) {
+    if (step == res_.size()) return word(text, out);
+    pcre2_code *re = res_[step];
+    pcre2_match_data *md = mds_[step];
+    size_t at = 0;
+    while (at < text.size()) {
+      int rc = pcre2_match(re, (PCRE2_SPTR)text.data(), text.size(), at, 0, md, nullptr);
+      size_t b = text.size(), e = text.size();
+      if (rc >= 0) {
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        b = ov[0];
+        e = ov[1];
+      } else if (rc != PCRE2_ERROR_NOMATCH) {
+        return internal_error("PCRE2 failed on the text (error " + std::to_string(rc) + ")");
+      }
+      if (b > at)  // the text before the match (or bytes no pattern matched: invalid UTF-8)
+        if (kilnrt_status st = split(step + 1, text.substr(at, b - at), out)) return st;
+      if (e > b)
+        if (kilnrt_status st = split(step + 1, text.substr(b, e - b), out)) return st;
+      at = e > at ? e : at + 1;
+    }
+    return KILNRT_OK;
+  }
+
   const Vocab &vocab_;
   BpeOptions o_;
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // pair -> (rank, merged id)
   int32_t byte_id_[256];
-  pcre2_code *re_ = nullptr;
-  pcre2_match_data *md_ = nullptr;
+  std::vector<pcre2_code *> res_;  // the split steps' patterns, the byte-level one last (use_regex)
+  std::vector<pcre2_match_data *> mds_;
   std::unordered_map<std::string, std::vector<int32_t>> cache_;
 };
 

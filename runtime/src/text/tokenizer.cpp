@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "../internal.h"
+#include "../weights_state.h"
+#include "template.h"
 #include "tokenizer.h"
 
 using namespace kilnrt;
@@ -24,7 +26,8 @@ struct kilnrt_tokenizer {
   std::vector<Added> added;   // matched in the text as themselves
   std::vector<bool> special;  // by id
   std::vector<int32_t> prefix, suffix;  // the template around the text (add_special)
-  int32_t eos = -1;
+  int32_t eos = -1, bos = -1;
+  std::string chat_template;  // empty: none
   std::vector<int32_t> ids;  // the last results
   std::string text;
 };
@@ -167,18 +170,48 @@ kilnrt_status read_post_processor(kilnrt_tokenizer &t, const std::string &source
                     "BertProcessing, RobertaProcessing and ByteLevel)");
 }
 
-// A ByteLevel pre-tokenizer (alone or in a Sequence); false when there is none.
-bool find_byte_level(const json &pre, BpeOptions &o) {
-  if (!pre.is_object()) return false;
-  if (pre.value("type", "") == "ByteLevel") {
+// A byte-level BPE's pre-tokenizer into `o`: Digits and Split steps (their patterns, in order),
+// then the ByteLevel step, alone or in a Sequence. Any other step, a Split that does not isolate
+// its matches, or no ByteLevel step last is refused by name: a tokenizer read in part would
+// give other ids than the checkpoint's, silently.
+kilnrt_status read_pre_tokenizer(const std::string &src, const json &pre, BpeOptions &o, bool &byteLevel) {
+  if (!pre.is_object()) return user_error(src + ": kiln reads byte-level BPE tokenizers (a ByteLevel pre-tokenizer); this one has none");
+  std::string type = pre.value("type", std::string("?"));
+  if (byteLevel) return user_error(src + ": the pre-tokenizer has a " + type + " step after its ByteLevel step, which kiln does not support");
+  if (type == "Sequence") {
+    const json &steps = pre.value("pretokenizers", json::array());
+    if (!steps.is_array()) return user_error(src + ": pre_tokenizer Sequence: pretokenizers is not an array");
+    for (const json &p : steps)
+      if (kilnrt_status st = read_pre_tokenizer(src, p, o, byteLevel)) return st;
+    return KILNRT_OK;
+  }
+  if (type == "ByteLevel") {
     o.add_prefix_space = flag(pre, "add_prefix_space", false);
     o.use_regex = flag(pre, "use_regex", true);
-    return true;
+    byteLevel = true;
+    return KILNRT_OK;
   }
-  if (pre.value("type", "") == "Sequence")
-    for (const json &p : pre.value("pretokenizers", json::array()))
-      if (find_byte_level(p, o)) return true;
-  return false;
+  if (type == "Digits") {
+    o.splits.push_back(flag(pre, "individual_digits", false) ? "\\p{N}" : "\\p{N}+");
+    return KILNRT_OK;
+  }
+  if (type == "Split") {
+    std::string behavior = pre.value("behavior", std::string("?"));
+    if (behavior != "Isolated")
+      return user_error(src + ": pre_tokenizer Split with behavior " + behavior + " is not supported (kiln implements Isolated)");
+    if (flag(pre, "invert", false)) return user_error(src + ": pre_tokenizer Split with invert is not supported");
+    const json &p = pre.value("pattern", json());
+    if (p.is_object() && p.contains("Regex") && p["Regex"].is_string()) {
+      o.splits.push_back(p["Regex"].get<std::string>());
+    } else if (p.is_object() && p.contains("String") && p["String"].is_string()) {
+      o.splits.push_back("\\Q" + p["String"].get<std::string>() + "\\E");  // the string as it is
+    } else {
+      return user_error(src + ": pre_tokenizer Split needs a pattern {\"Regex\": ...} or {\"String\": ...}");
+    }
+    return KILNRT_OK;
+  }
+  return user_error(src + ": pre-tokenizer step " + type +
+                    " is not supported (kiln reads Sequence, Digits, Split (Isolated) and ByteLevel)");
 }
 
 kilnrt_status open_tokenizer_json(kilnrt_tokenizer &t, const std::string &path) {
@@ -216,7 +249,9 @@ kilnrt_status open_tokenizer_json(kilnrt_tokenizer &t, const std::string &path) 
     if (flag(m, "byte_fallback", false)) return user_error(src + ": a BPE model with byte_fallback is not supported");
     if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() != 0)
       return user_error(src + ": BPE dropout (a training option) is not supported");
-    if (!find_byte_level(pre, o))
+    bool byteLevel = false;
+    if (kilnrt_status st = read_pre_tokenizer(src, pre, o, byteLevel)) return st;
+    if (!byteLevel)
       return user_error(src + ": kiln reads byte-level BPE tokenizers (a ByteLevel pre-tokenizer); this one's "
                         "pre-tokenizer is " + type_of(pre));
     if (!norm.is_null()) return user_error(src + ": a byte-level BPE tokenizer with a normalizer (" + type_of(norm) +
@@ -320,7 +355,69 @@ kilnrt_status open_vocab_txt(kilnrt_tokenizer &t, const std::string &path) {
   return make_wordpiece(t.vocab, o, t.model);
 }
 
+// The tokenizer a GGUF file holds in its metadata (tokenizer.ggml.*): byte-level BPE ("gpt2")
+// with the pre-tokenizer `tokenizer.ggml.pre` names (each name kiln knows mapped to its steps;
+// another is refused by name), control tokens (type 3) matched in the text as special tokens,
+// user-defined ones (type 4) as plain added tokens, the BOS id prepended when
+// tokenizer.ggml.add_bos_token says so.
+kilnrt_status open_gguf_tokenizer(kilnrt_tokenizer &t, const std::string &path) {
+  kilnrt_weights w;
+  w.path = path;
+  if (kilnrt_status st = open_gguf(path, &w, false)) return st;
+  const std::string src = "GGUF file '" + path + "'";
+  const json &meta = w.meta;
+  std::string model = meta.value("tokenizer.ggml.model", std::string());
+  if (model.empty()) return user_error(src + ": no tokenizer in its metadata (tokenizer.ggml.model)");
+  if (model != "gpt2")
+    return user_error(src + ": tokenizer.ggml.model '" + model + "' is not supported (kiln reads 'gpt2', byte-level BPE)");
+  std::string pre = meta.value("tokenizer.ggml.pre", std::string("default"));
+  BpeOptions o;
+  o.source = src;
+  if (pre == "smollm") o.splits.push_back("\\p{N}");  // Digits (individual), then GPT-2's pattern
+  else if (pre != "gpt2" && pre != "default")
+    return user_error(src + ": tokenizer.ggml.pre '" + pre + "' is not supported (kiln knows 'smollm', 'gpt2' and 'default')");
+  const json &tokens = meta.value("tokenizer.ggml.tokens", json());
+  const json &types = meta.value("tokenizer.ggml.token_type", json::array());
+  const json &merges = meta.value("tokenizer.ggml.merges", json());
+  if (!tokens.is_array() || tokens.empty()) return user_error(src + ": tokenizer.ggml.tokens is not a list of tokens");
+  if (!merges.is_array()) return user_error(src + ": tokenizer.ggml.merges is not a list of merges");
+  if (!types.empty() && types.size() != tokens.size())
+    return user_error(src + ": tokenizer.ggml.token_type has " + std::to_string(types.size()) + " entries for " +
+                      std::to_string(tokens.size()) + " tokens");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (!tokens[i].is_string()) return user_error(src + ": token " + std::to_string(i) + " is not a string");
+    if (kilnrt_status st = add_token(t, src, tokens[i].get<std::string>(), (int64_t)i)) return st;
+  }
+  t.special.assign(t.vocab.tokens.size(), false);
+  for (size_t i = 0; i < types.size(); ++i) {
+    int type = types[i].is_number_integer() ? types[i].get<int>() : -1;
+    if (type == 3 || type == 4) {
+      t.added.push_back({tokens[i].get<std::string>(), (int32_t)i});
+      t.special[i] = type == 3;
+    }
+  }
+  for (size_t i = 0; i < merges.size(); ++i) {
+    std::string m = merges[i].is_string() ? merges[i].get<std::string>() : std::string();
+    size_t sp = m.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos)
+      return user_error(src + ": merges entry " + std::to_string(i + 1) + " '" + m + "' is not two tokens");
+    o.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
+  }
+  auto id = [&](const char *key) {
+    const json &v = meta.value(key, json());
+    return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < (int64_t)tokens.size() ? (int32_t)v.get<int64_t>() : -1;
+  };
+  t.eos = id("tokenizer.ggml.eos_token_id");
+  if (meta.contains("tokenizer.chat_template") && meta["tokenizer.chat_template"].is_string())
+    t.chat_template = meta["tokenizer.chat_template"].get<std::string>();
+  t.bos = id("tokenizer.ggml.bos_token_id");
+  if (meta.value("tokenizer.ggml.add_bos_token", false) && id("tokenizer.ggml.bos_token_id") >= 0)
+    t.prefix.push_back(id("tokenizer.ggml.bos_token_id"));
+  return make_bpe(t.vocab, o, t.model);
+}
+
 kilnrt_status open_any(kilnrt_tokenizer &t, const std::string &path) {
+  if (!is_dir(path) && is_gguf(path)) return open_gguf_tokenizer(t, path);
   if (is_dir(path)) {
     if (path_exists(path + "/tokenizer.json")) return open_tokenizer_json(t, path + "/tokenizer.json");
     if (path_exists(path + "/vocab.json") || path_exists(path + "/merges.txt")) {
@@ -367,14 +464,39 @@ extern "C" kilnrt_status kilnrt_tokenizer_open(const char *path, kilnrt_tokenize
   std::stable_sort(t->added.begin(), t->added.end(),
                    [](const auto &a, const auto &b) { return a.content.size() > b.content.size(); });
   find_eos(*t);
+  if (t->chat_template.empty()) {  // tokenizer_config.json's chat_template (a string, or named templates)
+    std::string cfg = (is_dir(path) ? std::string(path) : folder_of(path)) + "/tokenizer_config.json";
+    json c;
+    if (path_exists(cfg) && read_json(cfg, c) == KILNRT_OK && c.contains("chat_template")) {
+      const json &ct = c["chat_template"];
+      if (ct.is_string()) t->chat_template = ct.get<std::string>();
+      else if (ct.is_array())
+        for (const json &e : ct)
+          if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+            t->chat_template = e["template"].get<std::string>();
+    }
+  }
   *out = t.release();
   return KILNRT_OK;
 }
 
 extern "C" void kilnrt_tokenizer_close(kilnrt_tokenizer *t) { delete t; }
+extern "C" const char *kilnrt_tokenizer_chat_template(const kilnrt_tokenizer *t) {
+  return t->chat_template.empty() ? nullptr : t->chat_template.c_str();
+}
+extern "C" kilnrt_status kilnrt_chat_render(const char *template_text, const char *context_json, const char **text, size_t *len) {
+  thread_local std::string out;
+  json ctx = json::parse(context_json ? context_json : "", nullptr, false);
+  if (ctx.is_discarded() || !ctx.is_object()) return user_error("chat template context: not a JSON object");
+  if (kilnrt_status st = render_template(template_text ? template_text : "", ctx, out)) return st;
+  *text = out.data();
+  *len = out.size();
+  return KILNRT_OK;
+}
 extern "C" kilnrt_tokenizer_kind kilnrt_tokenizer_kind_of(const kilnrt_tokenizer *t) { return t->kind; }
 extern "C" int32_t kilnrt_tokenizer_vocab_size(const kilnrt_tokenizer *t) { return (int32_t)t->vocab.tokens.size(); }
 extern "C" int32_t kilnrt_tokenizer_eos(const kilnrt_tokenizer *t) { return t->eos; }
+extern "C" int32_t kilnrt_tokenizer_bos(const kilnrt_tokenizer *t) { return t->bos; }
 extern "C" int32_t kilnrt_tokenizer_token_id(const kilnrt_tokenizer *t, const char *token) {
   return t->vocab.find(token);
 }

@@ -34,6 +34,10 @@ class Model {
 struct BpeOptions {
   std::string source;  // the file(s) it was read from, for messages
   std::vector<std::pair<std::string, std::string>> merges;  // by rank
+  // Pre-tokenizer steps before the byte-level one, in order: each splits every piece at the
+  // matches of a PCRE2 pattern, each match and each text between matches a piece of its own
+  // (tokenizers' Split with behavior Isolated; Digits is \p{N} or \p{N}+).
+  std::vector<std::string> splits;
   bool add_prefix_space = false, use_regex = true, ignore_merges = false;
 };
 // Fails (USER_ERROR naming source) on a merge naming a token the vocabulary lacks.

@@ -1,0 +1,99 @@
+// smollm2_test.cpp - a real chat model end to end: SmolLM2-135M-Instruct from its Q4_1 GGUF file
+// (scripts/fetch_models.sh, the ctest fixture models/fetch) against transformers, which reads the
+// same file and dequantizes it to f32 (tests/reference/make_smollm2_fixtures.py wrote
+// tests/fixtures/smollm2: 10 chat prompts, their rendering by apply_chat_template, their ids, the
+// last position's logits and 48 greedy tokens).
+//  * the chat template stored in the file, rendered by kiln's Jinja subset, equals
+//    apply_chat_template's text, and kiln's tokenizer from the file gives transformers' ids;
+//  * examples/llama compiled from the file's metadata: each prompt's last logits within 2e-5 of
+//    the largest (measured: 8e-5 of 29.8 at most, 2.7e-6), and `--chat --generate 48` gives
+//    transformers' greedy tokens (none of the 10 has a near tie).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness.h"
+#include "kilnrt/api.h"
+
+namespace {
+using json = nlohmann::json;
+
+const std::string kGguf = std::string(KILN_MODELS_DIR) + "/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+const std::string kFixture = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/smollm2";
+
+json fixture() {
+  std::ifstream f(kFixture + "/prompts.json");
+  return json::parse(f);
+}
+
+TEST(SmolLM2, ChatTemplateAndTokensMatchTransformers) {
+  json fx = fixture();
+  kilnrt_tokenizer *t;
+  ASSERT_EQ(kilnrt_tokenizer_open(kGguf.c_str(), &t), KILNRT_OK) << kilnrt_last_error();
+  const char *tmpl = kilnrt_tokenizer_chat_template(t);
+  ASSERT_NE(tmpl, nullptr);
+  EXPECT_EQ(kilnrt_tokenizer_eos(t), fx["end_of_turn"].get<int32_t>());
+  for (const json &c : fx["cases"]) {
+    SCOPED_TRACE(c["prompt"].get<std::string>());
+    json ctx = {{"messages", {{{"role", "user"}, {"content", c["prompt"]}}}}, {"add_generation_prompt", true}};
+    const char *text;
+    size_t len;
+    ASSERT_EQ(kilnrt_chat_render(tmpl, ctx.dump().c_str(), &text, &len), KILNRT_OK) << kilnrt_last_error();
+    EXPECT_EQ(std::string(text, len), c["text"].get<std::string>());
+    const int32_t *ids;
+    int64_t n;
+    ASSERT_EQ(kilnrt_tokenizer_encode(t, text, len, 1, &ids, &n), KILNRT_OK) << kilnrt_last_error();
+    EXPECT_EQ(std::vector<int32_t>(ids, ids + n), c["ids"].get<std::vector<int32_t>>());
+  }
+  kilnrt_tokenizer_close(t);
+}
+
+std::string compileSmolLM2(const std::string &dir) {
+  auto c = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + kGguf + " --ctx 512 --quiet --cache-dir " +
+                   KILN_TEST_CACHE " -o " + dir + "/smollm");
+  EXPECT_EQ(c.code, 0) << c.output;
+  return c.code == 0 ? dir + "/smollm" : "";
+}
+
+TEST(SmolLM2, LogitsAndGreedyAnswersMatchTransformers) {
+  json fx = fixture();
+  std::string dir = kt::workDir("smollm2");
+  std::string exe = compileSmolLM2(dir);
+  ASSERT_FALSE(exe.empty());
+  ref::T last = kt::loadNpy(kFixture + "/last_logits.npy");
+  const int64_t V = last.shape[1];
+  double worst = 0;
+  for (size_t k = 0; k < fx["cases"].size(); ++k) {
+    const json &c = fx["cases"][k];
+    SCOPED_TRACE(c["prompt"].get<std::string>());
+    auto r = kt::run(exe + " --weights " + kGguf + " --entry prefill --tokens " + kt::idList(c["ids"].get<std::vector<int32_t>>()) +
+                     " --output-dir " + dir + "/p" + std::to_string(k));
+    ASSERT_EQ(r.code, 0) << r.output;
+    ref::T got = kt::loadNpy(dir + "/p" + std::to_string(k) + "/last_logits.npy");
+    ASSERT_EQ(got.v.size(), (size_t)V);
+    double maxRef = 0, maxDiff = 0;
+    for (int64_t i = 0; i < V; ++i) {
+      maxRef = std::max(maxRef, (double)std::abs(last.v[k * V + i]));
+      maxDiff = std::max(maxDiff, (double)std::abs(got.v[i] - last.v[k * V + i]));
+    }
+    worst = std::max(worst, maxDiff / maxRef);
+    EXPECT_LE(maxDiff, 2e-5 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
+    // The answer: the prompt through --chat (kiln's template and tokenizer), 48 greedy tokens.
+    std::string out = dir + "/g" + std::to_string(k);
+    std::string quoted;  // the prompt as one shell word
+    for (char ch : c["prompt"].get<std::string>()) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    auto g = kt::run(exe + " --weights " + kGguf + " --chat --prompt '" + quoted + "' --generate 48 --quiet --output-dir " + out);
+    ASSERT_EQ(g.code, 0) << g.output;
+    ref::T ids = kt::loadNpy(out + "/generated.npy");
+    std::vector<int32_t> gotIds(ids.v.begin(), ids.v.end());
+    EXPECT_FALSE(c["near_tie"].get<bool>()) << "the fixture reports a near tie: regenerate or accept it";
+    EXPECT_EQ(gotIds, c["generated"].get<std::vector<int32_t>>());
+    std::string answer = c["answer"].get<std::string>();
+    answer = answer.substr(0, answer.find("<|im_end|>"));  // the text printed: special tokens left out
+    EXPECT_EQ(g.output.rfind(answer, 0), 0u) << "printed: " << g.output << "\nwanted: " << answer;
+  }
+  printf("largest logit error over the 10 prompts: %.3g of the largest logit\n", worst);
+}
+
+}  // namespace
