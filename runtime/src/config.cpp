@@ -19,7 +19,7 @@ bool same(const json &a, const json &b) {
   }
   return a == b;
 }
-std::string text(const json &v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string text(const json &v) { return v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, json::error_handler_t::replace); }
 // The field a key names, dots reaching into objects ("rope_parameters.rope_theta"), or null.
 const json *field(const json &cfg, const std::string &key) {
   const json *at = &cfg;
@@ -88,7 +88,7 @@ extern "C" kilnrt_status kilnrt_gguf_config(const char *path, const char **json_
   w.path = path;
   if (!kilnrt::is_gguf(path)) return user_error(std::string("'") + path + "' is no GGUF file (no GGUF magic)");
   if (kilnrt_status st = kilnrt::open_gguf(path, &w, false)) return st;
-  text = w.config.dump();
+  text = w.config.dump(-1, ' ', false, json::error_handler_t::replace);  // invalid UTF-8 in metadata replaced
   *json_text = text.c_str();
   return KILNRT_OK;
 }

@@ -273,7 +273,7 @@ kilnrt_status open_gguf(const std::string &path, kilnrt_weights *w, bool tensors
     const json &a = w->meta["general.alignment"];
     if (!a.is_number_unsigned() || a.get<uint64_t>() == 0 || (a.get<uint64_t>() & (a.get<uint64_t>() - 1)) ||
         a.get<uint64_t>() > 65536)
-      return bad("general.alignment is " + a.dump() + ", not a power of two up to 65536");
+      return bad("general.alignment is " + a.dump(-1, ' ', false, json::error_handler_t::replace) + ", not a power of two up to 65536");
     alignment = a.get<uint64_t>();
   }
   std::string arch = w->meta.value("general.architecture", std::string());
@@ -377,7 +377,8 @@ kilnrt_status open_gguf(const std::string &path, kilnrt_weights *w, bool tensors
       return bad("tensor '" + t.name + "': " + std::to_string(x.shape[0]) + " rows are no whole number of " +
                  std::to_string(rowHeads) + " heads of an even size");
     const uint8_t *src = data + t.offset;
-    if ((t.type == 0 || t.type == 1 || t.type == 30) && rowHeads == 0) {  // read in place
+    const size_t width = t.type == 0 ? 4 : 2;
+    if ((t.type == 0 || t.type == 1 || t.type == 30) && rowHeads == 0 && (uintptr_t)src % width == 0) {  // read in place
       x.dtype = t.type == 0 ? KILN_F32 : t.type == 1 ? KILN_F16 : KILN_BF16;
       x.data = const_cast<uint8_t *>(src);
     } else {

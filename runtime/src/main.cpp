@@ -355,7 +355,7 @@ std::string chat_prompt(const Cli &cli, kilnrt_tokenizer *tok, const std::string
   if (int32_t e = kilnrt_tokenizer_eos(tok); e >= 0) ctx["eos_token"] = token(e);
   const char *text;
   size_t len;
-  cli.check(kilnrt_chat_render(tmpl, ctx.dump().c_str(), &text, &len));
+  cli.check(kilnrt_chat_render(tmpl, ctx.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), &text, &len));
   return std::string(text, len);
 }
 

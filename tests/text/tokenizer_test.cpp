@@ -212,3 +212,47 @@ TEST(Tokenizer, DecodeRejectsIdsOutsideTheVocabulary) {
   EXPECT_EQ(kilnrt_tokenizer_decode(tok.t, bad, 2, 0, &s, &n), KILNRT_USER_ERROR);
   EXPECT_NE(std::string(kilnrt_last_error()).find("token id 400"), std::string::npos) << kilnrt_last_error();
 }
+
+// Pre-tokenizers beyond ByteLevel in tokenizer.json: Digits and Split steps in a Sequence before
+// it (SmolLM2's and Llama 3's files have these shapes), against `tokenizers`
+// (make_pretokenizer_fixtures.py). The reader once kept the ByteLevel step alone and dropped the
+// others, silently: bpe_digits then splits "12345" differently.
+TEST(Tokenizer, DigitsAndSplitPreTokenizersMatchTokenizers) {
+  std::ifstream f(kFx + "/pretok_cases.json");
+  const json all = json::parse(f);
+  for (const char *name : {"bpe_digits", "bpe_split"}) {
+    Tok tok(kFx + "/" + name + "/tokenizer.json");
+    ASSERT_TRUE(tok.t);
+    ASSERT_GE(all[name].size(), 25u);
+    for (const json &c : all[name]) {
+      std::string text = c["text"];
+      EXPECT_EQ(tok.encode(text, true), c["ids"].get<std::vector<int32_t>>()) << name << ": '" << text << "'";
+      EXPECT_EQ(tok.decode(c["ids"].get<std::vector<int32_t>>(), false), c["decoded"].get<std::string>()) << name;
+    }
+  }
+}
+
+// A pre-tokenizer kiln does not implement is refused by name, never read in part.
+TEST(Tokenizer, UnsupportedPreTokenizersAreRefusedByName) {
+  std::ifstream f(kFx + "/bpe_digits/tokenizer.json");
+  const json base = json::parse(f);
+  auto refused = [&](const json &pre, const std::string &what) {
+    json j = base;
+    j["pre_tokenizer"] = pre;
+    std::string d = kt::workDir("tok_pretok_bad");
+    std::ofstream(d + "/tokenizer.json") << j.dump();
+    kilnrt_tokenizer *t = nullptr;
+    EXPECT_NE(kilnrt_tokenizer_open((d + "/tokenizer.json").c_str(), &t), KILNRT_OK) << pre.dump();
+    EXPECT_NE(std::string(kilnrt_last_error()).find(what), std::string::npos) << kilnrt_last_error();
+    if (t) kilnrt_tokenizer_close(t);
+  };
+  json byteLevel = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  refused({{"type", "Sequence"}, {"pretokenizers", {{{"type", "Punctuation"}, {"behavior", "Isolated"}}, byteLevel}}},
+          "pre-tokenizer step Punctuation is not supported");
+  refused({{"type", "Sequence"},
+           {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "\\d"}}}, {"behavior", "Removed"}, {"invert", false}}, byteLevel}}},
+          "Split with behavior Removed");
+  refused({{"type", "Sequence"}, {"pretokenizers", {byteLevel, {{"type", "Digits"}, {"individual_digits", true}}}}},
+          "a Digits step after its ByteLevel step");
+  refused({{"type", "Metaspace"}, {"replacement", "_"}}, "pre-tokenizer step Metaspace");
+}

@@ -70,9 +70,14 @@ TEST_F(DslTest, AttentionKeyValueLength) {
   Tensor q = m.input("q", {4, L, 8}), k = m.input("k", {4, S, 8}), v = m.input("v", {4, L, 8});
   EXPECT_KILN_ERROR(attention(q, k, v), "attention: the key length is S(<=8) but the value length is L(<=16)");
 }
+// Grouped-query attention: key heads may divide the query heads (4 over 2 builds), not otherwise;
+// with fewer key heads, masks none and causal only.
 TEST_F(DslTest, AttentionHeads) {
-  Tensor q = m.input("q", {4, L, 8}), k = m.input("k", {2, L, 8});
-  EXPECT_KILN_ERROR(attention(q, k, k), "attention: the query heads is 4 but the key heads is 2");
+  Tensor q = m.input("q", {4, L, 8}), k = m.input("k", {2, L, 8}), k3 = m.input("k3", {3, L, 8});
+  EXPECT_NO_THROW(attention(q, k, k, {.mask = Mask::causal()}));
+  EXPECT_KILN_ERROR(attention(q, k3, k3), "attention: the key heads (3) must equal or divide the query heads (4)");
+  EXPECT_KILN_ERROR(attention(q, k, k, {.mask = Mask::window(4)}),
+                    "grouped-query attention (4 query heads, 2 key heads) takes masks none and causal only");
 }
 TEST_F(DslTest, EmbeddingNeedsIds) {
   Tensor table = m.param("t", {10, 32});

@@ -21,6 +21,9 @@
 #include "template.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <cmath>
 #include <ctime>
 #include <functional>
@@ -33,6 +36,8 @@ using json = nlohmann::json;
 
 namespace kilnrt::text {
 namespace {
+
+constexpr size_t kMaxText = 16u << 20;  // a rendering (or a string it builds) at most 16 MiB
 
 struct TemplateError {
   std::string msg;
@@ -225,7 +230,15 @@ class ExprParser {
   }
   int line() const { return line_; }
 
+  struct Depth {  // nesting bounded: a hostile template cannot exhaust the stack
+    int &d;
+    Depth(int &x, const ExprParser &p) : d(x) {
+      if (++d > 64) p.fail("expressions nested deeper than 64");
+    }
+    ~Depth() { --d; }
+  };
   ExprP expr() {  // a if c else b
+    Depth guard(depth_, *this);
     ExprP e = orExpr();
     if (isName("if")) {
       ++at_;
@@ -258,6 +271,7 @@ class ExprParser {
     return l;
   }
   ExprP notExpr() {
+    Depth guard(depth_, *this);
     if (isName("not")) {
       ++at_;
       auto e = std::make_shared<Expr>(Expr{Expr::Unary, "not"});
@@ -302,6 +316,7 @@ class ExprParser {
     return l;
   }
   ExprP unary() {
+    Depth guard(depth_, *this);
     if (isOp("-") || isOp("+")) {
       std::string op = next().s;
       auto e = std::make_shared<Expr>(Expr{Expr::Unary, op});
@@ -392,8 +407,13 @@ class ExprParser {
       return e;
     };
     switch (t.kind) {
-      case Tok::Int: return lit(json(std::stoll(t.s)));
-      case Tok::Float: return lit(json(std::stod(t.s)));
+      case Tok::Int: {
+        errno = 0;
+        long long v = strtoll(t.s.c_str(), nullptr, 10);
+        if (errno == ERANGE) fail("the integer " + t.s + " is out of range");
+        return lit(json((int64_t)v));
+      }
+      case Tok::Float: return lit(json(strtod(t.s.c_str(), nullptr)));
       case Tok::Str: {
         std::string s = t.s;
         while (peek().kind == Tok::Str) s += next().s;  // adjacent literals concatenate
@@ -443,6 +463,7 @@ class ExprParser {
   std::vector<Tok> t_;
   size_t at_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 // ---------------------------------------------------------------- statements
@@ -551,6 +572,11 @@ class Parser {
  private:
   // Nodes until one of `ends` (the word that ended it in `end`; "" at the template's end).
   Body block(const std::vector<std::string> &ends, std::string &end) {
+    if (++depth_ > 64) throw TemplateError{"statements nested deeper than 64", at_ < s_.size() ? s_[at_].line : 0};
+    struct Leave {
+      int &d;
+      ~Leave() { --d; }
+    } leave{depth_};
     Body out;
     while (at_ < s_.size()) {
       const Seg &g = s_[at_++];
@@ -642,6 +668,7 @@ class Parser {
 
   std::vector<Seg> s_;
   size_t at_ = 0;
+  int depth_ = 0;
   std::unique_ptr<ExprParser> cur_;  // the statement that ended the last block (elif's condition)
 };
 
@@ -671,9 +698,12 @@ class Renderer {
 
   void node(const Node &n, std::string &out) {
     line_ = n.line;
+    if (n.kind == Node::Text) out += n.text;
+    if (n.kind == Node::Out) out += str(eval(*n.e));
+    if (out.size() > kMaxText) fail("the rendered text is longer than 16 MiB");
     switch (n.kind) {
-      case Node::Text: out += n.text; break;
-      case Node::Out: out += str(eval(*n.e)); break;
+      case Node::Text:
+      case Node::Out: break;
       case Node::If:
         for (const auto &[c, b] : n.branches)
           if (!c || truthy(eval(*c))) {
@@ -757,7 +787,10 @@ class Renderer {
 
   static int64_t toInt(const Val &v) {
     if (v.j.is_number_integer()) return v.j.get<int64_t>();
-    if (v.j.is_number()) return (int64_t)v.j.get<double>();
+    if (v.j.is_number()) {
+      double d = v.j.get<double>();
+      return std::isfinite(d) && std::abs(d) < 9e18 ? (int64_t)d : 0;
+    }
     return 0;
   }
 
@@ -796,6 +829,7 @@ class Renderer {
         if (e.s == "not") return Val{json(!truthy(v))};
         if (!v.j.is_number()) fail("unary " + e.s + " of a " + std::string(v.j.type_name()));
         if (e.s == "+") return v;
+        if (v.j.is_number_integer() && v.j.get<int64_t>() == INT64_MIN) fail("integer overflow in unary -");
         return v.j.is_number_integer() ? Val{json(-v.j.get<int64_t>())} : Val{json(-v.j.get<double>())};
       }
       case Expr::Cond: {
@@ -811,7 +845,8 @@ class Renderer {
     if (obj.j.is_object() && key.is_string()) {
       auto it = obj.j.find(key.get<std::string>());
       if (it != obj.j.end()) return Val{*it};
-      return Val::undefined();
+      static const char *methods[] = {"items", "keys", "values", "get"};
+      if (std::find(std::begin(methods), std::end(methods), key.get<std::string>()) == std::end(methods)) return Val::undefined();
     }
     if ((obj.j.is_array() || obj.j.is_string()) && key.is_number_integer()) {
       int64_t n = obj.j.is_array() ? (int64_t)obj.j.size() : (int64_t)obj.j.get_ref<const std::string &>().size();
@@ -841,9 +876,10 @@ class Renderer {
     };
     int64_t lo = bound(e.args[1], step > 0 ? 0 : n - 1), hi = bound(e.args[2], step > 0 ? n : -1);
     json out = v.j.is_array() ? json::array() : json("");
-    for (int64_t i = lo; step > 0 ? i < hi : i > hi; i += step) {
+    for (int64_t i = lo; step > 0 ? i < hi : i > hi;) {
       if (v.j.is_array()) out.push_back(v.j[(size_t)i]);
       else out.get_ref<std::string &>() += v.j.get_ref<const std::string &>()[(size_t)i];
+      if (__builtin_add_overflow(i, step, &i)) break;
     }
     return Val{out};
   }
@@ -878,7 +914,10 @@ class Renderer {
     }
     if (op == "*" && a.j.is_string() && b.j.is_number_integer()) {
       std::string r;
-      for (int64_t k = 0; k < b.j.get<int64_t>(); ++k) r += a.j.get<std::string>();
+      const std::string &piece = a.j.get_ref<const std::string &>();
+      int64_t times = b.j.get<int64_t>();
+      if (times > 0 && piece.size() * (uint64_t)std::min<int64_t>(times, 1 << 30) > kMaxText) fail("a string longer than 16 MiB");
+      for (int64_t k = 0; k < times; ++k) r += piece;
       return Val{json(r)};
     }
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
@@ -893,13 +932,16 @@ class Renderer {
            (b.undef ? "undefined" : b.j.type_name()));
     const bool ints = a.j.is_number_integer() && b.j.is_number_integer();
     if (ints && op != "/") {
-      int64_t x = a.j.get<int64_t>(), y = b.j.get<int64_t>();
+      int64_t x = a.j.get<int64_t>(), y = b.j.get<int64_t>(), r = 0;
       if ((op == "//" || op == "%") && y == 0) fail("division by zero");
-      if (op == "+") return Val{json(x + y)};
-      if (op == "-") return Val{json(x - y)};
-      if (op == "*") return Val{json(x * y)};
-      if (op == "//") return Val{json((x - ((x % y) + y) % y) / y)};
-      if (op == "%") return Val{json(((x % y) + y) % y)};
+      bool over = op == "+" ? __builtin_add_overflow(x, y, &r) : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                 : op == "*" ? __builtin_mul_overflow(x, y, &r) : (y == -1 && x == INT64_MIN);
+      if (over) fail("integer overflow in '" + op + "'");
+      if (op == "+" || op == "-" || op == "*") return Val{json(r)};
+      int64_t m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) m += y;  // Python's modulo: the divisor's sign
+      if (op == "%") return Val{json(m)};
+      return Val{json((x - m) / y)};
     }
     double x = a.j.get<double>(), y = b.j.get<double>();
     if ((op == "/" || op == "//" || op == "%") && y == 0) fail("division by zero");
@@ -974,7 +1016,11 @@ class Renderer {
         else if (a.size() >= 2) lo = toInt(a[0]), hi = toInt(a[1]), st = a.size() > 2 ? toInt(a[2]) : 1;
         if (st == 0) fail("range() with a step of 0");
         json r = json::array();
-        for (int64_t i = lo; st > 0 ? i < hi : i > hi; i += st) r.push_back(i);
+        for (int64_t i = lo; st > 0 ? i < hi : i > hi;) {
+          if (r.size() >= 1000000) fail("range() of more than a million numbers");
+          r.push_back(i);
+          if (__builtin_add_overflow(i, st, &i)) break;
+        }
         return Val{r};
       }
       fail("the function '" + f.s + "' is not supported (kiln's Jinja subset)");
@@ -1186,6 +1232,8 @@ kilnrt_status render_template(const std::string &source, const json &context, st
   } catch (const LoopControl &) {
     return user_error("chat template: 'break' or 'continue' outside a loop");
   } catch (const json::exception &e) {
+    return user_error(std::string("chat template: ") + e.what());
+  } catch (const std::exception &e) {  // e.g. out of memory
     return user_error(std::string("chat template: ") + e.what());
   }
   return KILNRT_OK;
