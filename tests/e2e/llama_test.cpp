@@ -21,7 +21,8 @@ std::string compileLlama(const std::string &dir) {
   return c.code == 0 ? dir + "/llama" : "";
 }
 
-// The logits of a 17-token prompt within 2e-5 of the largest (|logit| <= 3.3; measured 2.4e-6),
+// The logits of a 17-token prompt within 5e-6 of the largest (|logit| <= 3.3; measured 2.1e-6
+// absolute, 6.3e-7 of the largest),
 // and the 12 greedy tokens transformers' generate gives.
 TEST(Llama, LogitsAndGreedyTokensMatchTransformers) {
   std::string dir = kt::workDir("llama_hf");
@@ -37,7 +38,7 @@ TEST(Llama, LogitsAndGreedyTokensMatchTransformers) {
     maxRef = std::max(maxRef, (double)std::abs(want.v[i]));
     maxDiff = std::max(maxDiff, (double)std::abs(want.v[i] - got.v[i]));
   }
-  EXPECT_LE(maxDiff, 2e-5 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
+  EXPECT_LE(maxDiff, 5e-6 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
 
   ref::T tokens = kt::loadNpy(kFixture + "/tokens.npy");
   std::vector<int32_t> ids(tokens.v.begin(), tokens.v.end());

@@ -112,8 +112,6 @@ def main():
                        ("gemma", GEMMA)]:
         compiled = _compile_jinja_template(tmpl)
         for k, msgs in enumerate(conversations()):
-            if name == "gemma" and msgs[0]["role"] == "system" and False:
-                continue
             ctx = dict(base, messages=msgs)
             cases.append({"name": f"{name}/{k}", "template": tmpl, "context": ctx, "output": compiled.render(**ctx)})
     corner_ctx = dict(base, messages=conversations()[5])
