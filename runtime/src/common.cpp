@@ -23,7 +23,8 @@ kilnrt_status fail(kilnrt_status code, std::string message) {
 }
 size_t dtype_size(kiln_dtype t) { return t == KILN_F32 || t == KILN_I32 ? 4 : t == KILN_F16 || t == KILN_BF16 ? 2 : 0; }
 const char *dtype_name(kiln_dtype t) {
-  return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : t == KILN_F16 ? "f16" : t == KILN_BF16 ? "bf16" : "an unsupported dtype";
+  return t == KILN_F32 ? "f32" : t == KILN_I32 ? "i32" : t == KILN_F16 ? "f16" : t == KILN_BF16 ? "bf16" : t == KILN_Q8_0 ? "Q8_0"
+         : t == KILN_Q4_0 ? "Q4_0" : t == KILN_Q4_1 ? "Q4_1" : "an unsupported dtype";
 }
 bool is_dir(const std::string &p) {
   struct stat st;

@@ -92,3 +92,14 @@ extern "C" kilnrt_status kilnrt_gguf_config(const char *path, const char **json_
   *json_text = text.c_str();
   return KILNRT_OK;
 }
+
+extern "C" kilnrt_status kilnrt_gguf_tensor_types(const char *path, const char **json_text) {
+  thread_local std::string text;
+  kilnrt_weights w;
+  w.path = path;
+  if (!kilnrt::is_gguf(path)) return user_error(std::string("'") + path + "' is no GGUF file (no GGUF magic)");
+  if (kilnrt_status st = kilnrt::open_gguf(path, &w, false)) return st;
+  text = w.types.dump(-1, ' ', false, json::error_handler_t::replace);
+  *json_text = text.c_str();
+  return KILNRT_OK;
+}

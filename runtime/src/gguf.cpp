@@ -11,7 +11,8 @@
 // twice, an unknown value type, a misaligned offset are each refused with a message naming the
 // problem. Tensor types F32 (read in place), F16 and BF16 (widened when bound, as from
 // safetensors), Q8_0, Q4_0 and Q4_1 (blocks of 32 with an f16 scale, and an f16 minimum for
-// Q4_1: dequantized to f32 here); any other type is refused naming it and the tensor.
+// Q4_1: kept as stored, for a model compiled with those types: quant.cpp); any other type is
+// refused naming it and the tensor.
 //
 // Names: the tensors of architecture "llama" are given Hugging Face's names (LlamaForCausalLM),
 // and the rows of attn_q and attn_k, which llama.cpp's converter permutes for its rotary layout
@@ -86,25 +87,6 @@ struct Reader {
   }
 };
 
-float halfToFloat(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
-  if (e == 0) {
-    if (m == 0) bits = sign;
-    else {  // subnormal: normalize
-      int shift = 0;
-      while (!(m & 1024)) m <<= 1, ++shift;
-      bits = sign | (uint32_t)(127 - 15 - shift + 1) << 23 | (m & 1023) << 13;
-    }
-  } else if (e == 31) {
-    bits = sign | 0x7f800000u | m << 13;
-  } else {
-    bits = sign | (e + 127 - 15) << 23 | m << 13;
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
 // Reads one metadata value of `type` into `out` (arrays nest up to a few levels).
 bool readValue(Reader &r, uint32_t type, json &out, int depth, const std::string &key) {
   auto num = [&](auto v) {
@@ -177,48 +159,17 @@ std::string llamaName(const std::string &n) {
   return n;  // unknown: kept, and reported by the binding like any tensor the model lacks
 }
 
-// Dequantizes `count` weights of type `type` at `src` into `dst`.
-void dequantize(uint32_t type, const uint8_t *src, float *dst, int64_t count) {
-  const int64_t blocks = count / 32;
-  for (int64_t b = 0; b < blocks; ++b, dst += 32) {
-    uint16_t dh;
-    memcpy(&dh, src, 2);
-    const float d = halfToFloat(dh);
-    if (type == 8) {  // Q8_0: d, 32 x int8
-      const int8_t *q = (const int8_t *)(src + 2);
-      for (int j = 0; j < 32; ++j) dst[j] = d * (float)q[j];
-      src += 34;
-    } else if (type == 2) {  // Q4_0: d, 16 bytes: weight j in the low nibble of byte j, j + 16 in its high one, minus 8
-      const uint8_t *q = src + 2;
-      for (int j = 0; j < 16; ++j) {
-        dst[j] = d * (float)((int)(q[j] & 15) - 8);
-        dst[j + 16] = d * (float)((int)(q[j] >> 4) - 8);
-      }
-      src += 18;
-    } else {  // Q4_1: d, m, 16 bytes: d·q + m, nibbles as Q4_0's
-      uint16_t mh;
-      memcpy(&mh, src + 2, 2);
-      const float m = halfToFloat(mh);
-      const uint8_t *q = src + 4;
-      for (int j = 0; j < 16; ++j) {
-        dst[j] = d * (float)(q[j] & 15) + m;
-        dst[j + 16] = d * (float)(q[j] >> 4) + m;
-      }
-      src += 20;
-    }
-  }
-}
-
 // Rows of attn_q / attn_k from llama.cpp's rotary order back to Hugging Face's: within each head
-// of `hd` rows, file row 2i + s is row s·hd/2 + i.
-void unpermuteRows(float *w, int64_t rows, int64_t cols, int64_t heads) {
+// of `hd` rows, file row 2i + s is row s·hd/2 + i. A row is `rowBytes` bytes (its f32 values, or
+// its quantized blocks: whole rows move).
+void unpermuteRows(uint8_t *w, int64_t rows, size_t rowBytes, int64_t heads) {
   const int64_t hd = rows / heads;
-  std::vector<float> tmp((size_t)(hd * cols));
+  std::vector<uint8_t> tmp((size_t)hd * rowBytes);
   for (int64_t h = 0; h < heads; ++h) {
-    float *head = w + h * hd * cols;
+    uint8_t *head = w + (size_t)(h * hd) * rowBytes;
     for (int64_t i = 0; i < hd / 2; ++i)
-      for (int s = 0; s < 2; ++s) memcpy(&tmp[(size_t)((s * hd / 2 + i) * cols)], head + (2 * i + s) * cols, (size_t)cols * 4);
-    memcpy(head, tmp.data(), tmp.size() * 4);
+      for (int s = 0; s < 2; ++s) memcpy(&tmp[(size_t)(s * hd / 2 + i) * rowBytes], head + (size_t)(2 * i + s) * rowBytes, rowBytes);
+    memcpy(head, tmp.data(), tmp.size());
   }
 }
 
@@ -312,6 +263,8 @@ kilnrt_status open_gguf(const std::string &path, kilnrt_weights *w, bool tensors
     if (t.offset % alignment) return tb("offset " + std::to_string(t.offset) + " is not a multiple of the alignment " + std::to_string(alignment));
     infos.push_back(std::move(t));
   }
+  w->types = json::object();  // the model's names -> the stored types
+  for (const Info &t : infos) w->types[arch == "llama" ? llamaName(t.name) : t.name] = typeName(t.type);
   const uint64_t dataStart = (r.at + alignment - 1) / alignment * alignment;
   if (dataStart > fsize) return bad("the data section would start at byte " + std::to_string(dataStart) + ", past the end of the file");
   const uint64_t dataSize = fsize - dataStart;
@@ -377,28 +330,20 @@ kilnrt_status open_gguf(const std::string &path, kilnrt_weights *w, bool tensors
       return bad("tensor '" + t.name + "': " + std::to_string(x.shape[0]) + " rows are no whole number of " +
                  std::to_string(rowHeads) + " heads of an even size");
     const uint8_t *src = data + t.offset;
-    const size_t width = t.type == 0 ? 4 : 2;
-    if ((t.type == 0 || t.type == 1 || t.type == 30) && rowHeads == 0 && (uintptr_t)src % width == 0) {  // read in place
-      x.dtype = t.type == 0 ? KILN_F32 : t.type == 1 ? KILN_F16 : KILN_BF16;
+    // F32, F16 and BF16 read in place where aligned (widened when bound to an f32 parameter), the
+    // block types as stored (bound to a parameter compiled for that type); attn_q and attn_k,
+    // whose rows move, and misaligned ones copied.
+    const kiln_dtype dt = t.type == 0 ? KILN_F32 : t.type == 1 ? KILN_F16 : t.type == 30 ? KILN_BF16
+                          : t.type == 8 ? KILN_Q8_0 : t.type == 2 ? KILN_Q4_0 : KILN_Q4_1;
+    const size_t bytes = tensor_bytes(dt, count), align = is_quantized(dt) ? 2 : dtype_size(dt);
+    x.dtype = dt;
+    if (rowHeads == 0 && (uintptr_t)src % align == 0) {
       x.data = const_cast<uint8_t *>(src);
     } else {
-      e.aligned.reset(new uint32_t[(size_t)count]);
-      float *f = (float *)e.aligned.get();
-      if (t.type == 0) memcpy(f, src, (size_t)count * 4);
-      else if (t.type == 1 || t.type == 30)
-        for (int64_t i = 0; i < count; ++i) {
-          uint16_t h;
-          memcpy(&h, src + 2 * i, 2);
-          if (t.type == 1) f[i] = halfToFloat(h);
-          else {
-            uint32_t bits = (uint32_t)h << 16;
-            memcpy(&f[i], &bits, 4);
-          }
-        }
-      else dequantize(t.type, src, f, count);
-      if (rowHeads > 0) unpermuteRows(f, x.shape[0], x.shape[1], rowHeads);
-      x.dtype = KILN_F32;
-      x.data = f;
+      e.aligned.reset(new uint32_t[(bytes + 3) / 4]);
+      memcpy(e.aligned.get(), src, bytes);
+      if (rowHeads > 0) unpermuteRows((uint8_t *)e.aligned.get(), x.shape[0], bytes / (size_t)x.shape[0], rowHeads);
+      x.data = e.aligned.get();
     }
     w->index[e.name] = (int)w->entries.size();
     w->entries.push_back(std::move(e));

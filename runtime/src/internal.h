@@ -38,6 +38,17 @@ inline kilnrt_status user_error(std::string m) { return fail(KILNRT_USER_ERROR, 
 inline kilnrt_status internal_error(std::string m) { return fail(KILNRT_INTERNAL_ERROR, std::move(m)); }
 size_t dtype_size(kiln_dtype t);
 const char *dtype_name(kiln_dtype t);
+// quant.cpp: ggml's block formats (Q8_0, Q4_0, Q4_1): bytes per block of 32 (0: not one),
+// a tensor's bytes, decoding to f32, encoding from f32 as llama.cpp's reference quantizer does,
+// and the first block whose scale (or minimum) is not finite (-1: none).
+int quant_block_bytes(kiln_dtype t);
+bool is_quantized(kiln_dtype t);
+size_t tensor_bytes(kiln_dtype t, int64_t numel);
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+void dequantize_blocks(kiln_dtype t, const uint8_t *src, float *dst, int64_t count);
+void quantize_blocks(kiln_dtype t, const float *src, uint8_t *dst, int64_t count);
+int64_t first_non_finite_block(kiln_dtype t, const uint8_t *src, int64_t count);
 std::string shape_str(const int64_t *shape, int rank);
 // The product of `shape`, or -1 when it exceeds `limit` (or a dimension is negative): every
 // multiplication is checked, so no shape can wrap around to a small element count.

@@ -160,7 +160,10 @@ kilnrt_tokenizer *open_tokenizer(const Cli &cli, const std::string &flag, const 
   }
   if (path.empty()) return nullptr;
   kilnrt_tokenizer *t;
-  cli.check(kilnrt_tokenizer_open(path.c_str(), &t));
+  kilnrt_status st = kilnrt_tokenizer_open(path.c_str(), &t);
+  // A GGUF file of weights alone (no tokenizer.ggml.model): no tokenizer, as for a folder without one.
+  if (st != KILNRT_OK && flag.empty() && path == weights && strstr(kilnrt_last_error(), "no tokenizer in its metadata")) return nullptr;
+  cli.check(st);
   return t;
 }
 

@@ -48,6 +48,10 @@ int64_t kilnrt::param_numel(const kiln_tensor_info &p) {
 int kilnrt::param_file_shape(const kiln_tensor_info &p, int64_t *shape) {
   int rank = p.rank;
   for (int d = 0; d < p.rank; ++d) shape[d] = p.dims[d].size;
+  if (is_quantized((kiln_dtype)p.dtype)) {  // bytes [rows, blocks, block bytes]: the file's [rows, blocks·32]
+    shape[1] = p.dims[1].size * 32;
+    return 2;
+  }
   if (p.panel_cols > 0) rank = 2, shape[0] = p.dims[1].size, shape[1] = p.panel_cols;
   if (p.transposed && rank == 2) std::swap(shape[0], shape[1]);
   return rank;

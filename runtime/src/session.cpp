@@ -177,7 +177,8 @@ static kilnrt_status sync_to_device(kilnrt_session *s, const kiln_entry_info *e,
   const kiln_model_info *m = s->m;
   if (!s->params_on_device) {
     for (int i = 0; i < m->n_params; ++i)
-      if (kilnrt_status st = s->dev_params[i]->reserve(s->params[i], param_numel(m->params[i]) * dtype_size((kiln_dtype)m->params[i].dtype));
+      if (kilnrt_status st = s->dev_params[i]->reserve(s->params[i], param_numel(m->params[i]) *
+                                                                      (is_quantized((kiln_dtype)m->params[i].dtype) ? 1 : dtype_size((kiln_dtype)m->params[i].dtype)));
           st || (st = s->dev_params[i]->upload()))
         return st;
     s->params_on_device = true;

@@ -19,7 +19,8 @@ namespace {
 // A weights file's tensors bound to the model's parameters, one at a time: every tensor is a
 // parameter (possibly without the model's prefix), an optimizer state, ignorable or unexpected;
 // a parameter's tensor is checked (shape, dtype, finite values), converted (half precision to
-// f32, f32 to a bfloat16 parameter's) and, where the model keeps it otherwise, relaid.
+// f32, f32 to a bfloat16 parameter's, or to a quantized one's blocks) and, where the model keeps
+// it otherwise, relaid.
 struct Binding {
   const kiln_model_info *m;
   std::string path, prefix;
@@ -115,6 +116,50 @@ struct Binding {
     return KILNRT_OK;
   }
 
+  // A tensor of a quantized type (a GGUF file's), or one bound to a parameter the model keeps
+  // quantized: blocks of the parameter's type as stored; F32, F16 or BF16 quantized once here,
+  // as llama.cpp's quantizer would (quant.cpp); blocks of another type refused (never converted
+  // from one lossy format to another, nor widened into an f32 copy of the model).
+  kilnrt_status quantized(const std::string &name, kilnrt_tensor &t, int i, const int64_t *want, int rank) {
+    const kiln_tensor_info &p = m->params[i];
+    const kiln_dtype pd = (kiln_dtype)p.dtype;
+    bool same = t.rank == rank;
+    for (int d = 0; same && d < rank; ++d) same = t.shape[d] == want[d];
+    const bool floats = t.dtype == KILN_F32 || t.dtype == KILN_F16 || t.dtype == KILN_BF16;
+    if (!same || !(t.dtype == pd || (is_quantized(pd) && floats))) {
+      std::string hint = !same ? "" : is_quantized(pd) ? "; the model was compiled for " + std::string(dtype_name(pd)) + " blocks"
+                                                       : "; compile with --config FILE.gguf to keep the file's types, or --quantize " +
+                                                             std::string(dtype_name(t.dtype));
+      misshaped.push_back(name + " (" + shape_str(t.shape, t.rank) + " " + dtype_name(t.dtype) + ", expected " + shape_str(want, rank) +
+                          " " + dtype_name(pd) + hint + ")");
+      return KILNRT_OK;
+    }
+    const int64_t n = kilnrt_tensor_numel(&t);
+    if (t.dtype == pd) {  // as stored
+      if (int64_t b = first_non_finite_block(pd, (const uint8_t *)t.data, n); b >= 0 && !opt.allow_non_finite)
+        return nonFinite(name, "a non-finite scale in block " + std::to_string(b));
+      ptrs[i] = t.data;
+      mapped[i] = tensor_bytes(pd, n);
+      return KILNRT_OK;
+    }
+    Storage wide;
+    const float *f = (const float *)t.data;
+    if (t.dtype != KILN_F32) {
+      wide = alloc64((size_t)n * 4);
+      widen_half(t.dtype, (const uint16_t *)t.data, (float *)wide.get(), n);
+      f = (const float *)wide.get();
+    }
+    if (!opt.allow_non_finite)
+      if (int64_t at = first_non_finite(f, n); at >= 0)
+        return nonFinite(name, "a non-finite value (" + std::to_string(f[at]) + ") at flat index " + std::to_string(at));
+    Storage st = alloc64(tensor_bytes(pd, n));
+    quantize_blocks(pd, f, st.get(), n);
+    if (t.dtype == KILN_F32) release_mapped(t.data, (size_t)n * 4);
+    ptrs[i] = st.get();
+    converted.push_back(std::move(st));
+    return KILNRT_OK;
+  }
+
   // One tensor of the file.
   kilnrt_status tensor(const std::string &name, kilnrt_tensor t) {
     auto it = wanted.find(name);
@@ -134,6 +179,7 @@ struct Binding {
     seen[i] = true;
     int64_t want[KILN_MAX_RANK];
     const int rank = kilnrt::param_file_shape(p, want);
+    if (is_quantized(t.dtype) || is_quantized((kiln_dtype)p.dtype)) return quantized(name, t, i, want, rank);
     const bool half = (t.dtype == KILN_F16 || t.dtype == KILN_BF16) && p.dtype == KILN_F32;
     // A parameter kept in bfloat16 (--precision bf16) takes any float dtype: BF16 as stored.
     const bool keptBf16 = p.dtype == KILN_BF16 && (t.dtype == KILN_F32 || t.dtype == KILN_F16 || t.dtype == KILN_BF16);
@@ -255,6 +301,11 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
         f[k] = (float)(p.init_scale * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
       }
     }
+    if (is_quantized((kiln_dtype)p.dtype)) {  // kept quantized: the generated numbers quantized once
+      Storage q = alloc64(tensor_bytes((kiln_dtype)p.dtype, n));
+      quantize_blocks((kiln_dtype)p.dtype, f, q.get(), n);
+      st = std::move(q);
+    }
     if (p.dtype == KILN_BF16) {  // kept in bfloat16: the generated numbers rounded once
       Storage h = alloc64((size_t)n * 2);
       narrow_bf16(f, (uint16_t *)h.get(), n);
@@ -277,6 +328,9 @@ extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const ch
   for (int i = 0; i < s->m->n_params; ++i) {
     const kiln_tensor_info &p = s->m->params[i];
     if (!s->params[i]) return user_error("no weights loaded: use --weights or --random-weights");
+    if (is_quantized((kiln_dtype)p.dtype))
+      return user_error(std::string("cannot save the weights: parameter '") + p.name + "' is kept in " +
+                        dtype_name((kiln_dtype)p.dtype) + " blocks, and kiln saves f32 and bf16 safetensors only");
     kilnrt_tensor t{};
     t.dtype = (kiln_dtype)p.dtype;
     t.rank = kilnrt::param_file_shape(p, t.shape);

@@ -21,8 +21,8 @@ struct kilnrt_weights {
   struct Entry {
     std::string name;
     kilnrt_tensor t;
-    // The data when not read in place: a copy when the file stores it misaligned, or a GGUF
-    // block format dequantized to f32.
+    // The data when not read in place: a copy when the file stores it misaligned, or GGUF's
+    // attn_q / attn_k with their rows in Hugging Face's order.
     std::unique_ptr<uint32_t[]> aligned;
   };
   std::vector<Entry> entries;
@@ -30,15 +30,15 @@ struct kilnrt_weights {
   // A GGUF file: its metadata (every key, arrays as JSON arrays), and the Hugging Face-style
   // config.json its architecture's keys amount to (checked against the model as a config.json).
   bool gguf = false;
-  nlohmann::json meta, config;
+  nlohmann::json meta, config, types;  // types: each tensor's stored type by the model's name ("Q4_1")
   ~kilnrt_weights() {
     for (auto &m : maps) munmap(m.map, m.size);
   }
 };
 
 namespace kilnrt {
-// Opens a GGUF file (its magic checked by the caller) into `w`: every tensor, dequantized to f32,
-// under the model's (Hugging Face) names. With tensors false, the metadata and config only.
+// Opens a GGUF file (its magic checked by the caller) into `w`: every tensor as stored, under
+// the model's (Hugging Face) names. With tensors false, the metadata and config only.
 kilnrt_status open_gguf(const std::string &path, kilnrt_weights *w, bool tensors = true);
 // Whether the file at `path` starts with GGUF's magic.
 bool is_gguf(const std::string &path);

@@ -148,9 +148,11 @@ std::string write(const std::string &name, const std::string &bytes) {
   return path;
 }
 
+// A tensor's values: as stored (F32), or decoded by kilnrt_tensor_to_f32 (half types, blocks).
 std::vector<float> floats(const kilnrt_tensor &t) {
-  const float *f = (const float *)t.data;
-  return std::vector<float>(f, f + kilnrt_tensor_numel(&t));
+  std::vector<float> f((size_t)kilnrt_tensor_numel(&t));
+  EXPECT_EQ(kilnrt_tensor_to_f32(&t, f.data()), KILNRT_OK) << kilnrt_last_error();
+  return f;
 }
 
 // A llama-architecture file: 2 heads (kv 1) of 4, width 8, one block, vocab 4.
@@ -198,7 +200,7 @@ int64_t hfRow(int64_t fileRow, int64_t hd) {
   return h * hd + (r % 2) * (hd / 2) + r / 2;
 }
 
-TEST(Gguf, TensorsDequantizeNamesMapAndRowsUnpermute) {
+TEST(Gguf, TensorsAsStoredNamesMapAndRowsUnpermute) {
   for (uint64_t alignment : {32, 64}) {
     SCOPED_TRACE("alignment " + std::to_string(alignment));
     Llama l;
@@ -208,12 +210,14 @@ TEST(Gguf, TensorsDequantizeNamesMapAndRowsUnpermute) {
     EXPECT_EQ(kilnrt_weights_count(w), 6);
     kilnrt_tensor t;
     ASSERT_EQ(kilnrt_weights_find(w, "model.embed_tokens.weight", &t), KILNRT_OK) << kilnrt_last_error();
-    EXPECT_EQ(t.dtype, KILN_F32);
+    EXPECT_EQ(t.dtype, KILN_Q8_0);  // blocks as stored: the file's bytes, read in place
     EXPECT_EQ(std::vector<int64_t>(t.shape, t.shape + t.rank), (std::vector<int64_t>{4, 32}));
-    EXPECT_EQ(floats(t), l.embdQ.values);  // Q8_0: exact
+    EXPECT_EQ(std::string((const char *)t.data, l.embdQ.bytes.size()), l.embdQ.bytes);
+    EXPECT_EQ(floats(t), l.embdQ.values);  // Q8_0 decoded: exact
     for (auto [name, rows, heads, qz] : {std::tuple{"model.layers.0.self_attn.q_proj.weight", 8, 2, &l.qQ},
                                          std::tuple{"model.layers.0.self_attn.k_proj.weight", 4, 1, &l.kQ}}) {
       ASSERT_EQ(kilnrt_weights_find(w, name, &t), KILNRT_OK) << kilnrt_last_error();
+      EXPECT_EQ(t.dtype, rows == 8 ? KILN_Q4_1 : KILN_Q4_0);  // whole rows of blocks moved
       std::vector<float> got = floats(t);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < 32; ++c)
@@ -235,6 +239,12 @@ TEST(Gguf, TensorsDequantizeNamesMapAndRowsUnpermute) {
     EXPECT_EQ(c["num_key_value_heads"], 1);
     EXPECT_NEAR(c["rope_theta"].get<double>(), 1e5, 1e-3);
     EXPECT_EQ(c["tie_word_embeddings"], true);  // no output.weight
+    ASSERT_EQ(kilnrt_gguf_tensor_types(path.c_str(), &cfg), KILNRT_OK) << kilnrt_last_error();
+    nlohmann::json types = nlohmann::json::parse(cfg);
+    EXPECT_EQ(types["model.embed_tokens.weight"], "Q8_0");
+    EXPECT_EQ(types["model.layers.0.self_attn.q_proj.weight"], "Q4_1");
+    EXPECT_EQ(types["model.layers.0.self_attn.k_proj.weight"], "Q4_0");
+    EXPECT_EQ(types["model.norm.weight"], "F32");
   }
 }
 

@@ -80,7 +80,7 @@ int largestDivisor(int n, int upTo) {
 
 Builder::Builder(const KernelSpec &spec, bool gpuTarget) : k(spec), sch(spec.schedule), gpu(gpuTarget) {
   for (size_t i = 0; i < k.inputs.size(); ++i) {
-    ImageParam p(k.inputs[i].is_int ? Int(32) : k.inputs[i].is_bf16 ? BFloat(16) : Float(32), (int)k.inputs[i].dims.size(), "in" + std::to_string(i));
+    ImageParam p(k.inputs[i].is_int ? Int(32) : k.inputs[i].is_bf16 ? BFloat(16) : k.inputs[i].is_u8 ? UInt(8) : Float(32), (int)k.inputs[i].dims.size(), "in" + std::to_string(i));
     constrain(p, k.inputs[i]);
     in.push_back(p);
   }

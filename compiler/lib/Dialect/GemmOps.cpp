@@ -56,7 +56,17 @@ LogicalResult LinearOp::verify() {
   auto xt = ty(getX()), rt = ty(getResult());
   if (xt.getRank() != rt.getRank()) return emitOpError("expected the result to have the input's rank");
   int64_t in, out = rt.getDimSize(rt.getRank() - 1);
-  if (failed(weightFeatures(*this, "weight", getWeight(), getWeightLayout(), "result features", in, out))) return failure();
+  if (int bytes = quantBlockBytes(getWeightFormat())) {  // bytes [out, in / 32, block bytes]
+    auto wt = ty(getWeight());
+    if (getWeightLayout() != WeightLayoutKind::out_in || wt.getRank() != 3 || wt.getDimSize(2) != bytes ||
+        !wt.getElementType().isInteger(8))
+      return emitOpError("expected a ") << stringifyWeightFormat(getWeightFormat()) << " weight as bytes [out, in / 32, " << bytes
+                                        << "] in layout out_in, got " << getWeight().getType();
+    in = wt.getDimSize(1) * kQuantBlock;
+    if (failed(expectDim(*this, "result features", out, "weight out-features", wt.getDimSize(0)))) return failure();
+  } else if (failed(weightFeatures(*this, "weight", getWeight(), getWeightLayout(), "result features", in, out))) {
+    return failure();
+  }
   if (failed(expectDim(*this, "input features", xt.getDimSize(xt.getRank() - 1), "weight in-features", in))) return failure();
   if (getBias() && (ty(getBias()).getRank() != 1 || !compatible(ty(getBias()).getDimSize(0), out)))
     return emitOpError("expected a bias of shape [") << out << "], got " << ty(getBias());
@@ -66,6 +76,7 @@ LogicalResult LinearOp::verify() {
 void LinearOp::getKernelAttrs(KernelAttrs &a) {
   a.set("layout", stringifyWeightLayoutKind(getWeightLayout()));
   a.set("act", stringifyActivationKind(getActivation()));
+  if (getWeightFormat() != WeightFormat::f32) a.set("format", stringifyWeightFormat(getWeightFormat()));
 }
 
 Syms LinearOp::inferSeqLengths(ArrayRef<Syms> in) {
@@ -86,6 +97,7 @@ OpCost LinearOp::getCost(function_ref<double(Value)> numel) {
 LogicalResult LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   WeightLayoutKind layout = getWeightLayout();
   if (layout == WeightLayoutKind::panels) return emitOpError("gradient: a weight in panels (kiln-prepack-weights ran first)");
+  if (getWeightFormat() != WeightFormat::f32) return emitOpError("gradient: a quantized weight (kiln trains f32 weights)");
   if (getActivation() != ActivationKind::none)
     return emitOpError("gradient: a fused activation (kiln-fuse-epilogue ran first)");
   if (ty(getX()).getRank() != 2) return emitOpError("gradient: only a 2-D input is differentiable, got ") << getX().getType();

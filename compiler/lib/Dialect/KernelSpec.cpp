@@ -10,7 +10,7 @@ namespace kiln {
 std::string TensorDesc::text() const {
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
-  s += is_int ? ":i32" : is_bf16 ? ":bf16" : ":f32";
+  s += is_int ? ":i32" : is_bf16 ? ":bf16" : is_u8 ? ":u8" : ":f32";
   for (size_t i = 0; i < strides.size(); ++i) s += (i ? "," : "/") + std::to_string(strides[i]);
   if (per_sequence && strides.empty()) s += "/seq";
   return s;
@@ -24,6 +24,7 @@ static TensorDesc desc(Value v) {
   for (int64_t s : rt.getShape()) d.dims.push_back(ShapedType::isDynamic(s) ? -1 : s);
   d.is_int = rt.getElementType().isInteger(32);
   d.is_bf16 = rt.getElementType().isBF16();
+  d.is_u8 = rt.getElementType().isInteger(8);
   if (ViewAttr view = viewOf(v); view && view.getKind() != ViewKind::placed) {
     ArrayRef<int64_t> strides = view.getStrides().asArrayRef();
     d.strides.assign(strides.begin(), strides.end());

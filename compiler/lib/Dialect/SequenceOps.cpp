@@ -22,22 +22,35 @@ LogicalResult ParamOp::verify() {
     if (cols <= 0 || (cols + w - 1) / w != p)
       return emitOpError("expected ") << p << " panels of " << w << " columns to hold panel_cols = " << cols << " columns";
   }
+  if (int bytes = quantBlockBytes(getFormat())) {
+    if (rt.getRank() != 3 || !rt.getElementType().isInteger(8) || rt.getDimSize(2) != bytes || getTransposed() || getPanelCols())
+      return emitOpError("expected a parameter in format ") << stringifyWeightFormat(getFormat()) << " to be bytes [rows, blocks, "
+                                                               << bytes << "] (i8), neither transposed nor in panels, got " << t;
+  } else if (rt.getElementType().isInteger(8)) {
+    return emitOpError("expected an i8 parameter to have a quantized format");
+  }
   return success();
 }
 
 LogicalResult EmbeddingOp::verify() {
   bool panels = getTableLayout() == TableLayoutKind::panels;
-  if (failed(expectRank(*this, "table", getTable(), panels ? 3 : 2)) || failed(expectRank(*this, "ids", getIds(), 1)))
+  const int bytes = quantBlockBytes(getTableFormat());
+  if (bytes && panels) return emitOpError("expected a quantized table in rows, not panels");
+  if (failed(expectRank(*this, "table", getTable(), panels || bytes ? 3 : 2)) || failed(expectRank(*this, "ids", getIds(), 1)))
     return failure();
   if (!ty(getIds()).getElementType().isInteger(32)) return emitOpError("expected i32 token ids");
+  if (bytes && (ty(getTable()).getDimSize(2) != bytes || !ty(getTable()).getElementType().isInteger(8)))
+    return emitOpError("expected a ") << stringifyWeightFormat(getTableFormat()) << " table of " << bytes << "-byte blocks, got "
+                                      << getTable().getType();
+  const int64_t width = bytes ? ty(getTable()).getDimSize(1) * kQuantBlock : ty(getTable()).getDimSize(1);
   return success(succeeded(expectDim(*this, "result rows", ty(getResult()).getDimSize(0), "ids length",
                                      ty(getIds()).getDimSize(0))) &&
-                 succeeded(expectDim(*this, "result width", ty(getResult()).getDimSize(1), "table width",
-                                     ty(getTable()).getDimSize(1))));
+                 succeeded(expectDim(*this, "result width", ty(getResult()).getDimSize(1), "table width", width)));
 }
 
 void EmbeddingOp::getKernelAttrs(KernelAttrs &a) {
   if (getTableLayout() != TableLayoutKind::rows) a.set("layout", stringifyTableLayoutKind(getTableLayout()));
+  if (getTableFormat() != WeightFormat::f32) a.set("format", stringifyWeightFormat(getTableFormat()));
 }
 
 Syms EmbeddingOp::inferSeqLengths(ArrayRef<Syms> in) {
@@ -48,7 +61,9 @@ Syms EmbeddingOp::inferSeqLengths(ArrayRef<Syms> in) {
 
 OpCost EmbeddingOp::getCost(function_ref<double(Value)> numel) {  // a row gathered per id
   OpCost c = defaultCost(*this, numel);
-  c.read = 4 * numel(getResult()) + 4 * numel(getIds());
+  // A quantized table's rows: the bytes of their blocks.
+  const int bytes = quantBlockBytes(getTableFormat());
+  c.read = (bytes ? (double)bytes / kQuantBlock : 4.0) * numel(getResult()) + 4 * numel(getIds());
   return c;
 }
 

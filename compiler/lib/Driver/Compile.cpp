@@ -60,6 +60,8 @@ void Driver::Impl::decide() {
   phases.ffn_grad_chunk = ffnGradChunk;
   phases.reversible = reversibleBackward;
   phases.precision = precision;
+  phases.quantize = quantize;
+  phases.tensor_formats = tensorFormats;
 }
 
 int Driver::Impl::compile(mlir::MLIRContext &ctx, mlir::ModuleOp module) {

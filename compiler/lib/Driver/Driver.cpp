@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -124,6 +125,12 @@ Driver::Impl::Impl(std::string n, std::string desc) : name(std::move(n)), app(de
                  "Model::set_precision, else f32")
       ->transform(KILN_ENUM_FLAG(PrecisionOption))
       ->default_str("model");
+  app.add_option("--quantize", quantize,
+                 "keep GEMM weights and embedding tables in ggml's blocks of 32: q8_0 (8.5 bits a weight), q4_0 (4.5), "
+                 "q4_1 (5); f32 weights are quantized once when loaded. Default: a GGUF --config's own tensor types "
+                 "(its Q8_0, Q4_0 and Q4_1 tensors read as stored), else f32")
+      ->transform(KILN_ENUM_FLAG(WeightFormat))
+      ->default_str("f32");
   app.add_option("--ffn-grad-chunk", ffnGradChunk,
                  "training entries: d_ff columns per chunk of the backward of a recomputed FFN (--recompute-ffn all or a "
                  "checkpointed block): auto (multiples of 64 columns: each [rows, chunk] intermediate within 16 MiB at the "
@@ -244,6 +251,15 @@ static void applyConfig(Driver::Impl &impl) {
     const char *text = nullptr;
     if (kilnrt_gguf_config(impl.configFile.c_str(), &text) != KILNRT_OK) throw UserError{std::string(kilnrt_last_error())};
     cfg = nlohmann::json::parse(text);
+    // Its quantized tensors' types, compiled in (unless --quantize says otherwise).
+    if (kilnrt_gguf_tensor_types(impl.configFile.c_str(), &text) != KILNRT_OK) throw UserError{std::string(kilnrt_last_error())};
+    const nlohmann::json types = nlohmann::json::parse(text);
+    if (!impl.app.count("--quantize"))
+      for (auto &[name, type] : types.items()) {
+        std::string t = type.get<std::string>();
+        std::transform(t.begin(), t.end(), t.begin(), ::tolower);
+        if (symbolizeWeightFormat(t) && t != "f32") impl.tensorFormats.push_back(name + "=" + t);
+      }
   } else {
     std::ifstream f(impl.configFile);
     if (!f) throw UserError{"--config '" + impl.configFile + "': cannot open"};

@@ -57,6 +57,8 @@ struct Driver::Impl {
   RecomputeFfn recomputeFfn = RecomputeFfn::off;
   ReversibleBackward reversibleBackward = ReversibleBackward::reconstruct;
   PrecisionOption precision = PrecisionOption::model;
+  WeightFormat quantize = WeightFormat::f32;  // --quantize (given: every eligible weight; else a GGUF --config's types)
+  std::vector<std::string> tensorFormats;     // a GGUF --config's quantized tensors, name=format
   int64_t ffnChunk = 0, ffnGradChunk = 0;
   std::string configFile;  // --config
   // The runtime compiled models link (the build tree's unless an install prefix is known).

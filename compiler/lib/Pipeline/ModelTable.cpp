@@ -46,7 +46,7 @@ const char *initName(kiln::InitKind i) {
 std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> syms, ArrayRef<int64_t> bounds, int64_t vocab,
                        kiln::InitKind init, float scale, bool optional = false, bool transposed = false,
                        int64_t panelCols = 0, int64_t ignoreId = 0, float maskRate = 0, int64_t maskToken = 0,
-                       ArrayRef<int64_t> factors = {}, int64_t ahead = 0) {
+                       ArrayRef<int64_t> factors = {}, int64_t ahead = 0, kiln::WeightFormat format = kiln::WeightFormat::f32) {
   std::ostringstream os, dims;
   int rank = 0;
   for (int64_t d = 0; d < t.getRank(); ++d) {
@@ -57,7 +57,14 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
                                          : SmallVector<int64_t, 2>{factors[2 * s + 1]};
     for (int64_t p : parts) dims << (rank++ ? ", " : "") << "{" << (p >= 0 ? bounds[p] : t.getDimSize(d)) << ", " << p << "}";
   }
-  os << "{" << cstr(name) << ", " << (t.getElementType().isF32() ? "KILN_F32" : t.getElementType().isBF16() ? "KILN_BF16" : "KILN_I32") << ", " << rank << ", {"
+  const char *dtype = t.getElementType().isF32() ? "KILN_F32" : t.getElementType().isBF16() ? "KILN_BF16" : "KILN_I32";
+  switch (format) {  // a quantized parameter: its dims are the blocks' bytes [rows, blocks, block bytes]
+    case kiln::WeightFormat::q8_0: dtype = "KILN_Q8_0"; break;
+    case kiln::WeightFormat::q4_0: dtype = "KILN_Q4_0"; break;
+    case kiln::WeightFormat::q4_1: dtype = "KILN_Q4_1"; break;
+    case kiln::WeightFormat::f32: break;
+  }
+  os << "{" << cstr(name) << ", " << dtype << ", " << rank << ", {"
      << dims.str();
   os << "}, " << vocab << ", "
      << initName(init) << ", "
@@ -103,7 +110,8 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
   for (Attribute a : paramNames) {
     ParamOp p = params[cast<StringAttr>(a).getValue()];
     os << "  " << tensorInfo(p.getName(), cast<RankedTensorType>(p.getType()), {}, bnd, 0, p.getInit(),
-                             p.getInitScale().convertToFloat(), false, p.getTransposed(), (int64_t)p.getPanelCols().value_or(0))
+                             p.getInitScale().convertToFloat(), false, p.getTransposed(), (int64_t)p.getPanelCols().value_or(0), 0, 0,
+                             0, {}, 0, p.getFormat())
        << ",\n";
   }
   os << "  {0}};\n";

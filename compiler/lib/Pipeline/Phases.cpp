@@ -59,6 +59,13 @@ void buildPhasePipeline(OpPassManager &pm, Phase phase, const PhaseOptions &opt)
       // The backward of a recomputed FFN, over chunks of d_ff (CPU kernels: the backward's
       // kernels have no GPU schedules yet).
       if (opt.ffn_grad_chunk >= 0 && !t.isGpu()) pm.addPass(createChunkFfnGrad(ChunkFfnGradOptions{opt.ffn_grad_chunk}));
+      if (opt.quantize != WeightFormat::f32 || !opt.tensor_formats.empty()) {
+        QuantizeWeightsOptions q;
+        q.format = opt.quantize;
+        q.tensorFormats.assign(opt.tensor_formats.begin(), opt.tensor_formats.end());
+        q.gpu = t.isGpu();
+        pm.addPass(createQuantizeWeights(q));
+      }
       pm.addPass(createPrepackWeights(PrepackWeightsOptions{t.vector_width, t.isGpu()}));
       pm.addPass(createTileSparsePattern());
       pm.addPass(createTileOps(TileOpsOptions{t.vector_width, t.isGpu()}));
@@ -101,6 +108,11 @@ struct PhasePipelineOptions : PassPipelineOptions<PhasePipelineOptions> {
       llvm::cl::values(clEnumValN(PrecisionOption::model, "model", "the module's kiln.precision, else f32"),
                        clEnumValN(PrecisionOption::f32, "f32", "f32 operands"),
                        clEnumValN(PrecisionOption::bf16, "bf16", "bfloat16 operands, f32 sums"))};
+  Option<WeightFormat> quantize{
+      *this, "quantize", llvm::cl::desc("GEMM weights and tables in quantized blocks (kiln-quantize-weights)"),
+      llvm::cl::init(WeightFormat::f32),
+      llvm::cl::values(clEnumValN(WeightFormat::f32, "f32", "as declared"), clEnumValN(WeightFormat::q8_0, "q8_0", "Q8_0"),
+                       clEnumValN(WeightFormat::q4_0, "q4_0", "Q4_0"), clEnumValN(WeightFormat::q4_1, "q4_1", "Q4_1"))};
 };
 }  // namespace
 
@@ -117,6 +129,7 @@ void registerPhasePipelines() {
           opt.ffn_grad_chunk = o.ffnGradChunk;
           opt.reversible = o.reversibleBackward;
           opt.precision = o.precision;
+          opt.quantize = o.quantize;
           buildPhasePipeline(pm, p, opt);
         });
   }

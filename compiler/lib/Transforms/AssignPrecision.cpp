@@ -57,7 +57,9 @@ struct AssignPrecisionPass : kiln::impl::AssignPrecisionBase<AssignPrecisionPass
     module.walk([&](Operation *op) {
       if (!isa<kiln::LinearOp, kiln::MatMulOp, kiln::BatchMatMulOp, kiln::FfnOp>(op)) return;
       kiln::ScheduleFields s = kiln::scheduleOf(op), want;
-      bool dotted = dot && isa<kiln::LinearOp, kiln::MatMulOp, kiln::FfnOp>(op) &&
+      auto l = dyn_cast<kiln::LinearOp>(op);
+      const bool quantized = l && l.getWeightFormat() != kiln::WeightFormat::f32;  // its blocks' values, by f32 activations
+      bool dotted = dot && !quantized && isa<kiln::LinearOp, kiln::MatMulOp, kiln::FfnOp>(op) &&
                     s.gemm == kiln::GemmEngine::register_block && !s.k_chunk && s.tile_n && *s.tile_n % 16 == 0 &&
                     (!isa<kiln::FfnOp>(op) || (s.hidden_tile_n && *s.hidden_tile_n % 16 == 0));
       want.precision = dotted ? kiln::OperandPrecision::bf16_dot : kiln::OperandPrecision::bf16;

@@ -68,6 +68,7 @@ Value HalideBufferView::dims(OpBuilder &b, Location loc, Value view) const {
 int32_t HalideBufferView::typeCode(Type element) {
   halide_type_t t(element.isF32() ? halide_type_float : halide_type_int, 32, 1);
   if (element.isBF16()) t = halide_type_t(halide_type_bfloat, 16, 1);
+  if (element.isInteger(8)) t = halide_type_t(halide_type_uint, 8, 1);  // a quantized weight's bytes
   int32_t packed;
   static_assert(sizeof(t) == sizeof(packed));
   __builtin_memcpy(&packed, &t, sizeof t);

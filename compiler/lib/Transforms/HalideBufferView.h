@@ -26,7 +26,7 @@ class HalideBufferView {
   mlir::Value dimField(mlir::OpBuilder &b, mlir::Location loc, mlir::Value view, int dim, DimField f) const;
   // The dims array of the view (what buffer.dim points at).
   mlir::Value dims(mlir::OpBuilder &b, mlir::Location loc, mlir::Value view) const;
-  // halide_type_t {code, bits, lanes} packed as the i32 it is in memory: f32, i32 or bf16, one lane.
+  // halide_type_t {code, bits, lanes} packed as the i32 it is in memory: f32, i32, bf16 or u8 (i8 tensors: a quantized weight's bytes), one lane.
   static int32_t typeCode(mlir::Type element);
 
  private:

@@ -45,6 +45,9 @@ typedef struct kilnrt_tensor {
 /* The element count; -1 when the rank is outside [0, 4], a dimension is negative or the product
  * overflows int64 (never a wrapped-around small count). */
 int64_t kilnrt_tensor_numel(const kilnrt_tensor *t);
+/* A float tensor's values as f32 into `out` (numel floats): F32 copied, F16 and BF16 widened,
+ * Q8_0 / Q4_0 / Q4_1 blocks decoded. USER_ERROR for other dtypes. */
+kilnrt_status kilnrt_tensor_to_f32(const kilnrt_tensor *t, float *out);
 
 /* ---- weights files (safetensors or GGUF, read with mmap) ---- */
 typedef struct kilnrt_weights kilnrt_weights;
@@ -103,6 +106,9 @@ kilnrt_status kilnrt_config_check(const char *config_path, const kiln_config_fie
  * hidden_size, rope_theta, tie_word_embeddings, ...): *json_text is valid until the next call
  * on this thread. USER_ERROR when the file is no readable GGUF. */
 kilnrt_status kilnrt_gguf_config(const char *path, const char **json_text);
+/* A GGUF file's tensor types by the model's tensor names, as a JSON object ({"lm_head.weight":
+ * "Q8_0", ...}; names and validity as kilnrt_gguf_config's). What a compiler keeps quantized. */
+kilnrt_status kilnrt_gguf_tensor_types(const char *path, const char **json_text);
 /* kilnrt_session_load_weights with options (NULL: the defaults). */
 kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, const char *path, const kilnrt_load_options *options);
 /* The tensors the last load skipped (the model's ignore patterns); valid until the next load. */

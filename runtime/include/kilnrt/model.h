@@ -15,14 +15,26 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 12
+#define KILN_ABI_VERSION 13
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 8
 
 /* KILN_F16 and KILN_BF16: half-precision tensors of a weights file, converted to f32 when loaded
  * for an f32 parameter. KILN_OTHER: a dtype a weights file may hold (BOOL, I64, ...) that kiln
  * validates and can skip, never computes with. */
-typedef enum kiln_dtype { KILN_F32 = 0, KILN_I32 = 1, KILN_F16 = 2, KILN_BF16 = 3, KILN_OTHER = 255 } kiln_dtype;
+/* KILN_Q8_0, KILN_Q4_0, KILN_Q4_1: ggml's blocks of 32 weights along a row (a GGUF file's, or
+ * a parameter kept quantized: kiln-quantize-weights). A weights file's tensor of these types has
+ * the logical shape [rows, in]; a parameter's dims are its bytes [rows, in / 32, block bytes]. */
+typedef enum kiln_dtype {
+  KILN_F32 = 0,
+  KILN_I32 = 1,
+  KILN_F16 = 2,
+  KILN_BF16 = 3,
+  KILN_Q8_0 = 4,
+  KILN_Q4_0 = 5,
+  KILN_Q4_1 = 6,
+  KILN_OTHER = 255
+} kiln_dtype;
 
 /* One dimension: static (`sym` < 0, `size` is the extent) or a sequence length (`sym` >= 0 is
  * the index of the symbol; `size` is its compile-time upper bound). A batch is a symbol too (B

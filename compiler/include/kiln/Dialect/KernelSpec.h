@@ -23,6 +23,7 @@ struct TensorDesc {
   std::vector<int64_t> dims;  // -1: dynamic (a sequence length)
   bool is_int = false;        // i32 (token ids) or f32
   bool is_bf16 = false;       // bfloat16 (a weight kept in bf16, kiln-assign-precision)
+  bool is_u8 = false;         // bytes (a quantized weight's blocks, kiln-quantize-weights)
   std::vector<int64_t> strides;  // a strided view (#kiln.view), tensor order; empty: dense
   // One sequence of a batch (kiln.per_sequence): a dense tensor's dims outside the innermost
   // have the whole batch's strides, which the kernel takes at run time.

@@ -38,6 +38,15 @@ def Kiln_TableLayout : Kiln_I32Enum<"TableLayoutKind", "how an embedding table i
     I32EnumAttrCase<"rows", 0>, I32EnumAttrCase<"panels", 1>]>;
 def Kiln_TableLayoutAttr : Kiln_EnumAttr<Kiln_TableLayout, "table_layout">;
 
+// How a GEMM weight or an embedding table keeps its values (kiln-quantize-weights): f32 (or the
+// element type its tensor has), or ggml's blocks of 32 weights along a row, as GGUF files store
+// them: q8_0 (an f16 scale, 32 int8: 34 bytes), q4_0 (an f16 scale, 32 nibbles minus 8: 18
+// bytes), q4_1 (an f16 scale and an f16 minimum, 32 nibbles: 20 bytes). A quantized [rows, in]
+// tensor is kept as bytes [rows, in / 32, block bytes].
+def Kiln_WeightFormat : Kiln_I32Enum<"WeightFormat", "how a weight's values are stored", [
+    I32EnumAttrCase<"f32", 0>, I32EnumAttrCase<"q8_0", 1>, I32EnumAttrCase<"q4_0", 2>, I32EnumAttrCase<"q4_1", 3>]>;
+def Kiln_WeightFormatAttr : Kiln_EnumAttr<Kiln_WeightFormat, "weight_format">;
+
 // A parameter's initializer for --random-weights.
 def Kiln_Init : Kiln_I32Enum<"InitKind", "a parameter's initializer", [
     I32EnumAttrCase<"normal", 0>, I32EnumAttrCase<"ones", 1>, I32EnumAttrCase<"zeros", 2>]>;

@@ -30,6 +30,9 @@ def Kiln_ParamOp : Kiln_Op<"param", [Pure]> {
     columns p·w ... p·w + w - 1 of every row, contiguously (the last one zero-padded), which is
     how a register-blocked GEMM reads its weight. The runtime lays the file's matrix out so once
     when the weights are set (after the transpose, for a transposed one).
+    `format` q8_0, q4_0 or q4_1 (set by kiln-quantize-weights): the file's [rows, in] tensor is
+    kept as ggml's blocks, bytes [rows, in / 32, block bytes] (an i8 tensor): read as a GGUF file
+    stores them, or quantized once from f32 when the weights are set.
 
     ```mlir
     %w = kiln.param "wte" : tensor<256x128xf32>
@@ -40,7 +43,8 @@ def Kiln_ParamOp : Kiln_Op<"param", [Pure]> {
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let arguments = (ins StrAttr:$name, DefaultValuedAttr<Kiln_InitAttr, "::kiln::InitKind::normal">:$init,
                    DefaultValuedAttr<F32Attr, "0.02f">:$init_scale, UnitAttr:$transposed,
-                   OptionalAttr<I64Attr>:$panel_cols);
+                   OptionalAttr<I64Attr>:$panel_cols,
+                   DefaultValuedAttr<Kiln_WeightFormatAttr, "::kiln::WeightFormat::f32">:$format);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
@@ -59,7 +63,8 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure], "DataMovement", ["getKernelA
     ```
   }];
   let arguments = (ins AnyRankedTensor:$table, AnyRankedTensor:$ids,
-                   DefaultValuedAttr<Kiln_TableLayoutAttr, "::kiln::TableLayoutKind::rows">:$table_layout);
+                   DefaultValuedAttr<Kiln_TableLayoutAttr, "::kiln::TableLayoutKind::rows">:$table_layout,
+                   DefaultValuedAttr<Kiln_WeightFormatAttr, "::kiln::WeightFormat::f32">:$table_format);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }
@@ -120,6 +125,9 @@ def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Gemm", ["getKernelAttrs", "inferS
     weight_layout panels: W is an [in, out] matrix kept as panels [ceil(out / w), in, w]
     (kiln.param's `panel_cols`, set by kiln-prepack-weights); the layouts of kiln.ffn's two
     weights (layout1, layout2) take the same three values.
+    weight_format q8_0, q4_0 or q4_1 (kiln-quantize-weights): W is [out, in] (layout out_in) kept
+    as ggml's blocks of 32 along each row, bytes [out, in / 32, block bytes]; the kernel reads the
+    blocks as stored and multiplies by the values they decode to.
 
     ```mlir
     %y = kiln.linear %x, %w, %b {weight_layout = #kiln.weight_layout<in_out>} : (tensor<?x128xf32>, tensor<128x384xf32>, tensor<384xf32>) -> tensor<?x384xf32>
@@ -127,7 +135,8 @@ def Kiln_LinearOp : Kiln_Op<"linear", [Pure], "Gemm", ["getKernelAttrs", "inferS
   }];
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$weight, Optional<AnyRankedTensor>:$bias,
                    DefaultValuedAttr<Kiln_WeightLayoutAttr, "::kiln::WeightLayoutKind::out_in">:$weight_layout,
-                   DefaultValuedAttr<Kiln_ActivationAttr, "::kiln::ActivationKind::none">:$activation);
+                   DefaultValuedAttr<Kiln_ActivationAttr, "::kiln::ActivationKind::none">:$activation,
+                   DefaultValuedAttr<Kiln_WeightFormatAttr, "::kiln::WeightFormat::f32">:$weight_format);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

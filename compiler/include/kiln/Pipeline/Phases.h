@@ -34,12 +34,16 @@ struct PhaseOptions {
   // reconstruct: kiln-reverse-layers (reversible layers' backward reconstructs); store: no pass
   ReversibleBackward reversible = ReversibleBackward::reconstruct;
   PrecisionOption precision = PrecisionOption::model;  // kiln-assign-precision's option
+  // kiln-quantize-weights' options: every eligible weight's format (--quantize), and the
+  // formats of named parameters ("name=q4_1": a GGUF file's tensor types).
+  WeightFormat quantize = WeightFormat::f32;
+  std::vector<std::string> tensor_formats;
 };
 
 // Adds the passes of `phase` (fused, tiled, scheduled or kernels) to `pm`, in order.
 void buildPhasePipeline(mlir::OpPassManager &pm, Phase phase, const PhaseOptions &opt);
 // kiln-opt --kiln-phase-<fused|tiled|scheduled|kernels>[=target=x86-64-avx2 ffn-chunk=N recompute-ffn=all ffn-grad-chunk=N
-// reversible-backward=store precision=bf16].
+// reversible-backward=store precision=bf16 quantize=q8_0].
 void registerPhasePipelines();
 void registerKilnDialects(mlir::DialectRegistry &registry);
 

@@ -262,6 +262,37 @@ def TileSparsePattern : Pass<"kiln-tile-sparse-pattern", "mlir::ModuleOp"> {
   let options = [Option<"block", "block", "int64_t", "0", "block size (0: from the pattern, 16 to 64)">];
 }
 
+def QuantizeWeights : Pass<"kiln-quantize-weights", "mlir::ModuleOp"> {
+  let summary = "Keep GEMM weights and embedding tables in ggml's quantized blocks (q8_0, q4_0, q4_1)";
+  let description = [{
+    Decides each parameter's storage format. Asked for by `tensor-formats` (name=format, from a
+    GGUF file's tensor types: the format the file stores) or by `format` (every eligible
+    parameter: --quantize). A parameter is eligible when it is 2-D, its rows' length is a
+    multiple of 32, and every use (in every entry) is the [out, in] weight of a kiln.linear or
+    the table (rows) of a kiln.embedding. An eligible parameter's kiln.param ops get `format` and
+    the type bytes [rows, in / 32, block bytes] (i8), and each user `weight_format` (linear) or
+    `table_format` (embedding). A parameter that `tensor-formats` names and that is not eligible
+    is an error naming the use that is not (a training entry's gradient, a GPU target, a row not
+    a whole number of blocks); `format` leaves such parameters f32. The runtime reads a GGUF
+    file's blocks as stored, quantizes f32 weights once when they are loaded, and refuses
+    weights stored in another quantized format.
+
+      %w = kiln.param "fc.weight" : tensor<512x128xf32>
+      %y = kiln.linear %x, %w : (tensor<?x128xf32>, tensor<512x128xf32>) -> tensor<?x512xf32>
+    becomes (format=q8_0)
+      %w = kiln.param "fc.weight" {format = #kiln.weight_format<q8_0>} : tensor<512x4x34xi8>
+      %y = kiln.linear %x, %w {weight_format = #kiln.weight_format<q8_0>} : (tensor<?x128xf32>, tensor<512x4x34xi8>) -> tensor<?x512xf32>
+  }];
+  let options = [Option<"format", "format", "kiln::WeightFormat", "kiln::WeightFormat::f32",
+                        "every eligible parameter's format (f32: only those tensor-formats names)",
+                        [{::llvm::cl::values(clEnumValN(kiln::WeightFormat::f32, "f32", "as declared"),
+                                             clEnumValN(kiln::WeightFormat::q8_0, "q8_0", "ggml Q8_0 blocks"),
+                                             clEnumValN(kiln::WeightFormat::q4_0, "q4_0", "ggml Q4_0 blocks"),
+                                             clEnumValN(kiln::WeightFormat::q4_1, "q4_1", "ggml Q4_1 blocks"))}]>,
+                 ListOption<"tensorFormats", "tensor-formats", "std::string", "name=format for each named parameter (a GGUF file's types)">,
+                 Option<"gpu", "gpu", "bool", "false", "a GPU target (quantized kernels are CPU-only: refused)">];
+}
+
 def PrepackWeights : Pass<"kiln-prepack-weights", "mlir::ModuleOp"> {
   let summary = "Keep GEMM weights in the layout their kernels read, made once at load: transposed, then in panels";
   let description = [{

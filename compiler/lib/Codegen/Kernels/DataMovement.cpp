@@ -17,7 +17,11 @@ Func buildDataMovement(Builder &B) {
     // provably in bounds. A table in panels [ceil(V / w), d, w] (tied to an output head): row
     // t is lane t % w of panel t / w (the padding past V is zeros).
     const TensorDesc &t = k.inputs[0];
-    if (B.op<EmbeddingOp>().getTableLayout() == TableLayoutKind::panels) {
+    if (WeightFormat f = B.op<EmbeddingOp>().getTableFormat(); f != WeightFormat::f32) {
+      // A quantized table (kiln-quantize-weights): feature c of row t decoded from its block.
+      Expr id = clamp(B.in[1](v[1]), 0, (int)t.dims[0] - 1), c = v[0];
+      out(v) = quantWeight(B.in[0], f, id, c / kQuantBlock, (c % kQuantBlock) / 16, c % 16);
+    } else if (B.op<EmbeddingOp>().getTableLayout() == TableLayoutKind::panels) {
       const int w = (int)t.dims[2];
       Expr id = clamp(B.in[1](v[1]), 0, (int)(t.dims[0] * t.dims[2]) - 1);
       out(v) = asF32(B.in[0](id % w, v[0], id / w));  // a table kept in bfloat16 widened

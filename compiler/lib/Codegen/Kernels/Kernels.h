@@ -41,6 +41,32 @@ inline Func attentionOperand(Builder &B, ImageParam X, int width, const std::str
   return f;
 }
 
+// A quantized weight (kiln-quantize-weights): W holds bytes (byte, block, row), blocks of 32
+// weights along a row as ggml stores them. The weight at `e` (0..31) of block `b` of row `row`,
+// with e = 16·h + l: the f16 scale d (bytes 0-1) times the block's int8 (q8_0: byte 2 + e), or
+// its nibble (the low one of byte l for h = 0, the high one for h = 1) minus 8 (q4_0, bytes
+// from 2), or plus the f16 minimum m (bytes 2-3; q4_1, nibbles from byte 4).
+inline Expr quantHalf(ImageParam W, Expr at, Expr b, Expr row) {
+  Expr bits = cast<uint16_t>(W(at, b, row)) | (cast<uint16_t>(W(at + 1, b, row)) << 8);
+  return cast<float>(reinterpret(Float(16), bits));
+}
+inline Expr quantWeight(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, Expr l) {
+  Expr d = quantHalf(W, 0, b, row);
+  switch (f) {
+    case WeightFormat::q8_0: return d * cast<float>(reinterpret(Int(8), W(2 + 16 * h + l, b, row)));
+    case WeightFormat::q4_0:
+    case WeightFormat::q4_1: {
+      const int at = f == WeightFormat::q4_0 ? 2 : 4;
+      Expr byte = W(at + l, b, row);
+      Expr nib = cast<int>(select(h == 0, byte & cast<uint8_t>(15), byte >> 4));
+      if (f == WeightFormat::q4_0) return d * cast<float>(nib - 8);
+      return d * cast<float>(nib) + quantHalf(W, 2, b, row);
+    }
+    case WeightFormat::f32: break;
+  }
+  throw std::runtime_error("quantWeight: not a quantized format");
+}
+
 // Matmul.cpp: linear, matmul, batch_matmul.
 Func buildMatmul(Builder &B);
 // Ffn.cpp: the chunked feed-forward network.

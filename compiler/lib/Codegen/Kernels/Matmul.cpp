@@ -105,6 +105,8 @@ struct MatmulKernel {
   const int64_t K, N;
   Expr Kx, M;
   bool transposed = false, panels = false, stream = false, dot = false, hasBias = false, biasStart = false;
+  WeightFormat quant = WeightFormat::f32;  // a linear's weight in quantized blocks (bytes [N, K / 32, block])
+  RDom rq;                                 // quantized, streaming: (l, h, block), k = 32·block + 16·h + l
   int kc = 0;  // K in chunks of kc (CPU register blocks; 0: none)
   RDom r, rk, rc, rp;
   Func Ar{"Ar"}, Bt{"Bt"}, acc{"acc"}, out{"out"};
@@ -118,6 +120,7 @@ struct MatmulKernel {
     transposed = lin ? B.op<LinearOp>().getWeightLayout() == WeightLayoutKind::out_in
                      : batch ? B.op<BatchMatMulOp>().getTransposeB() : B.op<MatMulOp>().getTransposeB();
     panels = lin && B.op<LinearOp>().getWeightLayout() == WeightLayoutKind::panels;
+    if (lin) quant = B.op<LinearOp>().getWeightFormat();
   }
   std::vector<Expr> withB(std::vector<Expr> v) const {
     if (batch) v.push_back(b);
@@ -138,9 +141,18 @@ struct MatmulKernel {
     stream = !B.gpu && B.sch.gemm == GemmEngine::stream;
     Expr col = N >= 0 && !B.gpu ? Expr(j) : clamp(j, 0, (transposed ? W.dim(1).extent() : W.dim(0).extent()) - 1);
     r = RDom(0, Kx, "r");
+    if (quant != WeightFormat::f32) {
+      if (B.gpu || batch || N < 0 || K < 0 || K % kQuantBlock)
+        throw std::runtime_error("kernel " + k.kind + ": a quantized weight needs a CPU target, no batch and a static K of whole blocks");
+      col = clamp(j, 0, (int)N - 1);  // a streaming tile may overhang N
+    }
     // A weight in panels (kiln-prepack-weights) is read in place: column j is lane j % w of panel
-    // j / w (clamped: a streaming tile of several panels may overhang the last one).
-    Bt(withB({j, kk})) = gemmWeight(B, panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk})));
+    // j / w (clamped: a streaming tile of several panels may overhang the last one). A quantized
+    // one is decoded from its block (what a register-block schedule packs per task).
+    if (quant != WeightFormat::f32)
+      Bt(j, kk) = gemmOperand(B, quantWeight(W, quant, col, kk / kQuantBlock, (kk % kQuantBlock) / 16, kk % 16));
+    else
+      Bt(withB({j, kk})) = gemmWeight(B, panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk})));
     Ar(withB({kk, i})) = gemmOperand(B, A(withB({kk, row})));  // inlined on the CPU
     // K in chunks of k_chunk (a long K; CPU, register blocks): acc is one chunk's sum, out the
     // bias plus the chunks' sums in order.
@@ -151,9 +163,20 @@ struct MatmulKernel {
     biasStart = hasBias && !kc && sumsStartAtBias(B, N, B.sch.tile_n ? (int64_t)*B.sch.tile_n : 0);
     if (dot && (B.gpu || stream || kc || batch || B.sch.gemm != GemmEngine::register_block))
       throw std::runtime_error("kernel " + k.kind + ": precision = bf16_dot needs a CPU register-block GEMM without batch or k_chunk");
-    if (kc) sumsInKChunks();
+    if (quant != WeightFormat::f32 && stream) sumsOfBlocks(col);
+    else if (kc) sumsInKChunks();
     else if (dot) sumsOfBf16Pairs();
     else sums();
+  }
+  // A quantized weight, streamed (a decode step): the sums run over (l, h, block), so 16
+  // consecutive weights of a block (its bytes l = 0..15, one nibble half or one half of q8_0's
+  // int8) are one vector of 16 lanes, decoded in registers from the bytes as stored.
+  void sumsOfBlocks(Expr col) {
+    rq = RDom(0, 16, 0, 2, 0, (int)(K / kQuantBlock), "rq");
+    Expr kx = rq.z * kQuantBlock + rq.y * 16 + rq.x;
+    acc(j, i) = biasStart ? B.in[2](j) : Expr(0.0f);
+    acc(j, i) += Ar(kx, i) * gemmOperand(B, quantWeight(W, quant, col, rq.z, rq.y, rq.x));
+    out(j, i) = epilogue(acc(j, i));
   }
   // K in chunks: acc(j, i, ro) is chunk ro's sum; out the bias plus the chunks' sums in order.
   void sumsInKChunks() {
@@ -226,8 +249,32 @@ struct MatmulKernel {
   void scheduleStream() {
     const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows, or their bound (M <= rows: Halide checks it)
     if (batch) throw std::runtime_error("kernel " + k.kind + ": gemm = stream takes no batch");
+    if (quant != WeightFormat::f32) return scheduleQuantStream(rows);
     cpuStreamGemm(B, out, acc, j, i, r, rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel(),
                   panels ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
+  }
+
+  /* THE SCHEDULE: CPU, gemm = stream, a quantized weight
+   * Column tiles of tile_n are the threads' tasks; for each column, 16-lane partial sums over
+   * its blocks for every row (each block's bytes loaded once for all rows, decoded in
+   * registers), then a horizontal add. A task streams its tile_n rows of blocks front to back:
+   * the weight's bytes are read once, as stored. */
+  void scheduleQuantStream(int rows) {
+    const int tn = B.need(B.sch.tile_n, "tile_n");
+    Var jo("jo"), ji("ji"), l("l");
+    B.s(out).split(j, jo, ji, tn, TailStrategy::GuardWithIf).reorder(i, ji, jo);
+    if (B.parallel()) B.s(out).parallel(jo);
+    B.s(acc).compute_at(out, jo).bound_extent(j, tn).bound_extent(i, rows).unroll(i);
+    Func part = acc.update().rfactor(rq.x, l);
+    B.note(funcName(part.name()) + " = " + funcName(acc.name()) + ".update().rfactor(rq.x, l): 16-lane partial sums over the blocks");
+    B.s(acc.update()).reorder(rq.x, i, j);
+    Var pj = part.args()[0], pi = part.args()[1];  // part(j, i, l)
+    const int vec = std::min(16, B.vec());
+    B.s(part).compute_at(acc, j).bound_extent(pj, 1).bound_extent(pi, rows).reorder_storage(l, pj, pi).reorder(l, pj, pi).unroll(pi);
+    if (vec > 1) B.s(part).vectorize(l, vec);
+    B.s(part.update()).reorder(l, pi, rq.y, rq.z);
+    if (vec > 1) B.s(part.update()).vectorize(l, vec);
+    B.s(part.update()).unroll(pi).unroll(rq.y);
   }
 
   /* THE SCHEDULE: CPU, K in chunks
