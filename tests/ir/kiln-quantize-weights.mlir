@@ -4,7 +4,8 @@
 // RUN: not kiln-opt %s --kiln-quantize-weights="tensor-formats=w1=q4_0" 2>&1 | FileCheck %s --check-prefix=FFN
 // RUN: not kiln-opt %s --kiln-quantize-weights="tensor-formats=odd=q8_0" 2>&1 | FileCheck %s --check-prefix=ODD
 // RUN: not kiln-opt %s --kiln-quantize-weights="tensor-formats=wte=q9" 2>&1 | FileCheck %s --check-prefix=BADFMT
-// RUN: not kiln-opt %s --kiln-quantize-weights="format=q8_0 gpu=true tensor-formats=wte=q8_0" 2>&1 | FileCheck %s --check-prefix=GPU
+// RUN: not kiln-opt %s --kiln-quantize-weights="format=q8_0 gpu=true" 2>&1 | FileCheck %s --check-prefix=GPU
+// RUN: not kiln-opt %s --kiln-quantize-weights="gpu=true tensor-formats=wte=q8_0" 2>&1 | FileCheck %s --check-prefix=GPU
 
 // format: every eligible parameter (an [out, in] linear weight, an embedding's rows table, the
 // head tied to it) becomes bytes [rows, in / 32, block bytes] with its users reading the
@@ -25,7 +26,7 @@
 // FFN: error: parameter 'w1' is stored as q4_0 but cannot be kept so: it is used by kiln.ffn (quantized weights are read by linears and embeddings only)
 // ODD: error: parameter 'odd' is stored as q8_0 but cannot be kept so: its rows of 48 are no whole number of blocks of 32
 // BADFMT: error: kiln-quantize-weights: expected tensor-formats entries name=f32|q8_0|q4_0|q4_1, got 'wte=q9'
-// GPU: error: parameter 'wte' is stored as q8_0 but cannot be kept so: quantized kernels run on CPU targets only (for now)
+// GPU: error: quantized weights (--quantize, or a GGUF file's quantized tensors) run on CPU targets only (for now)
 func.func @a(%x: tensor<?x64xf32>, %ids: tensor<?xi32>) -> (tensor<?x32xf32>, tensor<?x100xf32>, tensor<?x64xf32>, tensor<?x16xf32>) {
   %w = kiln.param "fc.weight" : tensor<32x64xf32>
   %y = kiln.linear %x, %w : (tensor<?x64xf32>, tensor<32x64xf32>) -> tensor<?x32xf32>

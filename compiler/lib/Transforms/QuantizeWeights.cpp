@@ -54,6 +54,10 @@ struct QuantizeWeightsPass : kiln::impl::QuantizeWeightsBase<QuantizeWeightsPass
       }
       named[entry.substr(0, eq)] = *f;
     }
+    if (gpu && (format != WeightFormat::f32 || !named.empty())) {  // refused, never silently left f32
+      getOperation().emitError("quantized weights (--quantize, or a GGUF file's quantized tensors) run on CPU targets only (for now)");
+      return signalPassFailure();
+    }
     if (format != WeightFormat::f32) {  // --quantize on a model that trains: its weights must stay f32
       bool training = false;
       getOperation().walk([&](Operation *op) { training |= isa<kiln::WeightGradOp, kiln::AdamWStepOp>(op); });
@@ -72,8 +76,7 @@ struct QuantizeWeightsPass : kiln::impl::QuantizeWeightsBase<QuantizeWeightsPass
       if (f == WeightFormat::f32) continue;
       auto t = cast<RankedTensorType>(ops.front().getType());
       std::string why;
-      if (gpu) why = "quantized kernels run on CPU targets only (for now)";
-      else if (t.getRank() != 2 || !t.getElementType().isF32()) why = "it is not a 2-D f32 matrix";
+      if (t.getRank() != 2 || !t.getElementType().isF32()) why = "it is not a 2-D f32 matrix";
       else if (ops.front().getTransposed() || ops.front().getPanelCols()) why = "it is already relaid";
       else if (t.getDimSize(1) % kiln::kQuantBlock) why = "its rows of " + std::to_string(t.getDimSize(1)) + " are no whole number of blocks of 32";
       for (kiln::ParamOp p : ops)

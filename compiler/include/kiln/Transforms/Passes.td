@@ -272,8 +272,9 @@ def QuantizeWeights : Pass<"kiln-quantize-weights", "mlir::ModuleOp"> {
     the table (rows) of a kiln.embedding. An eligible parameter's kiln.param ops get `format` and
     the type bytes [rows, in / 32, block bytes] (i8), and each user `weight_format` (linear) or
     `table_format` (embedding). A parameter that `tensor-formats` names and that is not eligible
-    is an error naming the use that is not (a training entry's gradient, a GPU target, a row not
-    a whole number of blocks); `format` leaves such parameters f32. The runtime reads a GGUF
+    is an error naming the use that is not (a training entry's gradient, a row not a whole number
+    of blocks); `format` leaves such parameters f32 (and refuses a model with training entries).
+    A GPU target refuses both (its kernels read f32 weights). The runtime reads a GGUF
     file's blocks as stored, quantizes f32 weights once when they are loaded, and refuses
     weights stored in another quantized format.
 
@@ -290,7 +291,7 @@ def QuantizeWeights : Pass<"kiln-quantize-weights", "mlir::ModuleOp"> {
                                              clEnumValN(kiln::WeightFormat::q4_0, "q4_0", "ggml Q4_0 blocks"),
                                              clEnumValN(kiln::WeightFormat::q4_1, "q4_1", "ggml Q4_1 blocks"))}]>,
                  ListOption<"tensorFormats", "tensor-formats", "std::string", "name=format for each named parameter (a GGUF file's types)">,
-                 Option<"gpu", "gpu", "bool", "false", "a GPU target (quantized kernels are CPU-only: refused)">];
+                 Option<"gpu", "gpu", "bool", "false", "a GPU target (quantized weights refused: its kernels are CPU-only)">];
 }
 
 def PrepackWeights : Pass<"kiln-prepack-weights", "mlir::ModuleOp"> {

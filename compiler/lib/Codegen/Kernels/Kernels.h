@@ -50,8 +50,8 @@ inline Expr quantHalf(ImageParam W, Expr at, Expr b, Expr row) {
   Expr bits = cast<uint16_t>(W(at, b, row)) | (cast<uint16_t>(W(at + 1, b, row)) << 8);
   return cast<float>(reinterpret(Float(16), bits));
 }
-inline Expr quantWeight(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, Expr l) {
-  Expr d = quantHalf(W, 0, b, row);
+// The weight from its block's scale d, its minimum m (q4_1; else unused) and its code.
+inline Expr quantDecode(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, Expr l, Expr d, Expr m) {
   switch (f) {
     case WeightFormat::q8_0: return d * cast<float>(reinterpret(Int(8), W(2 + 16 * h + l, b, row)));
     case WeightFormat::q4_0:
@@ -60,11 +60,14 @@ inline Expr quantWeight(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, 
       Expr byte = W(at + l, b, row);
       Expr nib = cast<int>(select(h == 0, byte & cast<uint8_t>(15), byte >> 4));
       if (f == WeightFormat::q4_0) return d * cast<float>(nib - 8);
-      return d * cast<float>(nib) + quantHalf(W, 2, b, row);
+      return d * cast<float>(nib) + m;
     }
     case WeightFormat::f32: break;
   }
-  throw std::runtime_error("quantWeight: not a quantized format");
+  throw std::runtime_error("quantDecode: not a quantized format");
+}
+inline Expr quantWeight(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, Expr l) {
+  return quantDecode(W, f, row, b, h, l, quantHalf(W, 0, b, row), f == WeightFormat::q4_1 ? quantHalf(W, 2, b, row) : Expr(0.0f));
 }
 
 // Matmul.cpp: linear, matmul, batch_matmul.

@@ -111,6 +111,7 @@ struct MatmulKernel {
   RDom r, rk, rc, rp;
   Func Ar{"Ar"}, Bt{"Bt"}, acc{"acc"}, out{"out"};
   Func Ap{"Ap"}, Wp{"Wp"};  // bf16_dot: the operands as bfloat16 pairs along K
+  Func Qd{"Qd"}, Qm{"Qm"};  // a quantized weight's block scales and minimums (j, block), f32
 
   explicit MatmulKernel(Builder &B)
       : B(B), k(B.k), batch(mlir::isa<BatchMatMulOp>(B.k.source)), lin(mlir::isa<LinearOp>(B.k.source)), A(B.in[0]),
@@ -149,8 +150,13 @@ struct MatmulKernel {
     // A weight in panels (kiln-prepack-weights) is read in place: column j is lane j % w of panel
     // j / w (clamped: a streaming tile of several panels may overhang the last one). A quantized
     // one is decoded from its block (what a register-block schedule packs per task).
-    if (quant != WeightFormat::f32)
-      Bt(j, kk) = gemmOperand(B, quantWeight(W, quant, col, kk / kQuantBlock, (kk % kQuantBlock) / 16, kk % 16));
+    if (quant != WeightFormat::f32) {
+      Var qb("qb");
+      Qd(j, qb) = quantHalf(W, 0, qb, col);
+      Qm(j, qb) = quant == WeightFormat::q4_1 ? quantHalf(W, 2, qb, col) : Expr(0.0f);
+      Expr b = kk / kQuantBlock;
+      Bt(j, kk) = gemmOperand(B, quantDecode(W, quant, col, b, (kk % kQuantBlock) / 16, kk % 16, Qd(j, b), Qm(j, b)));
+    }
     else
       Bt(withB({j, kk})) = gemmWeight(B, panels ? panelRead(W, k.inputs[1], j, kk) : transposed ? W(withB({kk, col})) : W(withB({col, kk})));
     Ar(withB({kk, i})) = gemmOperand(B, A(withB({kk, row})));  // inlined on the CPU
@@ -343,6 +349,14 @@ struct MatmulKernel {
     if (B.sch.pack == Packing::per_task) {
       B.s(Bt).compute_at(out, par);
       if (vec > 1) B.s(Bt).vectorize(j, vec, TailStrategy::GuardWithIf);
+      if (quant != WeightFormat::f32) {  // each block's scale (and minimum) decoded once per task, not per weight
+        B.s(Qd).compute_at(out, par);
+        if (vec > 1) B.s(Qd).vectorize(Qd.args()[0], vec, TailStrategy::GuardWithIf);
+        if (quant == WeightFormat::q4_1) {
+          B.s(Qm).compute_at(out, par);
+          if (vec > 1) B.s(Qm).vectorize(Qm.args()[0], vec, TailStrategy::GuardWithIf);
+        }
+      }
     } else if (B.sch.pack != (panels ? Packing::at_load : Packing::none)) {
       throw std::runtime_error("kernel " + k.kind + (panels ? ": a weight in panels is read at_load"
                                                             : ": a CPU GEMM packs its weight per_task or not at all"));
