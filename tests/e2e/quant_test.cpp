@@ -20,9 +20,10 @@ using W = std::map<std::string, ref::T>;
 
 namespace {
 // Quantized kernels are CPU-only: a GPU target refuses them (tests/ir/kiln-quantize-weights.mlir),
-// so the GPU runs of this suite (KILN_TEST_GPU, a GPU bundle) skip these tests, saying so.
+// so the GPU runs of this suite (KILN_TEST_GPU, KILN_TEST_PTXAS, a GPU bundle) skip these tests,
+// saying so.
 #define SKIP_ON_GPU_RUNS()                                                                                       \
-  if (getenv("KILN_TEST_GPU") || kt::gpuBundle())                                                                \
+  if (getenv("KILN_TEST_GPU") || getenv("KILN_TEST_PTXAS") || kt::gpuBundle())                                   \
   GTEST_SKIP() << "quantized weights run on CPU targets only: a GPU target refuses them"
 
 float half(float x) { return (float)(_Float16)x; }  // f32 -> IEEE half (nearest even) -> f32
