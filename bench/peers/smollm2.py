@@ -50,14 +50,21 @@ def peer_llama_cpp(ids, gen, threads):
     a = time.perf_counter()
     llm.eval(ids)
     prefill = (time.perf_counter() - a) * 1e3
+    import ctypes
+    import llama_cpp
+    import numpy as np
+
+    def last_argmax():  # the last position's logits, as llama.cpp keeps them (no copy of all rows)
+        p = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+        return int(np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(ctypes.c_float)), shape=(llm.n_vocab(),)).argmax())
+
     out = []
-    tok = int(max(range(llm.n_vocab()), key=lambda i: llm.scores[llm.n_tokens - 1][i]))
+    tok = last_argmax()
     a = time.perf_counter()
     for _ in range(gen):
         out.append(tok)
         llm.eval([tok])
-        row = llm.scores[llm.n_tokens - 1]
-        tok = int(row.argmax())
+        tok = last_argmax()
     decode = (time.perf_counter() - a) * 1e3 / gen
     return dict(prefill_ms=prefill, decode_ms=decode, tokens=out)
 
