@@ -94,7 +94,8 @@ Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, Sour
   if (region_ >= 0) throw Error("input '" + name + "': declare inputs outside a recurrent step", loc);
   if (int prev = shared(OpKind::Input, name, shape, loc); prev >= 0) {  // the same input in another entry
     Node n = nodes_[prev];
-    if (n.dtype != opt.dtype || n.vocab != opt.vocab || n.optional != opt.optional || n.ignore_index != opt.ignore_index)
+    if (n.dtype != opt.dtype || n.vocab != opt.vocab || n.optional != opt.optional || n.fill != opt.fill ||
+        n.ignore_index != opt.ignore_index)
       throw Error("input '" + name + "' is shared between entries but its options differ from entry '" +
                       entries_[n.entry] + "'",
                   loc);
@@ -107,6 +108,8 @@ Tensor Model::input(const std::string &name, Shape shape, InputOptions opt, Sour
   Node n{.kind = OpKind::Input, .shape = shape, .dtype = opt.dtype, .name = name};
   n.vocab = opt.vocab;
   n.optional = opt.optional;
+  if (opt.fill && !opt.optional) throw Error("input '" + name + "': fill applies to an optional input", loc);
+  n.fill = opt.fill;
   n.ignore_index = opt.ignore_index;
   n.loc = loc;
   return add(n);

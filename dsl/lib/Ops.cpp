@@ -233,6 +233,30 @@ Tensor rms_norm(Tensor x, Tensor weight, RmsNormOptions opt, SourceLoc loc) {
   return make_op(m, "rms_norm", {x.id(), weight.id()}, x.shape(), {{"epsilon", OpAttr::Type::F32, opt.eps}}, loc);
 }
 
+Tensor l2_normalize(Tensor x, L2NormalizeOptions opt, SourceLoc loc) {
+  Model &m = model_of({x}, "l2_normalize", loc);
+  need_f32(m, "l2_normalize", "input", x, loc);
+  need(opt.eps > 0 && std::isfinite(opt.eps), "l2_normalize", "eps must be positive", loc);
+  return make_op(m, "l2_normalize", {x.id()}, x.shape(), {{"epsilon", OpAttr::Type::F32, opt.eps}}, loc);
+}
+
+Tensor mean_pool(Tensor x, MeanPoolOptions opt, SourceLoc loc) {
+  Model &m = model_of({x}, "mean_pool", loc);
+  need_f32(m, "mean_pool", "input", x, loc);
+  need_rank(m, "mean_pool", "input", x, 2, 2, loc);
+  const Dim rows = x.dim(0);
+  const int batch = rows.dynamic() ? m.symbols().at(rows.sym).rows_of : -1;  // the B of rows(B, L)
+  std::vector<int> ins{x.id()};
+  if (opt.mask) {
+    model_of({x, opt.mask}, "mean_pool", loc);
+    need(opt.mask.dtype() == DType::I32 && opt.mask.rank() == 1, "mean_pool", "the mask must be a 1-D i32 tensor (0: padding)", loc);
+    same_dim(m, "mean_pool", "the input rows", rows, "the mask length", opt.mask.dim(0), loc);
+    ins.push_back(opt.mask.id());
+  }
+  Shape out{batch >= 0 ? Dim(m.symbols().at(batch).max, batch) : Dim(1), x.dim(1)};
+  return make_op(m, "mean_pool", ins, out, {{"batch", OpAttr::Type::I64, (double)batch}}, loc);
+}
+
 Tensor reshape(Tensor x, Shape shape, SourceLoc loc) {
   Model &m = model_of({x}, "reshape", loc);
   int64_t a = 1, b = 1;
@@ -360,7 +384,8 @@ std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes, So
 static void check_pattern(Model &m, const Mask &mk, Tensor q, Tensor k, const AttentionOptions &opt, const SourceLoc &loc) {
   if (!mk.sparse()) return;
   same_dim(m, "attention", "the query length", q.dim(1), "the key length (a sparse pattern is for self-attention)", k.dim(1), loc);
-  need(!opt.past && !opt.key_count, "attention", "sparse patterns do not combine with past or key_count (attention over a cache)", loc);
+  need(!opt.past && !opt.key_count && !opt.key_mask, "attention",
+       "sparse patterns do not combine with past, key_count or key_mask", loc);
   auto positive = [&](const char *what, int64_t v) {
     need(v >= 1, "attention", std::string(what) + " must be at least 1, got " + std::to_string(v), loc);
   };
@@ -452,9 +477,18 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
          "attention", "key_count must be a [1] i32 tensor (the number of valid keys)", loc);
     ins.push_back(opt.key_count.id());
   }
+  if (opt.key_mask) {
+    model_of({q, opt.key_mask}, "attention", loc);
+    need(!opt.past && !opt.key_count, "attention", "key_mask does not combine with past or key_count", loc);
+    need(opt.key_mask.dtype() == DType::I32 && opt.key_mask.rank() == 1, "attention",
+         "key_mask must be a 1-D i32 tensor over the keys (0: padding)", loc);
+    same_dim(m, "attention", "the key rows", k.dim(1), "the key_mask length", opt.key_mask.dim(0), loc);
+    ins.push_back(opt.key_mask.id());
+  }
   Tensor r = make(m, OpKind::Attention, ins, {q.dim(0), q.dim(1), v.dim(2)}, loc);
   Node &n = const_cast<Node &>(r.node());
   n.key_count = bool(opt.key_count);
+  n.key_mask = bool(opt.key_mask);
   n.mask = opt.mask;
   n.factor = sc;
   return r;

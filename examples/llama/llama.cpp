@@ -10,7 +10,8 @@
 //   ./llama --weights model.safetensors --tokens 1,4093,314 --generate 32
 //
 // Entries as examples/gpt2's: `forward` (every row's logits; fills the caches), `prefill`
-// (the last row's logits), `decode` (one token at `past`), `decode_batch` (--batch > 1), and
+// (the last row's logits), `decode` (one token at `past`), `extend` (a chunk of tokens at
+// `past`: a conversation's next turn), `decode_batch` (--batch > 1), and
 // with --train `gradients`, `eval` and `train_step`.
 #include <cmath>
 
@@ -112,6 +113,15 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
   m.entry("decode", EntryRole::Decode);
   Tensor token = m.tokens("token", 1, c.vocab);
   m.output("next_logits", decoder(token, m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx})));
+  // extend: a chunk of tokens appended at `past` of the cache (its positions past, past + 1,
+  // ...; the cache must already hold the first `past`): a chat's next turn runs only its own
+  // tokens. The chunk's last row's logits.
+  // (--batch > 1 keeps a cache per sequence: no extend entry yet.)
+  if (c.batch == 1) {
+    m.entry("extend", EntryRole::Extend);
+    m.output("chunk_logits", decoder(m.tokens("chunk", m.seq("C", c.ctx), c.vocab),
+                                     m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx}), true));
+  }
   if (c.batch > 1) {  // one token per sequence, all at position `past`
     m.entry("decode_batch", EntryRole::DecodeBatch);
     Tensor tokens = m.tokens("token_batch", B, c.vocab);

@@ -28,7 +28,7 @@ struct GenerateFlags {
   int max_new_tokens = 0;
   float temperature = 0, top_p = 1;
   int top_k = 0;
-  int32_t eos = -1, start_token = 0;
+  int32_t eos = -1, start_token = 0;  // eos < 0: the tokenizer's stop ids (when there is one)
   uint64_t seed = 0;
   bool quiet = false;
 };
@@ -50,5 +50,12 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f);
 // as it comes (text with a tokenizer, else ids) and the timing line (unless quiet); writes
 // generated.npy into output_dir when given. Returns the exit code.
 int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &output_dir);
+// --chat without --prompt: a conversation on the terminal (a user message per line of stdin, each
+// answer streamed), the KV cache kept between turns: each turn runs only the tokens past the
+// longest prefix the cache already holds (the model's extend entry).
+int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &system, const std::string &output_dir);
+// The conversation `messages` (a JSON array of {"role", "content"}) rendered by the tokenizer's
+// chat template with the generation prompt, as transformers' apply_chat_template renders it.
+std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json);
 
 }  // namespace kilnrt

@@ -1,8 +1,12 @@
 // generate.cpp - --generate N on the command line: kilnrt_generate with the command line's
 // sampling options, each token printed as it is produced (its text through the tokenizer, else
-// its id), then the timing line on stderr.
+// its id), then the timing line on stderr; and --chat's conversation on the terminal.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "cli.h"
@@ -39,11 +43,9 @@ int32_t on_token(void *user, int32_t token, const float *logits, int64_t vocab) 
   s.out.push_back(token);
   return 0;
 }
-}  // namespace
 
-int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &output_dir) {
-  Stream stream{&cli, cli.tokenizer, {}};
-  stream.keep_logits = !output_dir.empty();
+// The command line's sampling options; the stop tokens: --eos, else the tokenizer's stop ids.
+kilnrt_generate_options options_of(const Cli &cli, const GenerateFlags &g) {
   kilnrt_generate_options o{};
   o.max_new_tokens = g.max_new_tokens;
   o.temperature = g.temperature;
@@ -54,7 +56,25 @@ int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const st
   if (g.eos >= 0) {
     o.has_eos = 1;
     o.eos = g.eos;
+  } else if (cli.tokenizer) {
+    o.n_stop_ids = (int32_t)kilnrt_tokenizer_stop_ids(cli.tokenizer, &o.stop_ids);
   }
+  return o;
+}
+
+void write_ids(const Cli &cli, const std::string &output_dir, std::vector<int32_t> &ids) {
+  std::error_code ec;
+  std::filesystem::create_directories(output_dir, ec);
+  if (ec) cli.die(1, "cannot create --output-dir '" + output_dir + "': " + ec.message());
+  kilnrt_tensor t{KILN_I32, 1, {(int64_t)ids.size()}, ids.data()};
+  cli.check(kilnrt_npy_write((output_dir + "/generated.npy").c_str(), &t));
+}
+}  // namespace
+
+int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &output_dir) {
+  Stream stream{&cli, cli.tokenizer, {}};
+  stream.keep_logits = !output_dir.empty();
+  kilnrt_generate_options o = options_of(cli, g);
   kilnrt_generate_stats st{};
   kilnrt_status rc = kilnrt_generate(s, nullptr, 0, &o, on_token, &stream, &st);
   if (!stream.out.empty()) printf("\n");
@@ -71,15 +91,111 @@ int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const st
             m ? gms / m : 0.0, gms > 0 ? m / (gms / 1e3) : 0.0);
   }
   if (!output_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(output_dir, ec);
-    kilnrt_tensor t{KILN_I32, 1, {(int64_t)stream.out.size()}, stream.out.data()};
-    cli.check(kilnrt_npy_write((output_dir + "/generated.npy").c_str(), &t));
+    write_ids(cli, output_dir, stream.out);
     // The logits each generated token was chosen from: [generated, vocab].
     if (stream.vocab && stream.logits.size() == stream.out.size() * (size_t)stream.vocab) {
       kilnrt_tensor l{KILN_F32, 2, {(int64_t)stream.out.size(), stream.vocab}, stream.logits.data()};
       cli.check(kilnrt_npy_write((output_dir + "/step_logits.npy").c_str(), &l));
     }
+  }
+  return 0;
+}
+
+std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json) {
+  if (!tok) cli.die(1, "--chat needs a tokenizer with a chat template: give --tokenizer PATH (none beside the weights)");
+  const char *tmpl = kilnrt_tokenizer_chat_template(tok);
+  if (!tmpl) cli.die(1, "--chat: the tokenizer holds no chat template");
+  nlohmann::json ctx = {{"messages", nlohmann::json::parse(messages_json)}, {"add_generation_prompt", true}};
+  auto token = [&](int32_t id) {
+    const char *text;
+    size_t len;
+    return id >= 0 && kilnrt_tokenizer_piece(tok, id, 1, 0, &text, &len) == KILNRT_OK ? std::string(text, len) : std::string();
+  };
+  if (int32_t b = kilnrt_tokenizer_bos(tok); b >= 0) ctx["bos_token"] = token(b);
+  if (int32_t e = kilnrt_tokenizer_eos(tok); e >= 0) ctx["eos_token"] = token(e);
+  const char *text;
+  size_t len;
+  cli.check(kilnrt_chat_render(tmpl, ctx.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), &text, &len));
+  return std::string(text, len);
+}
+
+int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &system, const std::string &output_dir) {
+  kilnrt_tokenizer *tok = cli.tokenizer;
+  render_chat(cli, tok, "[]");  // a tokenizer with a template, before the first line is read
+  if (!kilnrt_entry_by_role(&cli.model, KILN_ROLE_EXTEND))
+    cli.die(1, "--chat without --prompt keeps the KV cache between turns: it needs a model with an extend entry "
+               "(examples/llama compiled with --batch 1)");
+  const bool tty = isatty(0) && isatty(2);
+  if (tty && !g.quiet) fprintf(stderr, "%s: a conversation; one message per line, Ctrl-D ends it\n", cli.model.name);
+  nlohmann::json messages = nlohmann::json::array();
+  if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+  std::vector<int32_t> cached, all;  // the ids the KV cache holds; every turn's generated ids
+  int64_t context = 0;
+  kilnrt_generate_options base = options_of(cli, g);
+  std::string line;
+  for (int turn = 1;; ++turn) {
+    if (tty) fprintf(stderr, "> ");
+    if (!std::getline(std::cin, line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) {
+      --turn;
+      continue;
+    }
+    messages.push_back({{"role", "user"}, {"content", line}});
+    std::string text = render_chat(cli, tok, messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    const int32_t *p;
+    int64_t n;
+    cli.check(kilnrt_tokenizer_encode(tok, text.data(), text.size(), 0, &p, &n));
+    std::vector<int32_t> ids(p, p + n);
+    // The longest prefix the cache already holds (the earlier turns, unless the template renders
+    // them differently now); at least one token runs, for the logits of the answer's first.
+    size_t keep = 0;
+    while (keep < cached.size() && keep < ids.size() && cached[keep] == ids[keep]) ++keep;
+    if (keep == ids.size()) --keep;
+    if (context && (int64_t)ids.size() >= context) {
+      fprintf(stderr, "%s: the conversation is %zu tokens, the compiled context is %lld tokens: it ends here\n",
+              cli.model.name, ids.size(), (long long)context);
+      break;
+    }
+    kilnrt_generate_options o = base;
+    o.past = (int64_t)keep;
+    o.seed = base.seed + (uint64_t)turn;  // one stream per turn
+    Stream stream{&cli, tok, {}};
+    kilnrt_generate_stats st{};
+    kilnrt_status rc = kilnrt_generate(s, ids.data() + keep, (int64_t)(ids.size() - keep), &o, on_token, &stream, &st);
+    printf("\n");
+    fflush(stdout);
+    cli.check(rc);
+    context = st.context;
+    // The cache now holds the prompt and every generated token but the last.
+    cached = ids;
+    cached.insert(cached.end(), stream.out.begin(), stream.out.end() - (stream.out.empty() ? 0 : 1));
+    all.insert(all.end(), stream.out.begin(), stream.out.end());
+    std::vector<int32_t> answer = stream.out;
+    if (st.stop == KILNRT_STOP_EOS && !answer.empty()) answer.pop_back();  // the end-of-turn token
+    const char *atext = "";
+    size_t alen = 0;
+    if (!answer.empty()) cli.check(kilnrt_tokenizer_decode(tok, answer.data(), (int64_t)answer.size(), 1, &atext, &alen));
+    messages.push_back({{"role", "assistant"}, {"content", std::string(atext, alen)}});
+    if (!g.quiet) {
+      double pms = st.prompt_ns / 1e6, gms = st.generate_ns / 1e6;
+      long long m = (long long)st.generated_tokens;
+      fprintf(stderr, "turn %d: %lld new prompt tokens (%zu reused from the cache) in %.2f ms; generated: %lld tokens in %.2f ms (%.2f ms/token)\n",
+              turn, (long long)st.prompt_tokens, keep, pms, m, gms, m ? gms / m : 0.0);
+    }
+    if (st.stop == KILNRT_STOP_CONTEXT) {
+      fprintf(stderr, "%s: the conversation filled the compiled context of %lld tokens: it ends here\n", cli.model.name,
+              (long long)st.context);
+      break;
+    }
+  }
+  if (!output_dir.empty()) {
+    write_ids(cli, output_dir, all);
+    std::string tmp = output_dir + "/conversation.json.tmp", dst = output_dir + "/conversation.json";
+    FILE *f = fopen(tmp.c_str(), "wb");
+    std::string js = messages.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (!f || fwrite(js.data(), 1, js.size(), f) != js.size() || fclose(f) != 0 || rename(tmp.c_str(), dst.c_str()) != 0)
+      cli.die(1, "cannot write '" + dst + "'");
   }
   return 0;
 }

@@ -107,8 +107,15 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
   if (!std::isfinite(o.top_p) || o.top_p < 0 || o.top_p > 1)
     return user_error("top_p " + std::to_string(o.top_p) + " is outside [0, 1]");
   if (o.top_k < 0) return user_error("top_k is negative");
+  if (o.past < 0) return user_error("past is negative");
+  if (o.n_stop_ids < 0 || (o.n_stop_ids > 0 && !o.stop_ids)) return user_error("n_stop_ids without stop_ids");
   const kiln_entry_info *decode = kilnrt_entry_by_role(&m, KILN_ROLE_DECODE);
   const kiln_entry_info *prefill = kilnrt_prefill_entry(&m);
+  const kiln_entry_info *extend = o.past > 0 ? kilnrt_entry_by_role(&m, KILN_ROLE_EXTEND) : nullptr;
+  if (o.past > 0 && !extend)
+    return user_error("continuing at past = " + std::to_string(o.past) +
+                      " needs a model with an extend entry (a chunk of tokens at `past`: examples/llama has one)");
+  if (o.past > 0 && !prompt) return user_error("continuing at past > 0 needs the new tokens (prompt)");
   const bool encdec = prefill && prefill->role == KILN_ROLE_ENCODE;
   if (!decode || !prefill)
     return user_error("generation needs a model with a decode entry and a prefill, encode or forward entry (Model::entry's roles)");
@@ -127,6 +134,18 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
       token_input = m.io[prefill->inputs[k]].name;
       break;
     }
+  if (extend) {  // the chunk goes to the extend entry's token input
+    token_input = nullptr;
+    for (int k = 0; k < extend->n_inputs; ++k)
+      if (m.io[extend->inputs[k]].dtype == KILN_I32 && std::string(m.io[extend->inputs[k]].name) != "past") {
+        token_input = m.io[extend->inputs[k]].name;
+        break;
+      }
+    if (o.past + n_prompt > L)
+      return user_error("the conversation is " + std::to_string(o.past + n_prompt) + " tokens; this model's context is " +
+                        std::to_string(L) + " tokens");
+    prefill = extend;
+  }
   st.context = L;
   if (prompt) {
     if (!token_input) return user_error(std::string("entry '") + prefill->name + "' has no token input for the prompt");
@@ -136,6 +155,11 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
                         std::to_string(L) + " tokens");
     kilnrt_tensor t{KILN_I32, 1, {n_prompt}, const_cast<int32_t *>(prompt)};
     if (kilnrt_status r = kilnrt_session_set_input(s, token_input, &t)) return r;
+    if (extend) {
+      int32_t at = (int32_t)o.past;
+      kilnrt_tensor p{KILN_I32, 1, {1}, &at};
+      if (kilnrt_status r = kilnrt_session_set_input(s, "past", &p)) return r;
+    }
   }
   int64_t t0 = kilnrt_time_now_ns();
   if (kilnrt_status r = kilnrt_session_run(s, prefill->name)) return r;
@@ -146,7 +170,7 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
   // The prompt's length: the token input's (a prefill entry's output may be its last row only).
   const kilnrt_tensor *given = token_input ? kilnrt::session_input(s, token_input) : nullptr;
   st.prompt_tokens = given ? given->shape[0] : first->shape[0];
-  int64_t past = encdec ? 0 : st.prompt_tokens;
+  int64_t past = encdec ? 0 : o.past + st.prompt_tokens;
   int32_t memory_len = (int32_t)first->shape[0];
   uint64_t rng = o.seed;
   const float *row = nullptr;
@@ -184,7 +208,7 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
       st.stop = KILNRT_STOP_CALLBACK;
       break;
     }
-    if (o.has_eos && tok == o.eos) {
+    if ((o.has_eos && tok == o.eos) || std::find(o.stop_ids, o.stop_ids + o.n_stop_ids, tok) != o.stop_ids + o.n_stop_ids) {
       st.stop = KILNRT_STOP_EOS;
       break;
     }

@@ -71,12 +71,12 @@ std::string dims_str(const kiln_model_info &model, const kiln_tensor_info &t) {
 
 std::string describe(const kiln_model_info &model) {
   static const char *const kRoles[] = {"other", "forward", "prefill", "decode", "decode_batch",
-                                       "encode", "gradients", "eval", "train_step"};
+                                       "encode", "gradients", "eval", "train_step", "extend"};
   std::ostringstream os;
   for (int e = 0; e < model.n_entries; ++e) {
     const kiln_entry_info &en = model.entries[e];
     os << "Entry '" << en.name << "'";
-    if (en.role > KILN_ROLE_OTHER && en.role <= KILN_ROLE_TRAIN_STEP) os << " (role " << kRoles[en.role] << ")";
+    if (en.role > KILN_ROLE_OTHER && en.role <= KILN_ROLE_EXTEND) os << " (role " << kRoles[en.role] << ")";
     os << "\n  inputs:\n";
     for (int i = 0; i < en.n_inputs; ++i) {
       const kiln_tensor_info &t = model.io[en.inputs[i]];
@@ -209,7 +209,8 @@ void add_flags(CLI::App &app, Flags &f) {
   app.add_option("--prompt-file", f.prompt_file, "the prompt text from a file");
   app.add_flag("--chat", f.chat,
                "--prompt is a user message: rendered by the chat template the tokenizer holds (a GGUF file's, or "
-               "tokenizer_config.json's), the answer ending at the end-of-turn token");
+               "tokenizer_config.json's), the answer ending at the end-of-turn token; without --prompt, a conversation "
+               "on the terminal (a message per line of stdin; the KV cache kept between turns)");
   app.add_option("--system", f.system, "--chat: a system message before the user's");
   app.add_option("--tokenizer", f.tokenizer,
                  "tokenizer.json, vocab.json + merges.txt or vocab.txt (a file or its folder; default: the "
@@ -227,7 +228,7 @@ void add_flags(CLI::App &app, Flags &f) {
   app.add_option("--top-p", gen.top_p, "--generate: sample within the smallest set reaching probability p")
       ->capture_default_str()
       ->check(CLI::Range(1e-6f, 1.0f));
-  app.add_option("--eos", gen.eos, "--generate: stop at this token (default: the tokenizer's end-of-text token)")
+  app.add_option("--eos", gen.eos, "--generate: stop at this token (default: the tokenizer's stop ids: end of text, end of turn)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", gen.quiet, "no timing line and no notes on stderr (errors still print)");
   app.add_flag("--train", f.train, "train: run the model's training entry over --data for --steps steps");
@@ -263,9 +264,10 @@ void check_modes(const Cli &cli, const CLI::App &app, Flags &f) {
     else if (f.weights.empty()) f.random = true;  // from the model's initializers
   }
   for (const char *flag : {"--temperature", "--top-k", "--top-p", "--eos"})
-    if (app.count(flag) && !f.generate) cli.die(1, std::string(flag) + " applies to --generate");
+    if (app.count(flag) && !f.generate && !(f.chat && f.prompt.empty() && f.prompt_file.empty()))
+      cli.die(1, std::string(flag) + " applies to --generate (or --chat)");
   if (app.count("--system") && !f.chat) cli.die(1, "--system applies to --chat");
-  if (f.chat && f.prompt.empty() && f.prompt_file.empty()) cli.die(1, "--chat needs --prompt TEXT (the user's message)");
+  if (f.chat && !f.tokens.empty()) cli.die(1, "--chat takes the user's message as --prompt TEXT (or one per line on stdin), not --tokens");
 }
 
 // --weights, --random-weights or none; --save-weights. Returns the load time in ms (-1: none).
@@ -338,28 +340,6 @@ void set_inputs(const Cli &cli, kilnrt_session *s, const Flags &f, const std::ve
     t.data = ids.data();
     cli.check(kilnrt_session_set_input(s, name.c_str(), &t));
   }
-}
-
-// --chat: the conversation (a system message when given, the user's) rendered by the tokenizer's
-// chat template with the generation prompt, as transformers' apply_chat_template renders it.
-std::string chat_prompt(const Cli &cli, kilnrt_tokenizer *tok, const std::string &system, const std::string &user) {
-  if (!tok) cli.die(1, "--chat needs a tokenizer with a chat template: give --tokenizer PATH (none beside the weights)");
-  const char *tmpl = kilnrt_tokenizer_chat_template(tok);
-  if (!tmpl) cli.die(1, "--chat: the tokenizer holds no chat template");
-  nlohmann::json ctx = {{"messages", nlohmann::json::array()}, {"add_generation_prompt", true}};
-  if (!system.empty()) ctx["messages"].push_back({{"role", "system"}, {"content", system}});
-  ctx["messages"].push_back({{"role", "user"}, {"content", user}});
-  auto token = [&](int32_t id) {
-    const char *text;
-    size_t len;
-    return id >= 0 && kilnrt_tokenizer_piece(tok, id, 1, 0, &text, &len) == KILNRT_OK ? std::string(text, len) : std::string();
-  };
-  if (int32_t b = kilnrt_tokenizer_bos(tok); b >= 0) ctx["bos_token"] = token(b);
-  if (int32_t e = kilnrt_tokenizer_eos(tok); e >= 0) ctx["eos_token"] = token(e);
-  const char *text;
-  size_t len;
-  cli.check(kilnrt_chat_render(tmpl, ctx.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), &text, &len));
-  return std::string(text, len);
 }
 
 // --prompt TEXT (already read from --prompt-file) through the tokenizer into entry `en`'s one
@@ -496,14 +476,24 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   if (!f.prompt.empty() && !f.prompt_file.empty()) cli.die(1, "give --prompt or --prompt-file, not both");
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) cli.check(read_file(f.prompt_file, "--prompt-file", prompt));
-  if (f.chat) prompt = chat_prompt(cli, tok.get(), f.system, prompt);
+  if (f.chat && f.prompt.empty() && f.prompt_file.empty()) {  // a conversation on the terminal
+    GenerateFlags gen = f.gen;
+    gen.max_new_tokens = f.generate ? f.generate : 1 << 20;  // the end of the turn, or the context, ends an answer
+    gen.seed = f.seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;
+    return kilnrt::chat(cli, s, gen, f.system, f.output_dir);
+  }
+  if (f.chat) {
+    nlohmann::json messages = nlohmann::json::array();
+    if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
+    messages.push_back({{"role", "user"}, {"content", prompt}});
+    prompt = render_chat(cli, tok.get(), messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
   if (app.count("--prompt") || !f.prompt_file.empty()) set_prompt(cli, s, f, *en, token_inputs, tok.get(), prompt, !f.chat);
   if (!f.generate) return run_entries(cli, s, f, chain, load_ms);
   GenerateFlags gen = f.gen;
   gen.max_new_tokens = f.generate;
   gen.start_token = f.start_token;
   gen.seed = f.seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;  // the sampling stream, apart from --random-weights'
-  if (gen.eos < 0 && tok) gen.eos = kilnrt_tokenizer_eos(tok.get());
   int rc = kilnrt::generate(cli, s, gen, f.output_dir);
   // After the timing line, what a benchmark reports beside it (as --repeat prints): a parent's
   // view of a child's peak RSS (wait4) counts what the parent shared with it before exec.

@@ -231,6 +231,19 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
     if (kilnrt::is_batch_sym(m, m->io[io].rank > 0 ? m->io[io].dims[0].sym : -1))
       (s->io_unbatched[io] ? unbatched : batched) = true;
   }
+  // An extend entry's chunk goes at `past` of the caches: past + its length must fit the context
+  // (the bound of `past`), or the cache writes would run past the end.
+  if (e->role == KILN_ROLE_EXTEND)
+    for (int k = 0; k < e->n_inputs; ++k)
+      if (const kiln_tensor_info &p = m->io[e->inputs[k]]; strcmp(p.name, "past") == 0 && p.max_value > 0)
+        for (int j = 0; j < e->n_inputs; ++j)
+          if (const kiln_tensor_info &c = m->io[e->inputs[j]]; j != k && c.dtype == KILN_I32 && c.rank == 1 && c.dims[0].sym >= 0) {
+            int64_t past = *(const int32_t *)s->io_tensor[e->inputs[k]].data, n = s->io_tensor[e->inputs[j]].shape[0];
+            if (past + n > p.max_value)
+              return user_error("entry '" + std::string(e->name) + "': " + std::to_string(n) + " tokens at past = " +
+                                std::to_string(past) + " run past the context of " + std::to_string(p.max_value) +
+                                " tokens");
+          }
   // The rows of a batch: B·L.
   for (int i = 0; i < m->n_syms && m->sym_factors; ++i)
     if (m->sym_factors[2 * i] >= 0)  // a batch no input shows (its bound is 1) is one sequence
@@ -246,7 +259,8 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
       if (kilnrt::is_batch_sym(m, i) && syms[i] > 1)
         return user_error("entry '" + std::string(e->name) + "' runs one sequence at a time (" + e->single_sequence +
                           "): give it one sequence, not " + m->sym_names[i] + " = " + std::to_string(syms[i]));
-  // Optional inputs left out are zeros of the lengths the given inputs set.
+  // Optional inputs left out hold their fill value (zeros, or an attention mask's ones) at the
+  // lengths the given inputs set.
   for (int k = 0; k < e->n_inputs; ++k) {
     int io = e->inputs[k];
     const kiln_tensor_info &info = m->io[io];
@@ -257,7 +271,13 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
                         m->sym_names[sym]);
     size_t bytes = (size_t)kilnrt_tensor_numel(&t) * 4;
     if (!s->io_store[io] || kilnrt_tensor_numel(&s->io_tensor[io]) != kilnrt_tensor_numel(&t)) s->io_store[io] = alloc64(bytes);
-    memset(s->io_store[io].get(), 0, bytes);
+    if (info.fill == 0) {
+      memset(s->io_store[io].get(), 0, bytes);
+    } else if (info.dtype == KILN_I32) {
+      std::fill_n((int32_t *)s->io_store[io].get(), kilnrt_tensor_numel(&t), (int32_t)info.fill);
+    } else {
+      std::fill_n((float *)s->io_store[io].get(), kilnrt_tensor_numel(&t), (float)info.fill);
+    }
     t.data = s->io_store[io].get();
     s->io_tensor[io] = t;
   }

@@ -49,6 +49,7 @@ check() {  # NAME COMPILE-ARGS...
 }
 check gpt2 --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32
 check bert --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32
+check bert --layers 1 --d-model 64 --heads 4 --vocab 64 --ctx 32 --pool mean --normalize --batch 2
 check transformer --layers 1 --d-model 64 --heads 4 --d-ff 128 --src-vocab 50 --tgt-vocab 60 --ctx 32
 check sparse --layers 2 --d-model 64 --heads 4 --vocab 64 --ctx 256 --stride 32
 check reformer --layers 1 --d-model 64 --heads 2 --vocab 64 --ctx 256 --buckets 8 --chunk 32

@@ -32,6 +32,7 @@ tol=2e-4
 models=(
   "gpt2|--layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128|--tokens 5,17,3,99,42,7,1,250"
   "bert|--layers 2 --d-model 64 --heads 4 --vocab 512 --ctx 128|--tokens 101,7,300,12,102"
+  "bert|--layers 2 --d-model 64 --heads 4 --vocab 512 --ctx 128 --pool mean --normalize|--tokens 101,7,300,12,102"
   "transformer|--layers 2 --d-model 64 --heads 4 --d-ff 128 --src-vocab 300 --tgt-vocab 310 --ctx 64|--tokens src_tokens=4,8,15,16,23,42 --tokens tgt_tokens=1,2,3"
   "sparse|--layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 512 --stride 32|--tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40"
   "reformer|--layers 2 --d-model 64 --heads 2 --vocab 256 --ctx 1024 --buckets 8 --chunk 32|--tokens 9,8,7,6,5,4,3,2,1,0,11,12,13,14,15,16,17,18,19,20"

@@ -431,6 +431,46 @@ func.func @rms_norm_epsilon(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
 
 // -----
 
+func.func @l2_normalize_epsilon(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{expected a positive epsilon}}
+  %y = kiln.l2_normalize %x {epsilon = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @mean_pool_rows(%x: tensor<?x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{expected one result row without a batch}}
+  %y = kiln.mean_pool %x {batch = -1 : i64} : (tensor<?x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+func.func @mean_pool_mask(%x: tensor<6x8xf32>, %m: tensor<5xi32>) -> tensor<1x8xf32> {
+  // expected-error @+1 {{expected mask length (5) to equal input rows (6)}}
+  %y = kiln.mean_pool %x, %m {batch = -1 : i64} : (tensor<6x8xf32>, tensor<5xi32>) -> tensor<1x8xf32>
+  return %y : tensor<1x8xf32>
+}
+
+// -----
+
+func.func @attention_key_mask_causal(%q: tensor<2x6x4xf32>, %m: tensor<6xi32>) -> tensor<2x6x4xf32> {
+  // expected-error @+1 {{expected no causal mask with a key mask}}
+  %o = kiln.attention %q, %q, %q, %m {key_mask, mask = #kiln.mask<causal>, scale = 0.5 : f32} : (tensor<2x6x4xf32>, tensor<2x6x4xf32>, tensor<2x6x4xf32>, tensor<6xi32>) -> tensor<2x6x4xf32>
+  return %o : tensor<2x6x4xf32>
+}
+
+// -----
+
+func.func @attention_key_mask_length(%q: tensor<2x6x4xf32>, %m: tensor<5xi32>) -> tensor<2x6x4xf32> {
+  // expected-error @+1 {{expected key mask length (5) to equal key length (6)}}
+  %o = kiln.attention %q, %q, %q, %m {key_mask, scale = 0.5 : f32} : (tensor<2x6x4xf32>, tensor<2x6x4xf32>, tensor<2x6x4xf32>, tensor<5xi32>) -> tensor<2x6x4xf32>
+  return %o : tensor<2x6x4xf32>
+}
+
+// -----
+
 func.func @learning_rate_negative_warmup(%t: tensor<1xf32>, %peak: tensor<1xf32>) -> tensor<1xf32> {
   // expected-error @+1 {{expected non-negative warmup and decay_steps}}
   %lr = kiln.learning_rate %t, %peak {lr = 1.0e-3 : f32, warmup = -1 : i64, decay_steps = 100 : i64, min_ratio = 0.1 : f32} : (tensor<1xf32>, tensor<1xf32>) -> tensor<1xf32>

@@ -13,6 +13,15 @@
 // CHECK: kiln.relu
 // CHECK-NOT: kiln.per_sequence
 // CHECK: return
+// A padded batch of sentences: attention with a key mask over the rows, and the mean pooling to a
+// row per sequence (rows B), each run per sequence; the normalization once over the B rows.
+// CHECK-LABEL: func.func @embed
+// CHECK-NOT: kiln.single_sequence
+// CHECK: kiln.attention {{.*}}key_mask{{.*}}kiln.per_sequence = 1 : i64
+// CHECK: kiln.mean_pool {{.*}}kiln.per_sequence = 1 : i64
+// CHECK: kiln.l2_normalize
+// CHECK-NOT: kiln.per_sequence
+// CHECK: return
 // CHECK-LABEL: func.func @cached
 // CHECK-SAME: kiln.single_sequence = "it writes a KV cache"
 // A cache kept per sequence of B (kiln.state with batch = 1) is written per sequence, by a
@@ -56,6 +65,17 @@ module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i
     %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
     %y = kiln.relu %r : (tensor<?x8xf32>) -> tensor<?x8xf32>
     return %y : tensor<?x8xf32>
+  }
+  func.func @embed(%t: tensor<?xi32> {kiln.name = "tokens3", kiln.syms = array<i64: 2>},
+                    %mask: tensor<?xi32> {kiln.name = "attention_mask", kiln.syms = array<i64: 2>}) -> (tensor<?x8xf32> {kiln.name = "e"}) {
+    %wpe = kiln.param "wpe" : tensor<8x8xf32>
+    %p = kiln.position_embedding %wpe, %t : (tensor<8x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %q = kiln.reshape %p : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
+    %o = kiln.attention %q, %q, %q, %mask {key_mask, scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x?x8xf32>, tensor<1x?x8xf32>, tensor<?xi32>) -> tensor<1x?x8xf32>
+    %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
+    %m = kiln.mean_pool %r, %mask {batch = 1 : i64} : (tensor<?x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %e = kiln.l2_normalize %m : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %e : tensor<?x8xf32>
   }
   func.func @cached(%t: tensor<?xi32> {kiln.name = "tokens2", kiln.syms = array<i64: 2>}) -> (tensor<?x8xf32> {kiln.name = "z"}) {
     %wpe = kiln.param "wpe" : tensor<8x8xf32>

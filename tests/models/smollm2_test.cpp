@@ -34,6 +34,11 @@ TEST(SmolLM2, ChatTemplateAndTokensMatchTransformers) {
   const char *tmpl = kilnrt_tokenizer_chat_template(t);
   ASSERT_NE(tmpl, nullptr);
   EXPECT_EQ(kilnrt_tokenizer_eos(t), fx["end_of_turn"].get<int32_t>());
+  // Generation stops at the end of the turn (<|im_end|>, the file's eos) and at <|endoftext|>.
+  const int32_t *stops;
+  int64_t ns = kilnrt_tokenizer_stop_ids(t, &stops);
+  EXPECT_EQ(std::vector<int32_t>(stops, stops + ns),
+            (std::vector<int32_t>{kilnrt_tokenizer_token_id(t, "<|endoftext|>"), fx["end_of_turn"].get<int32_t>()}));
   for (const json &c : fx["cases"]) {
     SCOPED_TRACE(c["prompt"].get<std::string>());
     json ctx = {{"messages", {{{"role", "user"}, {"content", c["prompt"]}}}}, {"add_generation_prompt", true}};
@@ -94,6 +99,45 @@ TEST(SmolLM2, LogitsAndGreedyAnswersMatchTransformers) {
     EXPECT_EQ(g.output.rfind(answer, 0), 0u) << "printed: " << g.output << "\nwanted: " << answer;
   }
   printf("largest logit error over the 10 prompts: %.3g of the largest logit\n", worst);
+}
+
+// The conversation on the terminal (--chat without --prompt: a message per line of stdin) keeps
+// the KV cache between turns, running only each turn's new tokens through the extend entry: three
+// turns give transformers' greedy answers, each computed from scratch over the whole conversation
+// (tests/reference/make_smollm2_chat_fixtures.py).
+TEST(SmolLM2, AConversationKeepsTheCacheAndMatchesTransformers) {
+  std::ifstream f(kFixture + "/conversation.json");
+  json fx = json::parse(f);
+  std::string dir = kt::workDir("smollm2_chat");
+  std::string exe = compileSmolLM2(dir);
+  ASSERT_FALSE(exe.empty());
+  std::string lines;
+  for (const json &t : fx["turns"]) lines += t["user"].get<std::string>() + "\n";
+  std::ofstream(dir + "/stdin.txt") << lines;
+  auto r = kt::run(exe + " --weights " + kGguf + " --chat --generate 48 --output-dir " + dir + "/out < " + dir + "/stdin.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::vector<int32_t> want;
+  size_t cached = 0;
+  for (size_t k = 0; k < fx["turns"].size(); ++k) {
+    const json &t = fx["turns"][k];
+    SCOPED_TRACE(t["user"].get<std::string>());
+    EXPECT_FALSE(t["near_tie"].get<bool>()) << "the fixture reports a near tie: regenerate or accept it";
+    auto gen = t["generated"].get<std::vector<int32_t>>();
+    want.insert(want.end(), gen.begin(), gen.end());
+    EXPECT_NE(r.output.find(t["answer"].get<std::string>() + "\n"), std::string::npos) << r.output;
+    // Only the tokens past what the cache holds ran (the earlier turns and answers but the last token).
+    size_t n = t["ids"].size();
+    std::string line = "turn " + std::to_string(k + 1) + ": " + std::to_string(n - cached) + " new prompt tokens (" +
+                       std::to_string(cached) + " reused from the cache)";
+    EXPECT_NE(r.output.find(line), std::string::npos) << "wanted: " << line << "\n" << r.output;
+    cached = n + gen.size() - 1;
+  }
+  ref::T ids = kt::loadNpy(dir + "/out/generated.npy");
+  EXPECT_EQ(std::vector<int32_t>(ids.v.begin(), ids.v.end()), want);
+  std::ifstream c(dir + "/out/conversation.json");
+  json convo = json::parse(c);
+  ASSERT_EQ(convo.size(), 2 * fx["turns"].size());
+  EXPECT_EQ(convo[5]["content"], fx["turns"][2]["answer"]);
 }
 
 }  // namespace

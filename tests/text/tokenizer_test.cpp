@@ -106,6 +106,26 @@ TEST(Tokenizer, SpecialTokensAndEos) {
   EXPECT_EQ(wp.encode("hello", false).size(), ids.size() - 2);
 }
 
+// The stop ids: the end-of-text token, and generation_config.json's eos_token_id (one id or a
+// list, as Llama 3's) beside the tokenizer, sorted and once each.
+TEST(Tokenizer, StopIdsAreTheEndOfTextAndGenerationConfigs) {
+  auto stops = [](const Tok &t) {
+    const int32_t *ids;
+    int64_t n = kilnrt_tokenizer_stop_ids(t.t, &ids);
+    return std::vector<int32_t>(ids, ids + n);
+  };
+  std::string d = only("stops", "bpe", {"tokenizer.json"});
+  Tok plain(d);
+  ASSERT_EQ(kilnrt_tokenizer_eos(plain.t), 0);  // <|endoftext|>
+  EXPECT_EQ(stops(plain), std::vector<int32_t>{0});
+  std::ofstream(d + "/generation_config.json") << "{\"eos_token_id\": [7, 0, 5, 1000000]}";  // past the vocabulary: left out
+  Tok listed(d);
+  EXPECT_EQ(stops(listed), (std::vector<int32_t>{0, 5, 7}));
+  std::ofstream(d + "/generation_config.json") << "{\"eos_token_id\": 9}";
+  Tok one(d);
+  EXPECT_EQ(stops(one), (std::vector<int32_t>{0, 9}));
+}
+
 // Streaming: the pieces of ids 0, 1, ... concatenated are their decode.
 TEST(Tokenizer, PiecesConcatenateToTheDecode) {
   for (const char *kind : {"bpe", "wordpiece"}) {
@@ -220,7 +240,7 @@ TEST(Tokenizer, DecodeRejectsIdsOutsideTheVocabulary) {
 TEST(Tokenizer, DigitsAndSplitPreTokenizersMatchTokenizers) {
   std::ifstream f(kFx + "/pretok_cases.json");
   const json all = json::parse(f);
-  for (const char *name : {"bpe_digits", "bpe_split"}) {
+  for (const char *name : {"bpe_digits", "bpe_split", "bpe_qwen2"}) {
     Tok tok(kFx + "/" + name + "/tokenizer.json");
     ASSERT_TRUE(tok.t);
     ASSERT_GE(all[name].size(), 25u);
@@ -230,6 +250,98 @@ TEST(Tokenizer, DigitsAndSplitPreTokenizersMatchTokenizers) {
       EXPECT_EQ(tok.decode(c["ids"].get<std::vector<int32_t>>(), false), c["decoded"].get<std::string>()) << name;
     }
   }
+}
+
+// The same vocabularies as GGUF metadata (tokenizer.ggml.*, as llama.cpp's converter writes a
+// Llama 3 or Qwen2 file): `tokenizer.ggml.pre` names the pre-tokenizer, and `llama-bpe` and
+// `qwen2` give the ids of the tokenizer.json forms (Split with the family's pattern, ByteLevel).
+namespace {
+void ggufString(std::string &o, const std::string &v) {
+  uint64_t n = v.size();
+  o.append((const char *)&n, 8);
+  o += v;
+}
+template <class T> void ggufPod(std::string &o, T v) { o.append((const char *)&v, sizeof v); }
+void ggufStrings(std::string &o, const std::string &key, const std::vector<std::string> &vs) {
+  ggufString(o, key);
+  ggufPod<uint32_t>(o, 9);  // array
+  ggufPod<uint32_t>(o, 8);  // of strings
+  ggufPod<uint64_t>(o, vs.size());
+  for (const std::string &v : vs) ggufString(o, v);
+}
+// A GGUF file holding the tokenizer.json's vocabulary and merges, and the pre-tokenizer `pre`.
+// `digitMerge`: a token "12" and the merge "1 2" added last (the trained vocabularies merge no
+// digits), where Llama 3's pattern (up to three digits a piece) and Qwen2's (one) differ.
+std::string ggufFromTokenizerJson(const std::string &json_path, const std::string &pre, const std::string &out,
+                                  bool digitMerge = false) {
+  std::ifstream f(json_path);
+  json tj = json::parse(f);
+  std::vector<std::string> tokens(tj["model"]["vocab"].size());
+  for (auto &[tok, id] : tj["model"]["vocab"].items()) tokens.at(id.get<size_t>()) = tok;
+  std::vector<std::string> merges;
+  for (const json &m : tj["model"]["merges"]) merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+  if (digitMerge) {
+    tokens.push_back("12");
+    merges.push_back("1 2");
+  }
+  std::string o = "GGUF";
+  ggufPod<uint32_t>(o, 3);
+  ggufPod<uint64_t>(o, 0);  // tensors
+  ggufPod<uint64_t>(o, 6);  // metadata
+  auto str = [&](const std::string &k, const std::string &v) {
+    ggufString(o, k);
+    ggufPod<uint32_t>(o, 8);
+    ggufString(o, v);
+  };
+  str("general.architecture", "llama");
+  str("tokenizer.ggml.model", "gpt2");
+  str("tokenizer.ggml.pre", pre);
+  ggufStrings(o, "tokenizer.ggml.tokens", tokens);
+  ggufStrings(o, "tokenizer.ggml.merges", merges);
+  ggufString(o, "tokenizer.ggml.token_type");
+  ggufPod<uint32_t>(o, 9);
+  ggufPod<uint32_t>(o, 5);  // int32
+  ggufPod<uint64_t>(o, tokens.size());
+  for (const std::string &t : tokens) ggufPod<int32_t>(o, t == "<|endoftext|>" ? 3 : 1);  // control, normal
+  while (o.size() % 32) o += '\0';
+  std::ofstream(out, std::ios::binary) << o;
+  return out;
+}
+}  // namespace
+
+TEST(Tokenizer, GgufPreTokenizerNamesMatchTheirTokenizerJsonForms) {
+  std::ifstream f(kFx + "/pretok_cases.json");
+  const json all = json::parse(f);
+  std::string d = kt::workDir("tok_gguf_pre");
+  for (auto [name, pre] : std::vector<std::pair<std::string, std::string>>{{"bpe_split", "llama-bpe"}, {"bpe_qwen2", "qwen2"}}) {
+    SCOPED_TRACE(pre);
+    Tok tok(ggufFromTokenizerJson(kFx + "/" + name + "/tokenizer.json", pre, d + "/" + name + ".gguf"));
+    ASSERT_TRUE(tok.t);
+    for (const json &c : all[name]) {
+      std::string text = c["text"];
+      EXPECT_EQ(tok.encode(text, true), c["ids"].get<std::vector<int32_t>>()) << "'" << text << "'";
+    }
+  }
+  // The pattern a name maps to matters: the Llama 3 vocabulary read with GPT-2's pattern misses
+  // some of the ids; with a digit merge, Llama 3's pattern keeps "12" of "12345" whole, Qwen2's
+  // splits every digit.
+  Tok asGpt2(ggufFromTokenizerJson(kFx + "/bpe_split/tokenizer.json", "gpt2", d + "/split_gpt2.gguf"));
+  int misses = 0;
+  for (const json &c : all["bpe_split"]) misses += asGpt2.encode(c["text"], true) != c["ids"].get<std::vector<int32_t>>();
+  EXPECT_GT(misses, 0);
+  Tok l3(ggufFromTokenizerJson(kFx + "/bpe_qwen2/tokenizer.json", "llama-bpe", d + "/l3_digits.gguf", true));
+  Tok q2(ggufFromTokenizerJson(kFx + "/bpe_qwen2/tokenizer.json", "qwen2", d + "/q2_digits.gguf", true));
+  const int32_t twelve = kilnrt_tokenizer_token_id(l3.t, "12");
+  ASSERT_GE(twelve, 0);
+  std::vector<int32_t> a = l3.encode("12345", true), b = q2.encode("12345", true);
+  EXPECT_NE(std::find(a.begin(), a.end(), twelve), a.end());
+  EXPECT_EQ(std::find(b.begin(), b.end(), twelve), b.end());
+  EXPECT_EQ(b.size(), 5u);
+  kilnrt_tokenizer *t = nullptr;
+  EXPECT_EQ(kilnrt_tokenizer_open(ggufFromTokenizerJson(kFx + "/bpe_split/tokenizer.json", "falcon", d + "/f.gguf").c_str(), &t),
+            KILNRT_USER_ERROR);
+  EXPECT_NE(std::string(kilnrt_last_error()).find("tokenizer.ggml.pre 'falcon' is not supported"), std::string::npos)
+      << kilnrt_last_error();
 }
 
 // A pre-tokenizer kiln does not implement is refused by name, never read in part.

@@ -85,9 +85,16 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (failed(verifyAttentionPattern(*this, q.getDimSize(1), k.getDimSize(1)))) return failure();
   if (isSparsePattern(getMask()) && getPast()) return emitOpError("expected no past or key count with a sparse pattern");
-  if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
-                    !ty(getPast()).getElementType().isInteger(32)))
+  if (getKeyMask()) {  // the fourth operand: a mask over the keys
+    if (!getPast() || getKeyCount()) return emitOpError("expected a key mask operand with key_mask, and no key_count");
+    if (ty(getPast()).getRank() != 1 || !ty(getPast()).getElementType().isInteger(32))
+      return emitOpError("expected the key mask to be a 1-D i32 tensor");
+    if (failed(expectDim(*this, "key mask length", ty(getPast()).getDimSize(0), "key length", k.getDimSize(1)))) return failure();
+    if (getMask() != MaskKind::none) return emitOpError("expected no causal mask with a key mask");
+  } else if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
+                           !ty(getPast()).getElementType().isInteger(32))) {
     return emitOpError("expected past to be a tensor<1xi32>");
+  }
   if (getKeyCount() && !getPast()) return emitOpError("expected a key count operand with key_count");
   if (Value lse = getLse()) {  // each query row's log-sum-exp, beside the output
     if (getPast()) return emitOpError("expected an lse result only without a cache");
@@ -102,7 +109,7 @@ LogicalResult AttentionOp::verify() {
 void AttentionOp::getKernelAttrs(KernelAttrs &a) {
   a.set("mask", stringifyMaskKind(getMask()));
   a.setFloat("scale", getScale().convertToFloat());
-  if (getPast()) a.set("valid", getKeyCount() ? "key_count" : "past");
+  if (getPast()) a.set("valid", getKeyCount() ? "key_count" : getKeyMask() ? "key_mask" : "past");
   patternKernelAttrs(*this, a);
 }
 

@@ -124,3 +124,42 @@ OpCost RmsNormGradOp::getCost(function_ref<double(Value)> numel) {
   c.flops = 8 * numel(getInput());
   return c;
 }
+
+LogicalResult L2NormalizeOp::verify() {
+  if (getResult().getType() != getInput().getType()) return emitOpError("expected the result to have the input's type");
+  if (!ty(getInput()).getElementType().isF32()) return emitOpError("expected an f32 input, got ") << getInput().getType();
+  if (!(getEpsilon().convertToFloat() > 0)) return emitOpError("expected a positive epsilon");
+  return success();
+}
+
+void L2NormalizeOp::getKernelAttrs(KernelAttrs &a) { a.setFloat("eps", getEpsilon().convertToFloat()); }
+
+// A square and a sum per element, then the division.
+OpCost L2NormalizeOp::getCost(function_ref<double(Value)> numel) { return elementwiseCost(*this, numel, 3); }
+
+LogicalResult MeanPoolOp::verify() {
+  auto x = ty(getInput()), r = ty(getResult());
+  if (failed(expectRank(*this, "input", getInput(), 2)) || failed(expectRank(*this, "result", getResult(), 2)) ||
+      failed(expectDim(*this, "result width", r.getDimSize(1), "input width", x.getDimSize(1))))
+    return failure();
+  if (!x.getElementType().isF32()) return emitOpError("expected an f32 input, got ") << getInput().getType();
+  const int64_t batch = (int64_t)getBatch();  // -1: one sequence
+  if (batch < 0 && r.getDimSize(0) != 1) return emitOpError("expected one result row without a batch, got ") << r;
+  if (batch >= 0 && !ShapedType::isDynamic(r.getDimSize(0)))
+    return emitOpError("expected a row per sequence of batch ") << batch << ", got " << r;
+  if (Value m = getMask()) {
+    if (ty(m).getRank() != 1 || !ty(m).getElementType().isInteger(32))
+      return emitOpError("expected the mask to be a 1-D i32 tensor, got ") << m.getType();
+    if (failed(expectDim(*this, "mask length", ty(m).getDimSize(0), "input rows", x.getDimSize(0)))) return failure();
+  }
+  return success();
+}
+
+Syms MeanPoolOp::inferSeqLengths(ArrayRef<Syms>) { return Syms{std::max<int64_t>(-1, (int64_t)getBatch()), -1}; }
+
+// A sum per element of the input.
+OpCost MeanPoolOp::getCost(function_ref<double(Value)> numel) {
+  OpCost c = defaultCost(*this, numel);
+  c.flops = numel(getInput());
+  return c;
+}

@@ -72,6 +72,7 @@ static EntryRoleKind roleKindOf(EntryRole r) {
     case EntryRole::Gradients: return EntryRoleKind::gradients;
     case EntryRole::Eval: return EntryRoleKind::eval;
     case EntryRole::TrainStep: return EntryRoleKind::train_step;
+    case EntryRole::Extend: return EntryRoleKind::extend;
   }
   return EntryRoleKind::other;
 }
@@ -157,7 +158,7 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
       auto op = AttentionOp::create(b, loc, t, Type(), in(0), in(1), in(2), n.inputs.size() > 3 ? in(3) : Value(),
                                     MaskKindAttr::get(&ctx, maskKindOf(mk.kind)), b.getF32FloatAttr(n.factor),
                                     n.key_count ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr(), PatternPartAttr(),
-                                    ArrayAttr(), UnitAttr());
+                                    ArrayAttr(), UnitAttr(), n.key_mask ? b.getUnitAttr() : UnitAttr());
       if (mk.sparse()) op.setPatternSizeAttr(b.getI64IntegerAttr(mk.size));
       if (mk.kind == Mask::Fixed) op.setSummaryAttr(b.getI64IntegerAttr(mk.summary));
       if (mk.kind == Mask::Strided || mk.kind == Mask::Fixed) op.setPartAttr(PatternPartAttr::get(&ctx, partOf(mk.part)));
@@ -266,6 +267,7 @@ static void setEntryAttrs(OpBuilder &b, func::FuncOp f, const Model &m, int e, c
     f.setArgAttr(a, "kiln.syms", b.getDenseI64ArrayAttr(syms));
     if (n.vocab) f.setArgAttr(a, "kiln.vocab", b.getI64IntegerAttr(n.vocab));
     if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
+    if (n.optional && n.fill) f.setArgAttr(a, "kiln.fill", b.getI64IntegerAttr(n.fill));
     if (n.ignore_index < 0) f.setArgAttr(a, "kiln.ignore_id", b.getI64IntegerAttr(n.ignore_index));
     if (n.ahead > 0) f.setArgAttr(a, "kiln.ahead", b.getI64IntegerAttr(n.ahead));  // targets k ahead: what --train sets
     if (n.mask_rate > 0) {  // masked-LM targets: what --train masks

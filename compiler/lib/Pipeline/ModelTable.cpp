@@ -19,7 +19,8 @@ static_assert((int)EntryRoleKind::other == KILN_ROLE_OTHER && (int)EntryRoleKind
               (int)EntryRoleKind::prefill == KILN_ROLE_PREFILL && (int)EntryRoleKind::decode == KILN_ROLE_DECODE &&
               (int)EntryRoleKind::decode_batch == KILN_ROLE_DECODE_BATCH && (int)EntryRoleKind::encode == KILN_ROLE_ENCODE &&
               (int)EntryRoleKind::gradients == KILN_ROLE_GRADIENTS && (int)EntryRoleKind::eval == KILN_ROLE_EVAL &&
-              (int)EntryRoleKind::train_step == KILN_ROLE_TRAIN_STEP && getMaxEnumValForEntryRoleKind() == KILN_ROLE_TRAIN_STEP);
+              (int)EntryRoleKind::train_step == KILN_ROLE_TRAIN_STEP && (int)EntryRoleKind::extend == KILN_ROLE_EXTEND &&
+              getMaxEnumValForEntryRoleKind() == KILN_ROLE_EXTEND);
 
 namespace {
 
@@ -46,7 +47,8 @@ const char *initName(kiln::InitKind i) {
 std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> syms, ArrayRef<int64_t> bounds, int64_t vocab,
                        kiln::InitKind init, float scale, bool optional = false, bool transposed = false,
                        int64_t panelCols = 0, int64_t ignoreId = 0, float maskRate = 0, int64_t maskToken = 0,
-                       ArrayRef<int64_t> factors = {}, int64_t ahead = 0, kiln::WeightFormat format = kiln::WeightFormat::f32) {
+                       ArrayRef<int64_t> factors = {}, int64_t ahead = 0, kiln::WeightFormat format = kiln::WeightFormat::f32,
+                       int64_t fill = 0) {
   std::ostringstream os, dims;
   int rank = 0;
   for (int64_t d = 0; d < t.getRank(); ++d) {
@@ -69,7 +71,7 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
   os << "}, " << vocab << ", "
      << initName(init) << ", "
      << "(float)" << scale << ", " << (optional ? 1 : 0) << ", " << (transposed ? 1 : 0) << ", " << panelCols << ", " << ignoreId << ", (float)"
-     << maskRate << ", " << maskToken << ", " << ahead << "}";
+     << maskRate << ", " << maskToken << ", " << ahead << ", " << fill << "}";
   return os.str();
 }
 
@@ -135,11 +137,13 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
       auto maskRate = f.getArgAttrOfType<FloatAttr>(i, "kiln.mask_rate");
       auto maskToken = f.getArgAttrOfType<IntegerAttr>(i, "kiln.mask_token");
       auto ahead = f.getArgAttrOfType<IntegerAttr>(i, "kiln.ahead");
+      auto fill = f.getArgAttrOfType<IntegerAttr>(i, "kiln.fill");
       ioInfo[n.str()] = tensorInfo(n.getValue(), cast<RankedTensorType>(f.getArgument(i).getType()),
                                    lengths->of(f.getArgument(i)), bnd, v ? v.getInt() : 0, kiln::InitKind::normal, 0,
                                    f.getArgAttr(i, "kiln.optional") != nullptr, false, 0,
                                    ignoreId ? ignoreId.getInt() : 0, maskRate ? (float)maskRate.getValueAsDouble() : 0.0f,
-                                   maskToken ? maskToken.getInt() : 0, factors, ahead ? ahead.getInt() : 0);
+                                   maskToken ? maskToken.getInt() : 0, factors, ahead ? ahead.getInt() : 0,
+                                   kiln::WeightFormat::f32, fill ? fill.getInt() : 0);
       ins.push_back(ioIndex(n));
     }
     auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());

@@ -107,7 +107,7 @@ struct FuseAttentionPass : kiln::impl::FuseAttentionBase<FuseAttentionPass> {
       auto rt = RankedTensorType::get({qt.getDimSize(0), qt.getDimSize(1), vt.getDimSize(2)}, qt.getElementType());
       Value att = kiln::AttentionOp::create(b, loc, rt, Type(), q3, k3, v3, Value(), kiln::MaskKindAttr::get(&getContext(), mask),
                                             b.getF32FloatAttr((float)scale), UnitAttr(), IntegerAttr(), IntegerAttr(),
-                                            kiln::PatternPartAttr(), ArrayAttr(), UnitAttr())
+                                            kiln::PatternPartAttr(), ArrayAttr(), UnitAttr(), UnitAttr())
                       .getResult();
       Value result = att;
       if (user->getResult(0).getType() != rt)

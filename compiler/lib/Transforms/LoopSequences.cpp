@@ -7,7 +7,7 @@
 //
 // Algorithm, per func.func, per kiln op with a dim of a batch's rows (SeqLengths):
 //   1. Attention (and its gradient and statistics, LSH attention's kernels), learned, sinusoidal and rotary positions,
-//      position ids, depthwise (causal) convolution and masks get `kiln.per_sequence = B` (the
+//      position ids, depthwise (causal) convolution, masks and mean pooling get `kiln.per_sequence = B` (the
 //      batch symbol): kiln-lower-to-llvm calls them once per sequence, each call seeing one
 //      sequence's rows of every operand.
 //      A batch's rows may be B itself (one row per sequence: a batched decode step). A KV
@@ -112,7 +112,7 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
         }
         if (kiln::isKernelOp(op) && (perSequenceCache || isa<kiln::AttentionOp, kiln::AttentionGradOp, kiln::PositionEmbeddingOp, kiln::SinusoidalPositionsOp, kiln::RopeOp,
                 kiln::PositionIdsOp, kiln::LshHashOp, kiln::LshSortOp, kiln::LshChunkAttentionOp, kiln::LshChunkAttentionGradOp, kiln::DepthwiseConvOp,
-                kiln::MaskOp>(op)))
+                kiln::MaskOp, kiln::MeanPoolOp>(op)))
           op->setAttr("kiln.per_sequence", IntegerAttr::get(IntegerType::get(op->getContext(), 64), batch));
       });
       if (bad) return signalPassFailure();

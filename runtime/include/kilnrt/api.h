@@ -159,10 +159,14 @@ typedef struct kilnrt_generate_options {
   int32_t has_eos;        /* 1: stop after generating the token `eos` */
   int32_t eos;
   int32_t start_token;    /* encoder-decoder models: the decoder's first token */
+  const int32_t *stop_ids; /* n_stop_ids more tokens to stop after (end of turn, end of text, ...), as `eos` */
+  int32_t n_stop_ids;
+  int64_t past;           /* > 0: the caches already hold this sequence's first `past` positions (an earlier
+                           * turn); the prompt is appended after them through the model's extend entry */
 } kilnrt_generate_options;
 typedef enum kilnrt_stop_reason {
   KILNRT_STOP_LENGTH = 0,   /* max_new_tokens generated */
-  KILNRT_STOP_EOS = 1,      /* the end-of-text token */
+  KILNRT_STOP_EOS = 1,      /* the end-of-text token, or one of the stop ids */
   KILNRT_STOP_CONTEXT = 2,  /* the compiled context is full */
   KILNRT_STOP_CALLBACK = 3, /* the callback asked to stop */
 } kilnrt_stop_reason;
@@ -177,8 +181,10 @@ typedef struct kilnrt_generate_stats {
  * returning nonzero stops generation after this token. */
 typedef int32_t (*kilnrt_token_fn)(void *user, int32_t token, const float *logits, int64_t vocab);
 /* Runs the prompt through the model's prefill entry (decoder-only models: `prefill` if it has
- * one, else its first entry; encoder-decoder models: `encode`), then decodes token by token with
- * the KV cache. `prompt` (n_prompt ids) goes to that entry's token input; with prompt NULL the
+ * one, else its first entry; encoder-decoder models: `encode`), or with options->past > 0 through
+ * its extend entry at that past, then decodes token by token with the KV cache. After a call the
+ * caches hold past + the prompt + every generated token but the last (which no step has run yet):
+ * a conversation's next call passes that count as `past` and the new tokens, starting with it. `prompt` (n_prompt ids) goes to that entry's token input; with prompt NULL the
  * inputs already set are used. Every token goes to `fn` (may be NULL). `stats` may be NULL.
  * A non-finite logit is a USER_ERROR naming the step. */
 kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *prompt, int64_t n_prompt,

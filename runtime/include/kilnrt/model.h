@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 13
+#define KILN_ABI_VERSION 14
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 8
 
@@ -59,7 +59,7 @@ typedef struct kiln_tensor_info {
   int64_t max_value; /* token inputs: ids must lie in [0, max_value); 0 = unchecked */
   int32_t init;      /* parameters: kiln_init for --random-weights */
   float init_scale;  /* parameters: standard deviation of KILN_INIT_NORMAL */
-  int32_t optional;  /* inputs: may be left out, and are then all zeros (BERT's token_type_ids) */
+  int32_t optional;  /* inputs: may be left out, and are then all `fill` (BERT's token_type_ids: 0) */
   int32_t transposed; /* parameters: kept as the transpose of the 2-D tensor that weights files hold
                          (kiln-prepack-weights); dims are the kept layout's */
   int64_t panel_cols; /* parameters: > 0 when the [K, N] matrix (the transpose of the file's tensor
@@ -76,6 +76,7 @@ typedef struct kiln_tensor_info {
   int64_t ahead;      /* target inputs: --train sets position i to the token `ahead` positions after
                          token i (Al-Rfou et al.'s multiple targets); 0 = the input "targets"
                          takes the next token (1), other inputs are not set by --train */
+  int64_t fill;       /* optional inputs: the value they hold when left out (an attention mask: 1) */
 } kiln_tensor_info;
 
 /* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the
@@ -98,7 +99,8 @@ typedef enum kiln_entry_role {
   KILN_ROLE_ENCODE = 5,       /* an encoder-decoder's source into the cross-attention caches */
   KILN_ROLE_GRADIENTS = 6,    /* the loss and every parameter's gradient (grad.<name>) */
   KILN_ROLE_EVAL = 7,         /* the loss alone */
-  KILN_ROLE_TRAIN_STEP = 8    /* the loss, the gradients and the optimizer's update in place */
+  KILN_ROLE_TRAIN_STEP = 8,   /* the loss, the gradients and the optimizer's update in place */
+  KILN_ROLE_EXTEND = 9        /* a chunk of tokens appended at `past` of the caches, its last row's logits */
 } kiln_entry_role;
 
 /* The names of what a training step reads and writes besides the parameters

@@ -42,6 +42,12 @@ kilnrt_tokenizer_kind kilnrt_tokenizer_kind_of(const kilnrt_tokenizer *t);
 int32_t kilnrt_tokenizer_vocab_size(const kilnrt_tokenizer *t);
 /* The end-of-text token (`<|endoftext|>`, `</s>`, ...), or -1 when it has none. */
 int32_t kilnrt_tokenizer_eos(const kilnrt_tokenizer *t);
+/* The tokens generation stops at (sorted; *ids valid while the tokenizer is open): the end-of-text
+ * token, a GGUF file's end-of-turn and end-of-message ids (tokenizer.ggml.eot_token_id,
+ * eom_token_id), generation_config.json's eos_token_id (one or a list) beside the files, and the
+ * special tokens that end a turn in the common chat formats (<|im_end|>, <|eot_id|>, <|eom_id|>,
+ * <|end|>, <end_of_turn>, <|endoftext|>). Returns their count. */
+int64_t kilnrt_tokenizer_stop_ids(const kilnrt_tokenizer *t, const int32_t **ids);
 /* The beginning-of-text token a GGUF file names (tokenizer.ggml.bos_token_id), or -1. */
 int32_t kilnrt_tokenizer_bos(const kilnrt_tokenizer *t);
 /* The id of a token given by its text, or -1. */

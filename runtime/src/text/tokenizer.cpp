@@ -2,6 +2,7 @@
 // vocab.json + merges.txt; vocab.txt + tokenizer_config.json), added tokens matched in the text,
 // the post-processor's template, and decoding.
 
+#include <algorithm>
 #include <climits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -27,6 +28,7 @@ struct kilnrt_tokenizer {
   std::vector<bool> special;  // by id
   std::vector<int32_t> prefix, suffix;  // the template around the text (add_special)
   int32_t eos = -1, bos = -1;
+  std::vector<int32_t> stops;  // generation ends at any: eos, end of turn, end of message
   std::string chat_template;  // empty: none
   std::vector<int32_t> ids;  // the last results
   std::string text;
@@ -373,9 +375,24 @@ kilnrt_status open_gguf_tokenizer(kilnrt_tokenizer &t, const std::string &path) 
   std::string pre = meta.value("tokenizer.ggml.pre", std::string("default"));
   BpeOptions o;
   o.source = src;
-  if (pre == "smollm") o.splits.push_back("\\p{N}");  // Digits (individual), then GPT-2's pattern
-  else if (pre != "gpt2" && pre != "default")
-    return user_error(src + ": tokenizer.ggml.pre '" + pre + "' is not supported (kiln knows 'smollm', 'gpt2' and 'default')");
+  // The names' steps, as the tokenizer.json files of those families write them: a Split with the
+  // family's pattern replaces GPT-2's (ByteLevel without its own regex).
+  static const char *const kLlama3 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  static const char *const kQwen2 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  if (pre == "smollm") {
+    o.splits.push_back("\\p{N}");  // Digits (individual), then GPT-2's pattern
+  } else if (pre == "llama-bpe" || pre == "llama3") {
+    o.splits.push_back(kLlama3);
+    o.use_regex = false;
+  } else if (pre == "qwen2") {
+    o.splits.push_back(kQwen2);
+    o.use_regex = false;
+  } else if (pre != "gpt2" && pre != "default") {
+    return user_error(src + ": tokenizer.ggml.pre '" + pre +
+                      "' is not supported (kiln knows 'smollm', 'llama-bpe', 'llama3', 'qwen2', 'gpt2' and 'default')");
+  }
   const json &tokens = meta.value("tokenizer.ggml.tokens", json());
   const json &types = meta.value("tokenizer.ggml.token_type", json::array());
   const json &merges = meta.value("tokenizer.ggml.merges", json());
@@ -408,6 +425,8 @@ kilnrt_status open_gguf_tokenizer(kilnrt_tokenizer &t, const std::string &path) 
     return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < (int64_t)tokens.size() ? (int32_t)v.get<int64_t>() : -1;
   };
   t.eos = id("tokenizer.ggml.eos_token_id");
+  for (const char *k : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
+    if (id(k) >= 0) t.stops.push_back(id(k));
   if (meta.contains("tokenizer.chat_template") && meta["tokenizer.chat_template"].is_string())
     t.chat_template = meta["tokenizer.chat_template"].get<std::string>();
   t.bos = id("tokenizer.ggml.bos_token_id");
@@ -464,6 +483,24 @@ extern "C" kilnrt_status kilnrt_tokenizer_open(const char *path, kilnrt_tokenize
   std::stable_sort(t->added.begin(), t->added.end(),
                    [](const auto &a, const auto &b) { return a.content.size() > b.content.size(); });
   find_eos(*t);
+  // The stop ids: the end-of-text token, those a GGUF file names (end of turn, end of message),
+  // generation_config.json's eos_token_id (an id or a list: Llama 3 has several) beside a
+  // tokenizer.json, and the special tokens that end a turn in the common chat formats.
+  if (t->eos >= 0) t->stops.push_back(t->eos);
+  if (std::string gc = (is_dir(path) ? std::string(path) : folder_of(path)) + "/generation_config.json"; path_exists(gc)) {
+    json g;
+    if (read_json(gc, g) == KILNRT_OK && g.is_object() && g.contains("eos_token_id")) {
+      json e = g["eos_token_id"].is_array() ? g["eos_token_id"] : json::array({g["eos_token_id"]});
+      for (const json &v : e)
+        if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < (int64_t)t->vocab.tokens.size())
+          t->stops.push_back((int32_t)v.get<int64_t>());
+    }
+  }
+  for (const char *e : {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"})
+    for (auto &a : t->added)
+      if (a.content == e && a.id < (int32_t)t->special.size() && t->special[a.id]) t->stops.push_back(a.id);
+  std::sort(t->stops.begin(), t->stops.end());
+  t->stops.erase(std::unique(t->stops.begin(), t->stops.end()), t->stops.end());
   if (t->chat_template.empty()) {  // tokenizer_config.json's chat_template (a string, or named templates)
     std::string cfg = (is_dir(path) ? std::string(path) : folder_of(path)) + "/tokenizer_config.json";
     json c;
@@ -497,6 +534,10 @@ extern "C" kilnrt_tokenizer_kind kilnrt_tokenizer_kind_of(const kilnrt_tokenizer
 extern "C" int32_t kilnrt_tokenizer_vocab_size(const kilnrt_tokenizer *t) { return (int32_t)t->vocab.tokens.size(); }
 extern "C" int32_t kilnrt_tokenizer_eos(const kilnrt_tokenizer *t) { return t->eos; }
 extern "C" int32_t kilnrt_tokenizer_bos(const kilnrt_tokenizer *t) { return t->bos; }
+extern "C" int64_t kilnrt_tokenizer_stop_ids(const kilnrt_tokenizer *t, const int32_t **ids) {
+  *ids = t->stops.data();
+  return (int64_t)t->stops.size();
+}
 extern "C" int32_t kilnrt_tokenizer_token_id(const kilnrt_tokenizer *t, const char *token) {
   return t->vocab.find(token);
 }

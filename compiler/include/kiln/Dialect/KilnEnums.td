@@ -90,7 +90,8 @@ def Kiln_EntryRole : Kiln_I32Enum<"EntryRoleKind", "what an entry point is for",
     I32EnumAttrCase<"encode", 5>,        // an encoder-decoder's source into the cross-attention caches
     I32EnumAttrCase<"gradients", 6>,     // the loss and every parameter's gradient
     I32EnumAttrCase<"eval", 7>,          // the loss alone
-    I32EnumAttrCase<"train_step", 8>]>;  // the loss, the gradients and the optimizer's update
+    I32EnumAttrCase<"train_step", 8>,    // the loss, the gradients and the optimizer's update
+    I32EnumAttrCase<"extend", 9>]>;      // a chunk of tokens appended at `past` of a cache
 def Kiln_EntryRoleAttr : Kiln_EnumAttr<Kiln_EntryRole, "entry_role">;
 
 // ================================================================ gradient selectors

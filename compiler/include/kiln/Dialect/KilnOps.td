@@ -270,6 +270,39 @@ def Kiln_RmsNormGradOp : Kiln_Op<"rms_norm_grad", [Pure], "RowReduce", ["getKern
   let hasVerifier = 1;
 }
 
+def Kiln_L2NormalizeOp : Kiln_Op<"l2_normalize", [Pure], "RowReduce", ["getKernelAttrs", "getCost"]> {
+  let summary = "each row over its L2 norm: x / max(||x||₂, eps) over the last dim";
+  let description = [{
+    x [..., d] -> [..., d] (a sentence embedding normalized, as torch.nn.functional.normalize).
+    Forward only: no gradient rule.
+
+    ```mlir
+    %y = kiln.l2_normalize %x {epsilon = 9.99999996E-13 : f32} : (tensor<?x384xf32>) -> tensor<?x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DefaultValuedAttr<F32Attr, "1e-12f">:$epsilon);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
+def Kiln_MeanPoolOp : Kiln_Op<"mean_pool", [Pure], "RowReduce", ["inferSeqLengths", "getCost"]> {
+  let summary = "the mean of each sequence's rows (those its mask keeps)";
+  let description = [{
+    x [N, d] -> [B, d]: N the rows of a batch of B sequences (`batch`, the symbol of B; a row
+    per sequence), or one sequence's L rows -> [1, d] (`batch` = -1). With the optional `mask`
+    [N] i32, only the rows where it is nonzero count (a padded batch: sentence-transformers'
+    mean pooling); a sequence with none gives zeros. Runs once per sequence of a batch
+    (kiln-loop-sequences). Forward only: no gradient rule.
+
+    ```mlir
+    %e = kiln.mean_pool %h, %mask {batch = 0 : i64} : (tensor<?x384xf32>, tensor<?xi32>) -> tensor<?x384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$mask, I64Attr:$batch);
+  let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
+}
+
 def Kiln_ReshapeOp : Kiln_Op<"reshape", [Pure], "None", ["inferSeqLengths", "buildGradient"]> {
   let summary = "reinterpret a row-major tensor with another shape (no data movement)";
   let description = [{
@@ -329,7 +362,9 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttr
     (key j visible to query i when j <= i + Lk - Lq). With `past` ([1] i32: attention over a
     cache), only the first past + Lq keys are valid and causal query i sees keys j <= past + i.
     With `key_count` set, the [1] i32 operand is instead the number of valid keys (attention over
-    a cache another entry filled, such as the encoder's keys during decoding).
+    a cache another entry filled, such as the encoder's keys during decoding). With `key_mask`
+    set, it is a [Lk] i32 mask over the keys: key j is hidden from every query where it is 0
+    (a padded batch: BERT's attention_mask; per sequence of a batch).
 
     The optional second result `lse` [H, Lq] is each query row's log-sum-exp of its scaled,
     masked scores, which the backward reads (the attention's gradient rule asks for it; no
@@ -355,7 +390,7 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [Pure], "Attention", ["getKernelAttr
                    Optional<AnyRankedTensor>:$past,
                    DefaultValuedAttr<Kiln_MaskAttr, "::kiln::MaskKind::none">:$mask, F32Attr:$scale, UnitAttr:$key_count,
                    OptionalAttr<I64Attr>:$pattern_size, OptionalAttr<I64Attr>:$summary, OptionalAttr<Kiln_PatternPartAttr>:$part,
-                   OptionalAttr<StrArrayAttr>:$layout, UnitAttr:$noncausal);
+                   OptionalAttr<StrArrayAttr>:$layout, UnitAttr:$noncausal, UnitAttr:$key_mask);
   let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$lse);
   let hasVerifier = 1;
 }

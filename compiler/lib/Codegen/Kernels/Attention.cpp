@@ -104,11 +104,12 @@ Func buildCacheAttention(Builder &B) {
   // key loops stay bounded by the cache length (an RDom's bounds cannot depend on a buffer's
   // contents), with the valid length as a predicate.
   Expr valid;
+  const bool keyMask = op.getKeyMask();  // a padded batch: only the keys whose mask is nonzero
   if (op.getPast() && op.getKeyCount()) {  // the first n keys
     Expr n = clamp(B.in[3](0), 0, Lk);
     off = n - Lq;
     valid = n;
-  } else if (op.getPast()) {
+  } else if (op.getPast() && !keyMask) {
     Expr past = B.in[3](0);
     off = past;
     valid = past + Lq;
@@ -116,6 +117,7 @@ Func buildCacheAttention(Builder &B) {
   auto limit = [&](RDom &r) {
     if (causal) r.where(r <= i + off);
     if (valid.defined()) r.where(r < valid);
+    if (keyMask) r.where(B.in[3](r) != 0);
   };
   // Mixed precision (precision = bf16): q, k and v rounded to bfloat16 as they are read (k as
   // it is transposed into Kt, or in place for a decode step); the rest in f32.

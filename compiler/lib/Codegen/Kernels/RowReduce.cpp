@@ -1,5 +1,5 @@
-// RowReduce.cpp - ops reducing over each row's last dim: layer_norm, rms_norm and softmax, and
-// their input gradients.
+// RowReduce.cpp - ops reducing over each row's last dim: layer_norm, rms_norm, l2_normalize and
+// softmax, and their input gradients; and mean_pool, the mean over a sequence's rows.
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -19,8 +19,43 @@ RowStats layerNormStats(ImageParam X, Expr D, const std::vector<Var> &rest, floa
   return {mu, rstd, {mean, mu, var, rstd}};
 }
 
+// mean_pool: out(c, 0) = the mean over the rows r of X(c, r) where the mask keeps r (one sequence
+// per call: kiln-loop-sequences).
+static Func buildMeanPool(Builder &B) {
+  ImageParam X = B.in[0];
+  Var c("c"), b("b");
+  RDom r(0, X.dim(1).extent(), "r");
+
+  /* THE ALGORITHM */
+  Func sum("sum"), count("count"), out("out");
+  Expr w = B.in.size() > 1 ? select(B.in[1](r) != 0, 1.0f, 0.0f) : Expr(1.0f);
+  if (B.gpu) {  // GPU: a thread per column, its sums inline
+    Expr s = Halide::sum(X(c, r) * w), n = Halide::sum(w);
+    out(c, b) = select(n > 0.0f, s / max(n, 1.0f), 0.0f);
+    B.gpuRows(out, {c, b});
+    return out;
+  }
+  sum(c) = 0.0f;
+  sum(c) += X(c, r) * w;
+  count() = 0.0f;
+  count() += w;
+  out(c, b) = select(count() > 0.0f, sum(c) / max(count(), 1.0f), 0.0f);
+
+  /* THE SCHEDULE: the sums and the count at root, the columns in vectors, then the row. */
+  B.s(count).compute_root();
+  const int w0 = B.vec();
+  B.s(sum).compute_root();
+  if (w0 > 1) {
+    B.s(sum).vectorize(c, w0, TailStrategy::GuardWithIf);
+    B.s(sum.update()).vectorize(c, w0, TailStrategy::GuardWithIf);
+    B.s(out).vectorize(c, w0, TailStrategy::GuardWithIf);
+  }
+  return out;
+}
+
 Func buildRowReduce(Builder &B) {
   const KernelSpec &k = B.k;
+  if (mlir::isa<MeanPoolOp>(k.source)) return buildMeanPool(B);
   int r = B.rank();
   std::vector<Var> v = makeVars(r);
   std::vector<Var> rest(v.begin() + 1, v.end());
@@ -60,6 +95,12 @@ Func buildRowReduce(Builder &B) {
     rowFuncs = st.funcs;
     rowFuncs.push_back(m1);
     rowFuncs.push_back(m2);
+  } else if (mlir::isa<L2NormalizeOp>(k.source)) {  // x / max(||x||, eps)
+    Func ss("ss");
+    ss(rest) = 0.0f;
+    ss(rest) += X(xr) * X(xr);
+    out(v) = X(ex(v)) / max(sqrt(ss(rest)), B.op<L2NormalizeOp>().getEpsilon().convertToFloat());
+    rowFuncs = {ss};
   } else if (mlir::isa<RmsNormOp, RmsNormGradOp>(k.source)) {
     // r = 1 / sqrt(mean(x²) + eps) per row; forward x · r · w; input gradient, with g = dy · w,
     // r · (g - x̂ · mean(g · x̂)) = r · g - x · r³ · mean(g · x) (x̂ = x · r).

@@ -95,8 +95,9 @@ enum class Precision { F32, BF16 };
 
 // What an entry point is for (the runtime's kiln_entry_role): generation runs the Prefill (or
 // Encode) and Decode entries, ./model --train the TrainStep and Eval ones; any entry also runs by
-// its name (--entry). The first entry, "forward", is Forward.
-enum class EntryRole { Other, Forward, Prefill, Decode, DecodeBatch, Encode, Gradients, Eval, TrainStep };
+// its name (--entry). The first entry, "forward", is Forward. Extend appends a chunk of tokens at
+// `past` of the caches (a conversation continued: only the new turn runs).
+enum class EntryRole { Other, Forward, Prefill, Decode, DecodeBatch, Encode, Gradients, Eval, TrainStep, Extend };
 
 struct Mask {
   enum Kind { None, Causal, Window, Strided, Fixed, Layout } kind = None;
@@ -147,7 +148,9 @@ struct Node {
   Init init = Init::Normal;
   float init_scale = 0.02f;
   bool optional = false;
+  int64_t fill = 0;
   bool key_count = false;
+  bool key_mask = false;
   int64_t buckets = 0, hashes = 0, chunk = 0;  // lsh_attention  // attention: the extra operand counts valid keys (not past positions)
   int entry = 0;  // the entry point whose function the node belongs to
   // recurrent: the step's region, its argument node and its result node; max_steps; eps is the
@@ -192,7 +195,8 @@ class Tensor {
 struct InputOptions {
   DType dtype = DType::F32;
   int64_t vocab = 0;      // token inputs: ids must be in [0, vocab)
-  bool optional = false;  // may be left out at run time, and is then all zeros
+  bool optional = false;  // may be left out at run time, and is then all `fill`
+  int64_t fill = 0;       // optional inputs: their value when left out (1: an attention mask that keeps all)
   int64_t ignore_index = 0;  // token inputs: this negative id is accepted too (a target to ignore)
 };
 struct ParamOptions {

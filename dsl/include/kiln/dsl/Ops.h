@@ -71,6 +71,21 @@ struct RmsNormOptions {
 };
 Tensor rms_norm(Tensor x, Tensor weight, RmsNormOptions opt = {}, SourceLoc loc = SourceLoc::current());
 
+// Each row over its L2 norm, x / max(||x||₂, eps) over the last dim (a sentence embedding
+// normalized). Forward only.
+struct L2NormalizeOptions {
+  float eps = 1e-12f;
+};
+Tensor l2_normalize(Tensor x, L2NormalizeOptions opt = {}, SourceLoc loc = SourceLoc::current());
+// The mean of each sequence's rows: x [N, d] -> [B, d] over a batch's rows (Model::rows: a row per
+// sequence), or [1, d] for one sequence. With `mask` ([N] i32, 0 where a row is padding) only the
+// rows it keeps count (sentence-transformers' mean pooling); a sequence with none gives zeros.
+// Forward only.
+struct MeanPoolOptions {
+  Tensor mask;
+};
+Tensor mean_pool(Tensor x, MeanPoolOptions opt = {}, SourceLoc loc = SourceLoc::current());
+
 Tensor reshape(Tensor x, Shape shape, SourceLoc loc = SourceLoc::current());
 Tensor transpose(Tensor x, std::vector<int64_t> perm, SourceLoc loc = SourceLoc::current());
 // [L, H*hd] -> [H, L, hd] and back.
@@ -92,6 +107,9 @@ struct AttentionOptions {
   // Attention over a cache another entry filled (cross-attention while decoding): only the first
   // `key_count` ([1] i32) keys are valid. Give `past` or `key_count`, not both.
   Tensor key_count;
+  // A padded batch (BERT's attention_mask): key_mask [Lk] i32 over the keys' rows, 0 where a key
+  // is padding, hidden from every query. Over a batch's rows, each sequence reads its own part.
+  Tensor key_mask;
   // Different patterns for different heads: head h of H uses head_masks[h * n / H] (n masks,
   // H a multiple of n; contiguous groups of heads). `mask` must then be none.
   std::vector<Mask> head_masks;
