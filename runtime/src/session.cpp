@@ -244,6 +244,10 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
                                 std::to_string(past) + " run past the context of " + std::to_string(p.max_value) +
                                 " tokens");
           }
+  // A batch no input shows (its bound is 1, or every input was given as one sequence) is one
+  // sequence: an output with a row per sequence (a pooled embedding) has one row.
+  for (int i = 0; i < m->n_syms; ++i)
+    if (syms[i] == 0 && kilnrt::is_batch_sym(m, i)) syms[i] = 1;
   // The rows of a batch: B·L.
   for (int i = 0; i < m->n_syms && m->sym_factors; ++i)
     if (m->sym_factors[2 * i] >= 0)  // a batch no input shows (its bound is 1) is one sequence

@@ -28,11 +28,12 @@ bundle=${2:-$root/build/gpu-bundle}
 api=${KILN_GPU_API:-cuda}
 tol=2e-4
 
-# name | compile args | run args (inputs given as token lists: no input files)
+# name (or label@name: another configuration of example `name`) | compile args | run args (inputs
+# given as token lists: no input files)
 models=(
   "gpt2|--layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128|--tokens 5,17,3,99,42,7,1,250"
   "bert|--layers 2 --d-model 64 --heads 4 --vocab 512 --ctx 128|--tokens 101,7,300,12,102"
-  "bert|--layers 2 --d-model 64 --heads 4 --vocab 512 --ctx 128 --pool mean --normalize|--tokens 101,7,300,12,102"
+  "bert_pooled@bert|--layers 2 --d-model 64 --heads 4 --vocab 512 --ctx 128 --pool mean --normalize|--tokens 101,7,300,12,102"
   "transformer|--layers 2 --d-model 64 --heads 4 --d-ff 128 --src-vocab 300 --tgt-vocab 310 --ctx 64|--tokens src_tokens=4,8,15,16,23,42 --tokens tgt_tokens=1,2,3"
   "sparse|--layers 2 --d-model 64 --heads 4 --vocab 256 --ctx 512 --stride 32|--tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40"
   "reformer|--layers 2 --d-model 64 --heads 2 --vocab 256 --ctx 1024 --buckets 8 --chunk 32|--tokens 9,8,7,6,5,4,3,2,1,0,11,12,13,14,15,16,17,18,19,20"
@@ -52,14 +53,16 @@ prepare() {
   fi
   for m in "${models[@]}"; do
     IFS='|' read -r name cargs rargs <<<"$m"
+    local comp=${name#*@}  # LABEL@COMPILER: a second configuration of an example
+    name=${name%@*}
     local dir=$bundle/$name
     mkdir -p "$dir"
     # shellcheck disable=SC2086
-    "$bin/$name-compile" $cargs --quiet -o "$dir/cpu" || exit 1
+    "$bin/$comp-compile" $cargs --quiet -o "$dir/cpu" || exit 1
     # shellcheck disable=SC2086
-    "$bin/$name-compile" $cargs --quiet --target=$api -o "$dir/$api" || exit 1
+    "$bin/$comp-compile" $cargs --quiet --target=$api -o "$dir/$api" || exit 1
     # shellcheck disable=SC2086
-    "$bin/$name-compile" $cargs --quiet --target=$api --gpu-buffers=device -o "$dir/$api-resident" || exit 1
+    "$bin/$comp-compile" $cargs --quiet --target=$api --gpu-buffers=device -o "$dir/$api-resident" || exit 1
     # shellcheck disable=SC2086
     "$dir/cpu" --random-weights --seed 3 --save-weights "$dir/w.safetensors" $rargs --output-dir "$dir/want" >/dev/null || exit 1
     echo "$rargs" >"$dir/args"
@@ -68,7 +71,10 @@ prepare() {
   # Packed like the end-to-end models below: the executables share their runtime, so the
   # examples' 18 (about 50 MB) pack into a few MB.
   local names=()
-  for m in "${models[@]}"; do names+=("${m%%|*}"); done
+  for m in "${models[@]}"; do
+    m=${m%%|*}
+    names+=("${m%@*}")
+  done
   strip "${names[@]/#/$bundle/}"/{cpu,$api,$api-resident} 2>/dev/null
   tar -C "$bundle" -cf - "${names[@]}" | xz -9 -T2 --lzma2=preset=9,dict=64MiB >"$bundle/examples.tar.xz" || exit 1
   (cd "$bundle" && rm -rf "${names[@]}")
@@ -126,6 +132,7 @@ device() {
   command -v timeout >/dev/null && limit="timeout ${KILN_GPU_CASE_LIMIT:-300}"
   [[ $parts == *,examples,* ]] && for m in "${models[@]}"; do
     IFS='|' read -r name _ _ <<<"$m"
+    name=${name%@*}
     for variant in "$api" "$api-resident"; do  # buffers copied per kernel call; buffers kept on the device
       local dir=$bundle/$name exe=$bundle/$name/$variant
       [ -n "${KILN_GPU_DRY_RUN:-}" ] && exe=$bundle/$name/cpu  # checks this script without a GPU

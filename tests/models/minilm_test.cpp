@@ -28,8 +28,8 @@ json fixture() {
   return json::parse(f);
 }
 
-std::string compileMiniLM(const std::string &dir, const std::string &extra = "") {
-  auto c = kt::run(std::string(KILN_BIN) + "/bert-compile --config " + kFolder + "/config.json --pool mean --normalize --batch 20 " +
+std::string compileMiniLM(const std::string &dir, const std::string &extra = "--batch 20") {
+  auto c = kt::run(std::string(KILN_BIN) + "/bert-compile --config " + kFolder + "/config.json --pool mean --normalize " +
                    extra + " --quiet --cache-dir " + KILN_TEST_CACHE " -o " + dir + "/minilm");
   EXPECT_EQ(c.code, 0) << c.output;
   return c.code == 0 ? dir + "/minilm" : "";
@@ -113,12 +113,30 @@ TEST(MiniLM, EmbeddingsAloneAndBatchedMatchTransformers) {
   EXPECT_GT(moved, 1e-2);
 }
 
+// Compiled without --batch (one sentence a run: the embedding's batch dim, bound 1, shown by no
+// input), the same embedding.
+TEST(MiniLM, AModelOfOneSentenceGivesTheSameEmbedding) {
+  json fx = fixture();
+  std::string dir = kt::workDir("minilm_one");
+  std::string exe = compileMiniLM(dir, "");
+  ASSERT_FALSE(exe.empty());
+  ref::T want = kt::loadNpy(kFixture + "/embeddings.npy");
+  auto r = kt::run(exe + " --weights " + kFolder + "/model.safetensors --tokens " + kt::idList(fx["ids"][2].get<std::vector<int32_t>>()) +
+                   " --output-dir " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T got = kt::loadNpy(dir + "/out/embedding.npy");
+  ASSERT_EQ(got.v.size(), 384u);
+  double err = 0;
+  for (int i = 0; i < 384; ++i) err = std::max(err, (double)std::abs(got.v[i] - want.v[2 * 384 + i]));
+  EXPECT_LE(err, 2e-6);
+}
+
 // --quantize q8_0: the embeddings' cosine to the f32 reference (measured: 0.999855 at worst, 0.999922 on
 // average).
 TEST(MiniLM, Q8EmbeddingsStayCloseToF32) {
   json fx = fixture();
   std::string dir = kt::workDir("minilm_q8");
-  std::string exe = compileMiniLM(dir, "--quantize q8_0");
+  std::string exe = compileMiniLM(dir, "--batch 20 --quantize q8_0");
   ASSERT_FALSE(exe.empty());
   ref::T want = kt::loadNpy(kFixture + "/embeddings.npy");
   ref::T got = runBatch(exe, dir, fx);
