@@ -35,6 +35,7 @@ struct GenerateFlags {
 
 struct TrainFlags {
   std::string data, eval_data, log, save;
+  std::string resume;  // --resume FILE: a checkpoint whose optimizer state the run continues
   int64_t batch = 1, seq = 0, steps = 0, save_every = 0, eval_every = 0;
   uint64_t seed = 0;
   std::optional<double> lr;  // --lr: the peak learning rate; none: the model's (or the checkpoint's)

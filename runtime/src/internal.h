@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 #include "kilnrt/api.h"
 
 namespace kilnrt {
@@ -85,4 +86,6 @@ class AtomicFile {
   std::string path_, tmp_, what_;
   int fd_ = -1;
 };
+// The model's optimizer states (optimizer.*) that the last weights file loaded did not hold.
+std::vector<std::string> optimizer_states_not_loaded(const kilnrt_session *s);
 }  // namespace kilnrt

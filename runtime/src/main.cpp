@@ -452,6 +452,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   if (f.train) {
     f.tr.seed = f.seed;
     f.tr.quiet = f.gen.quiet;
+    f.tr.resume = f.resume;
     return kilnrt::train(cli, s, f.tr);
   }
   if (f.generate) {  // the prompt goes where kilnrt_generate runs it: encode, else prefill, else the first entry

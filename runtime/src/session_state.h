@@ -52,6 +52,7 @@ struct kilnrt_session {
   kilnrt::Storage arena;
   int64_t arena_bytes = 0;
   std::vector<std::string> ignored;  // tensors the last load skipped
+  std::vector<bool> state_loaded;    // by state: the last weights file held it (a checkpoint's optimizer state)
   // --target=cuda|opencl --gpu-buffers=device: a device copy of every buffer; parameters uploaded once
   // per set of weights, inputs per run, outputs downloaded per run, states on demand.
   bool resident = false, params_on_device = false, states_on_device = false;

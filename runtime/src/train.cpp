@@ -259,6 +259,17 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
                                           " over " + std::to_string(P) + " ranks)"
                                     : "";
   checkBounds(cli, *en, f, rows, perRank);
+  // --resume continues a run: the file must hold every optimizer state (the moments and the
+  // step), or the run would silently start over from step 1 with zero moments.
+  if (!f.resume.empty())
+    if (std::vector<std::string> missing = kilnrt::optimizer_states_not_loaded(s); !missing.empty()) {
+      std::string list;
+      for (size_t i = 0; i < missing.size() && i < 4; ++i) list += (i ? ", " : "") + missing[i];
+      if (missing.size() > 4) list += ", ... (" + std::to_string(missing.size()) + " in all)";
+      cli.die(1, "--resume " + f.resume + ": the file lacks the optimizer state " + list +
+                     ": it is not a training checkpoint of this model (one that --save wrote); to train from its "
+                     "weights with fresh moments from step 1, give --weights " + f.resume + " instead");
+    }
   Tokens data, evalData;
   readTokens(cli, *en, f.data, "--data", data);
   Windows win = windowsOf(cli, m, *en), evalWin;

@@ -266,7 +266,11 @@ extern "C" kilnrt_status kilnrt_session_load_weights_with(kilnrt_session *s, con
   }
   if (kilnrt_status st = b.mismatches()) return st;
   b.relayAndCopy();
-  for (auto &[si, t] : b.states) memcpy(s->state_store[si].get(), t.data, (size_t)kilnrt_tensor_numel(&t) * 4);
+  s->state_loaded.assign((size_t)m->n_states, false);
+  for (auto &[si, t] : b.states) {
+    memcpy(s->state_store[si].get(), t.data, (size_t)kilnrt_tensor_numel(&t) * 4);
+    s->state_loaded[si] = true;
+  }
   if (!b.states.empty()) s->states_on_device = false;
   kilnrt_weights_close(s->weights);
   s->weights = guard.release();
@@ -353,4 +357,14 @@ extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const ch
     ts.push_back(t);
   }
   return kilnrt_weights_save(path, (int32_t)names.size(), names.data(), ts.data());
+}
+
+// The model's optimizer states (optimizer.*) that the last weights file did not hold.
+std::vector<std::string> kilnrt::optimizer_states_not_loaded(const kilnrt_session *s) {
+  std::vector<std::string> missing;
+  for (int i = 0; i < s->m->n_states; ++i)
+    if (strncmp(s->m->states[i].name, KILN_OPTIMIZER_PREFIX, strlen(KILN_OPTIMIZER_PREFIX)) == 0 &&
+        !(i < (int)s->state_loaded.size() && s->state_loaded[i]))
+      missing.push_back(s->m->states[i].name);
+  return missing;
 }

@@ -159,6 +159,42 @@ TEST(Optimizer, ResumingGivesTheSameRunAsNotStopping) {
   EXPECT_THAT(r.output, HasSubstr("the checkpoint is already at step 8"));
 }
 
+// --resume continues a run only from a file holding the whole optimizer state: the parameters
+// alone (an inference export, a Hugging Face checkpoint) or a checkpoint missing its second
+// moments would silently start over at step 1 with zero moments; each is refused by name, the
+// log left as it was. --weights starts a fresh run from the same file.
+TEST(Optimizer, ResumingFromAFileWithoutTheOptimizerStateIsRefused) {
+  std::string dir = kt::workDir("train_resume_partial");
+  std::string exe = kt::compile(dir, "bigram", build);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", kt::randomIds(200, (int)V, 4));
+  std::string common = exe + " --train --quiet --data " + dir + "/data.npy --seq 11 --seed 5 ";
+  auto r = kt::run(common + "--steps 2 --save " + dir + "/ckpt.safetensors --log " + dir + "/log.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto full = kt::loadWeights(dir + "/ckpt.safetensors");
+  std::map<std::string, ref::T> params, noV;
+  for (auto &[n, t] : full) {
+    if (n.rfind("optimizer.", 0) != 0) params[n] = t;
+    if (n.rfind("optimizer.v.", 0) != 0) noV[n] = t;
+  }
+  ASSERT_LT(noV.size(), full.size());
+  kt::saveWeights(dir + "/params.safetensors", params);
+  kt::saveWeights(dir + "/no_v.safetensors", noV);
+  std::ifstream before(dir + "/log.csv");
+  std::string logBefore((std::istreambuf_iterator<char>(before)), std::istreambuf_iterator<char>());
+  for (const char *f : {"params", "no_v"}) {
+    SCOPED_TRACE(f);
+    r = kt::run(common + "--steps 4 --resume " + dir + "/" + f + ".safetensors --log " + dir + "/log.csv");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("the file lacks the optimizer state optimizer."));
+    EXPECT_THAT(r.output, HasSubstr("give --weights " + dir + "/" + f + ".safetensors instead"));
+    std::ifstream after(dir + "/log.csv");
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), logBefore);
+  }
+  r = kt::run(common + "--steps 2 --weights " + dir + "/params.safetensors");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
 // --lr replaces the peak and keeps the schedule's shape (warmup 2, cosine to step 5, floor 0.2);
 // the checkpoint keeps it, so a resumed run goes on at the same rate without the flag.
 TEST(Optimizer, LrOverridesThePeakAndTheCheckpointKeepsIt) {
