@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -101,10 +102,16 @@ int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const st
   return 0;
 }
 
-std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json) {
+// The tokenizer's chat template, or the error that --chat needs one.
+const char *chat_template(const Cli &cli, kilnrt_tokenizer *tok) {
   if (!tok) cli.die(1, "--chat needs a tokenizer with a chat template: give --tokenizer PATH (none beside the weights)");
   const char *tmpl = kilnrt_tokenizer_chat_template(tok);
   if (!tmpl) cli.die(1, "--chat: the tokenizer holds no chat template");
+  return tmpl;
+}
+
+std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json) {
+  const char *tmpl = chat_template(cli, tok);
   nlohmann::json ctx = {{"messages", nlohmann::json::parse(messages_json)}, {"add_generation_prompt", true}};
   auto token = [&](int32_t id) {
     const char *text;
@@ -121,16 +128,19 @@ std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string
 
 int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &system, const std::string &output_dir) {
   kilnrt_tokenizer *tok = cli.tokenizer;
-  render_chat(cli, tok, "[]");  // a tokenizer with a template, before the first line is read
-  if (!kilnrt_entry_by_role(&cli.model, KILN_ROLE_EXTEND))
+  chat_template(cli, tok);  // before the first line is read
+  const kiln_entry_info *extend = kilnrt_entry_by_role(&cli.model, KILN_ROLE_EXTEND);
+  if (!extend)
     cli.die(1, "--chat without --prompt keeps the KV cache between turns: it needs a model with an extend entry "
                "(examples/llama compiled with --batch 1)");
+  int64_t context = 0;  // the cache's length: the bound of extend's `past`
+  for (int k = 0; k < extend->n_inputs; ++k)
+    if (const kiln_tensor_info &in = cli.model.io[extend->inputs[k]]; strcmp(in.name, "past") == 0) context = in.max_value;
   const bool tty = isatty(0) && isatty(2);
   if (tty && !g.quiet) fprintf(stderr, "%s: a conversation; one message per line, Ctrl-D ends it\n", cli.model.name);
   nlohmann::json messages = nlohmann::json::array();
   if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
   std::vector<int32_t> cached, all;  // the ids the KV cache holds; every turn's generated ids
-  int64_t context = 0;
   kilnrt_generate_options base = options_of(cli, g);
   std::string line;
   for (int turn = 1;; ++turn) {
@@ -152,7 +162,7 @@ int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::s
     size_t keep = 0;
     while (keep < cached.size() && keep < ids.size() && cached[keep] == ids[keep]) ++keep;
     if (keep == ids.size()) --keep;
-    if (context && (int64_t)ids.size() >= context) {
+    if ((int64_t)ids.size() >= context) {  // no room left for an answer
       fprintf(stderr, "%s: the conversation is %zu tokens, the compiled context is %lld tokens: it ends here\n",
               cli.model.name, ids.size(), (long long)context);
       break;
@@ -166,7 +176,6 @@ int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::s
     printf("\n");
     fflush(stdout);
     cli.check(rc);
-    context = st.context;
     // The cache now holds the prompt and every generated token but the last.
     cached = ids;
     cached.insert(cached.end(), stream.out.begin(), stream.out.end() - (stream.out.empty() ? 0 : 1));

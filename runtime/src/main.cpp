@@ -477,10 +477,12 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   if (!f.prompt.empty() && !f.prompt_file.empty()) cli.die(1, "give --prompt or --prompt-file, not both");
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) cli.check(read_file(f.prompt_file, "--prompt-file", prompt));
+  GenerateFlags gen = f.gen;
+  gen.max_new_tokens = f.generate;
+  gen.start_token = f.start_token;
+  gen.seed = f.seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;  // the sampling stream, apart from --random-weights'
   if (f.chat && f.prompt.empty() && f.prompt_file.empty()) {  // a conversation on the terminal
-    GenerateFlags gen = f.gen;
-    gen.max_new_tokens = f.generate ? f.generate : 1 << 20;  // the end of the turn, or the context, ends an answer
-    gen.seed = f.seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;
+    if (!f.generate) gen.max_new_tokens = 1 << 20;  // the end of the turn, or the context, ends an answer
     return kilnrt::chat(cli, s, gen, f.system, f.output_dir);
   }
   if (f.chat) {
@@ -491,10 +493,6 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   }
   if (app.count("--prompt") || !f.prompt_file.empty()) set_prompt(cli, s, f, *en, token_inputs, tok.get(), prompt, !f.chat);
   if (!f.generate) return run_entries(cli, s, f, chain, load_ms);
-  GenerateFlags gen = f.gen;
-  gen.max_new_tokens = f.generate;
-  gen.start_token = f.start_token;
-  gen.seed = f.seed * 0x9e3779b97f4a7c15ULL + 0x5a3d1e;  // the sampling stream, apart from --random-weights'
   int rc = kilnrt::generate(cli, s, gen, f.output_dir);
   // After the timing line, what a benchmark reports beside it (as --repeat prints): a parent's
   // view of a child's peak RSS (wait4) counts what the parent shared with it before exec.

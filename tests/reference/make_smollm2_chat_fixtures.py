@@ -14,10 +14,8 @@ import json
 import os
 import sys
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from make_smollm2_fixtures import GGUF, greedy, load
 
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "smollm2", "conversation.json")
 TURNS = [
     "What is the capital of France? Answer in one sentence.",
@@ -28,26 +26,13 @@ TURNS = [
 
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "build", "models", "smollm2")
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF, dtype=torch.float32,
-                                                 attn_implementation="eager").eval()
-    end = tok.convert_tokens_to_ids("<|im_end|>")
+    tok, model, end = load(folder)
     messages, turns = [], []
     for user in TURNS:
         messages.append({"role": "user", "content": user})
         text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         ids = tok(text, add_special_tokens=False)["input_ids"]
-        seq, near_tie = list(ids), False
-        with torch.inference_mode():
-            for _ in range(48):
-                logits = model(torch.tensor([seq])).logits[0, -1]
-                top = torch.topk(logits, 2).values
-                near_tie |= bool(top[0] - top[1] < 1e-4)
-                nxt = int(torch.argmax(logits))
-                seq.append(nxt)
-                if nxt == end:
-                    break
-        gen = seq[len(ids):]
+        gen, near_tie, _ = greedy(model, ids, end)
         answer = tok.decode(gen, skip_special_tokens=True)
         messages.append({"role": "assistant", "content": answer})
         turns.append({"user": user, "text": text, "ids": ids, "generated": gen, "answer": answer, "near_tie": near_tie})

@@ -38,31 +38,43 @@ PROMPTS = [
 ]
 
 
-def main():
-    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "build", "models", "smollm2")
+def load(folder):
+    """The tokenizer, the f32 model (eager attention) and the end-of-turn id."""
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF, dtype=torch.float32,
                                                  attn_implementation="eager").eval()
-    end = tok.convert_tokens_to_ids("<|im_end|>")
+    return tok, model, tok.convert_tokens_to_ids("<|im_end|>")
+
+
+def greedy(model, ids, end, steps=48):
+    """Up to `steps` greedy tokens after `ids` (each from the whole sequence, no cache), stopping
+    after `end`: the tokens, whether a step was a near tie (top two within 1e-4), and the first
+    step's logits."""
+    seq, near_tie, first = list(ids), False, None
+    with torch.inference_mode():
+        for step in range(steps):
+            logits = model(torch.tensor([seq])).logits[0, -1]
+            if step == 0:
+                first = logits.numpy().astype(np.float32)
+            top = torch.topk(logits, 2).values
+            near_tie |= bool(top[0] - top[1] < 1e-4)
+            nxt = int(torch.argmax(logits))
+            seq.append(nxt)
+            if nxt == end:
+                break
+    return seq[len(ids):], near_tie, first
+
+
+def main():
+    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "build", "models", "smollm2")
+    tok, model, end = load(folder)
     os.makedirs(OUT, exist_ok=True)
     cases, last = [], []
     for p in PROMPTS:
         text = tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
         ids = tok(text, add_special_tokens=False)["input_ids"]
-        seq = list(ids)
-        near_tie = False
-        with torch.inference_mode():
-            for step in range(48):
-                logits = model(torch.tensor([seq])).logits[0, -1]
-                if step == 0:
-                    last.append(logits.numpy().astype(np.float32))
-                top = torch.topk(logits, 2).values
-                near_tie |= bool(top[0] - top[1] < 1e-4)
-                nxt = int(torch.argmax(logits))
-                seq.append(nxt)
-                if nxt == end:
-                    break
-        gen = seq[len(ids):]
+        gen, near_tie, first = greedy(model, ids, end)
+        last.append(first)
         cases.append({"prompt": p, "text": text, "ids": ids, "generated": gen, "near_tie": near_tie,
                       "answer": tok.decode(gen, skip_special_tokens=False)})
         print(p, "->", repr(cases[-1]["answer"]), flush=True)

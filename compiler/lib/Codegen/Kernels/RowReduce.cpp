@@ -31,7 +31,7 @@ static Func buildMeanPool(Builder &B) {
   Expr w = B.in.size() > 1 ? select(B.in[1](r) != 0, 1.0f, 0.0f) : Expr(1.0f);
   if (B.gpu) {  // GPU: a thread per column, its sums inline
     Expr s = Halide::sum(X(c, r) * w), n = Halide::sum(w);
-    out(c, b) = select(n > 0.0f, s / max(n, 1.0f), 0.0f);
+    out(c, b) = s / max(n, 1.0f);
     B.gpuRows(out, {c, b});
     return out;
   }
@@ -39,7 +39,7 @@ static Func buildMeanPool(Builder &B) {
   sum(c) += X(c, r) * w;
   count() = 0.0f;
   count() += w;
-  out(c, b) = select(count() > 0.0f, sum(c) / max(count(), 1.0f), 0.0f);
+  out(c, b) = sum(c) / max(count(), 1.0f);  // no row kept: sum 0, out 0
 
   /* THE SCHEDULE: the sums and the count at root, the columns in vectors, then the row. */
   B.s(count).compute_root();
