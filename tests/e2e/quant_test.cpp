@@ -217,4 +217,67 @@ TEST(Quantized, StoredBlocksReadAsTheyAreAndMismatchesRefused) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("parameter 'model.embed_tokens.weight' is kept in Q4_0 blocks"), std::string::npos) << r.output;
 }
+
+// Every class of f16 scale and minimum decoded exactly (the kernels decode the halves with
+// integer operations): subnormal, normal, the largest, zeros and negatives, as the embedding
+// (d·code + m) and as the stream GEMV's scaled block sums. Q4_1 blocks as stored in a GGUF file:
+// rows 0-11 have the scale of the list and m = 0, rows 12-23 d = 0 and the minimum of the list;
+// every byte 0x21 (code 1 in the first half of a block, 2 in the second). x's rows pick weight
+// 0 and weight 16, so y is d + m and 2d + m, one rounding each, as the double reference's.
+TEST(Quantized, EveryClassOfHalfScaleDecodedExactly) {
+  SKIP_ON_GPU_RUNS();
+  const std::vector<uint16_t> halves = {0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0x8001,
+                                        0xbc00, 0x0000, 0x8000, 0x2c00, 0x1234, 0xd678};
+  const int64_t V = 2 * (int64_t)halves.size();
+  const std::string dir = kt::workDir("quant_halves");
+  std::string f;
+  auto put = [&](auto v) { f.append((const char *)&v, sizeof v); };
+  auto str = [&](const std::string &s) { put((uint64_t)s.size()), f += s; };
+  f += "GGUF";
+  put((uint32_t)3), put((uint64_t)1), put((uint64_t)1);
+  str("general.architecture"), put((uint32_t)8), str("llama");
+  str("token_embd.weight"), put((uint32_t)2), put((uint64_t)32), put((uint64_t)V), put((uint32_t)3), put((uint64_t)0);
+  f.resize((f.size() + 31) / 32 * 32, '\0');
+  auto value = [](uint16_t h) {
+    _Float16 x;
+    memcpy(&x, &h, 2);
+    return (double)x;
+  };
+  std::vector<double> d, mn;
+  for (int64_t r = 0; r < V; ++r) {
+    const uint16_t dh = r < (int64_t)halves.size() ? halves[r] : 0, mh = r < (int64_t)halves.size() ? 0 : halves[r - halves.size()];
+    put(dh), put(mh);
+    for (int j = 0; j < 16; ++j) put((uint8_t)0x21);
+    d.push_back(value(dh)), mn.push_back(value(mh));
+  }
+  std::ofstream(dir + "/halves.gguf", std::ios::binary) << f;
+  std::string exe = kt::compile(
+      dir, "qhalves",
+      [&](Model &m) {
+        Dim L = m.seq("L", 32);
+        Tensor ids = m.input("ids", {L}, {.dtype = DType::I32, .vocab = V}), x = m.input("x", {2, 32});
+        Tensor table = m.param("model.embed_tokens.weight", {V, 32});
+        m.output("e", embedding(table, ids));
+        m.output("y", linear(x, table));
+      },
+      {"--quantize", "q4_1"});
+  ASSERT_FALSE(exe.empty());
+  std::vector<int32_t> ids(V);
+  for (int64_t r = 0; r < V; ++r) ids[r] = (int32_t)r;
+  kt::saveIds(dir + "/ids.npy", ids);
+  ref::T x({2, 32});
+  x.v[0] = 1, x.v[32 + 16] = 1;
+  kt::saveNpy(dir + "/x.npy", x);
+  auto r = kt::run(exe + " --weights " + dir + "/halves.gguf --input ids=" + dir + "/ids.npy --input x=" + dir +
+                   "/x.npy --output-dir " + dir + "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T e = kt::loadNpy(dir + "/out/e.npy"), y = kt::loadNpy(dir + "/out/y.npy");
+  ASSERT_EQ(e.v.size(), (size_t)(V * 32));
+  ASSERT_EQ(y.v.size(), (size_t)(2 * V));
+  for (int64_t v = 0; v < V; ++v) {
+    for (int k = 0; k < 32; ++k) EXPECT_EQ(e.v[v * 32 + k], (float)(d[v] * (k < 16 ? 1 : 2) + mn[v])) << "row " << v << " weight " << k;
+    EXPECT_EQ(y.v[v], (float)(d[v] + mn[v])) << "row " << v;
+    EXPECT_EQ(y.v[V + v], (float)(2 * d[v] + mn[v])) << "row " << v;
+  }
+}
 }  // namespace

@@ -151,6 +151,15 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
     return axis < (int64_t)sy.size() && kiln::isBatchSymbol(factors_, sy[axis]);
   }
 
+  // An [N, K] weight streamed along K: column tiles of 64, fewer where that leaves under 16 tasks
+  // (N = 576: 9 tasks of 64 kept one of two threads idle for a ninth of the step; 18 of 32 split
+  // evenly).
+  static int64_t streamTileNAlongK(int64_t N) {
+    int64_t tn = 64;
+    while (tn > 16 && N / tn < 16) tn /= 2;
+    return std::min(tn, N);
+  }
+
   void gemm(Operation *op, kiln::ScheduleFields &s) {
     auto lin = dyn_cast<kiln::LinearOp>(op);
     bool batch = isa<kiln::BatchMatMulOp>(op);
@@ -169,7 +178,7 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
       s.gemm = kiln::GemmEngine::stream;
       s.pack = panel ? kiln::Packing::at_load : kiln::Packing::none;
       s.tile_m = M;
-      s.tile_n = transposed ? std::min<int64_t>(64, N) : streamTileN(lanes, N, M, panel);
+      s.tile_n = transposed ? streamTileNAlongK(N) : streamTileN(lanes, N, M, panel);
       if (transposed) s.vec = kiln::lanesFor(vectorWidth, K);
       return;
     }

@@ -46,25 +46,39 @@ inline Func attentionOperand(Builder &B, ImageParam X, int width, const std::str
 // with e = 16·h + l: the f16 scale d (bytes 0-1) times the block's int8 (q8_0: byte 2 + e), or
 // its nibble (the low one of byte l for h = 0, the high one for h = 1) minus 8 (q4_0, bytes
 // from 2), or plus the f16 minimum m (bytes 2-3; q4_1, nibbles from byte 4).
-inline Expr quantHalf(ImageParam W, Expr at, Expr b, Expr row) {
-  Expr bits = cast<uint16_t>(W(at, b, row)) | (cast<uint16_t>(W(at + 1, b, row)) << 8);
-  return cast<float>(reinterpret(Float(16), bits));
+// IEEE half bits (u32, the high half zero) as f32, exactly for every half: the sign and the 15
+// bits of exponent and mantissa moved to an f32's places (x 2^112 rebiases the exponent; a
+// subnormal half lands on an f32 subnormal that the product makes normal), the exponent of
+// infinity and NaN set apart. A few integer operations (Halide's float16 cast is a long
+// emulation on x86).
+inline Expr halfToFloat(Expr h) {
+  auto u = [](uint32_t x) { return Expr(x); };
+  Expr bits = ((h & u(0x8000)) << 16) | ((h & u(0x7fff)) << 13);
+  Expr v = reinterpret(Float(32), bits) * 5.192296858534828e33f;  // 2^112
+  return select((h & u(0x7c00)) == u(0x7c00), reinterpret(Float(32), bits | u(0x7f800000)), v);
 }
-// The weight from its block's scale d, its minimum m (q4_1; else unused) and its code.
-inline Expr quantDecode(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, Expr l, Expr d, Expr m) {
+inline Expr quantHalf(ImageParam W, Expr at, Expr b, Expr row) {
+  return halfToFloat(cast<uint32_t>(W(at, b, row)) | (cast<uint32_t>(W(at + 1, b, row)) << 8));
+}
+// A weight's code as f32, the weight being d·code (+ m): q8_0's int8, q4_0's nibble - 8, q4_1's
+// nibble (h = 0: the low nibbles of the block's 16 bytes, h = 1: the high ones; l: the byte).
+inline Expr quantCode(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, Expr l) {
   switch (f) {
-    case WeightFormat::q8_0: return d * cast<float>(reinterpret(Int(8), W(2 + 16 * h + l, b, row)));
+    case WeightFormat::q8_0: return cast<float>(reinterpret(Int(8), W(2 + 16 * h + l, b, row)));
     case WeightFormat::q4_0:
     case WeightFormat::q4_1: {
-      const int at = f == WeightFormat::q4_0 ? 2 : 4;
-      Expr byte = W(at + l, b, row);
+      Expr byte = W((f == WeightFormat::q4_0 ? 2 : 4) + l, b, row);
       Expr nib = cast<int>(select(h == 0, byte & cast<uint8_t>(15), byte >> 4));
-      if (f == WeightFormat::q4_0) return d * cast<float>(nib - 8);
-      return d * cast<float>(nib) + m;
+      return cast<float>(f == WeightFormat::q4_0 ? nib - 8 : nib);
     }
     case WeightFormat::f32: break;
   }
-  throw std::runtime_error("quantDecode: not a quantized format");
+  throw std::runtime_error("quantCode: not a quantized format");
+}
+// The weight from its block's scale d, its minimum m (q4_1; else unused) and its code.
+inline Expr quantDecode(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, Expr l, Expr d, Expr m) {
+  Expr w = d * quantCode(W, f, row, b, h, l);
+  return f == WeightFormat::q4_1 ? w + m : w;
 }
 inline Expr quantWeight(ImageParam W, WeightFormat f, Expr row, Expr b, Expr h, Expr l) {
   return quantDecode(W, f, row, b, h, l, quantHalf(W, 0, b, row), f == WeightFormat::q4_1 ? quantHalf(W, 2, b, row) : Expr(0.0f));

@@ -107,6 +107,9 @@ struct MatmulKernel {
   bool transposed = false, panels = false, stream = false, dot = false, hasBias = false, biasStart = false;
   WeightFormat quant = WeightFormat::f32;  // a linear's weight in quantized blocks (bytes [N, K / 32, block])
   RDom rq;                                 // quantized, streaming: (l, h, block), k = 32·block + 16·h + l
+  bool factored = false;                   // quantized, streaming, f32 operands: the scales out of the sums
+  RDom rb, rl;                             // factored: the blocks; the 16 lanes of the partial sums
+  Func part{"part"}, Hb{"Hb"}, Sd{"Sd"}, Sm{"Sm"}, Sl{"Sl"};  // factored: see sumsOfScaledBlocks
   int kc = 0;  // K in chunks of kc (CPU register blocks; 0: none)
   RDom r, rk, rc, rp;
   Func Ar{"Ar"}, Bt{"Bt"}, acc{"acc"}, out{"out"};
@@ -169,7 +172,9 @@ struct MatmulKernel {
     biasStart = hasBias && !kc && sumsStartAtBias(B, N, B.sch.tile_n ? (int64_t)*B.sch.tile_n : 0);
     if (dot && (B.gpu || stream || kc || batch || B.sch.gemm != GemmEngine::register_block))
       throw std::runtime_error("kernel " + k.kind + ": precision = bf16_dot needs a CPU register-block GEMM without batch or k_chunk");
-    if (quant != WeightFormat::f32 && stream) sumsOfBlocks(col);
+    factored = quant != WeightFormat::f32 && stream && (B.sch.precision == OperandPrecision::f32 || B.sch.precision == OperandPrecision::unset);
+    if (factored) sumsOfScaledBlocks(col);
+    else if (quant != WeightFormat::f32 && stream) sumsOfBlocks(col);
     else if (kc) sumsInKChunks();
     else if (dot) sumsOfBf16Pairs();
     else sums();
@@ -182,6 +187,33 @@ struct MatmulKernel {
     Expr kx = rq.z * kQuantBlock + rq.y * 16 + rq.x;
     acc(j, i) = biasStart ? B.in[2](j) : Expr(0.0f);
     acc(j, i) += Ar(kx, i) * gemmOperand(B, quantWeight(W, quant, col, rq.z, rq.y, rq.x));
+    out(j, i) = epilogue(acc(j, i));
+  }
+  // The same with f32 operands, the scales factored out: a block's weights are d·code (+ m), so
+  // its share of a column's sum is d · Σ a·code (+ m · Σ a). part(l, j, i): 16-lane partial sums,
+  // per block the two halves' a·code (16 lanes each) added, then scaled by d: one FMA per block
+  // on the chain. The scales: each block's first 4 bytes copied (Hb: one 32-bit load a block),
+  // then decoded from f16 16 blocks at a time (Sd, Sm). q4_1's minimums: m times the sum of the
+  // block's a (Sl: 16 lanes, once per row for every column) in the same partial sums.
+  void sumsOfScaledBlocks(Expr col) {
+    const int nb = (int)(K / kQuantBlock);
+    Var l("l"), qb("qb"), x("x");
+    rb = RDom(0, nb, "rb");
+    Hb(x, qb, j) = W(x, qb, col);
+    Sd(qb, j) = halfToFloat(cast<uint32_t>(Hb(0, qb, j)) | (cast<uint32_t>(Hb(1, qb, j)) << 8));
+    Expr dot = Ar(rb * kQuantBlock + l, i) * quantCode(W, quant, col, rb, 0, l) +
+               Ar(rb * kQuantBlock + 16 + l, i) * quantCode(W, quant, col, rb, 1, l);
+    part(l, j, i) = 0.0f;
+    if (quant == WeightFormat::q4_1) {
+      Sm(qb, j) = halfToFloat(cast<uint32_t>(Hb(2, qb, j)) | (cast<uint32_t>(Hb(3, qb, j)) << 8));
+      Sl(l, qb, i) = Ar(qb * kQuantBlock + l, i) + Ar(qb * kQuantBlock + 16 + l, i);
+      part(l, j, i) += Sd(rb, j) * dot + Sm(rb, j) * Sl(l, rb, i);
+    } else {
+      part(l, j, i) += Sd(rb, j) * dot;
+    }
+    rl = RDom(0, 16, "rl");
+    acc(j, i) = biasStart ? B.in[2](j) : Expr(0.0f);
+    acc(j, i) += part(rl, j, i);
     out(j, i) = epilogue(acc(j, i));
   }
   // K in chunks: acc(j, i, ro) is chunk ro's sum; out the bias plus the chunks' sums in order.
@@ -255,6 +287,7 @@ struct MatmulKernel {
   void scheduleStream() {
     const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows, or their bound (M <= rows: Halide checks it)
     if (batch) throw std::runtime_error("kernel " + k.kind + ": gemm = stream takes no batch");
+    if (factored) return scheduleScaledBlocks(rows);
     if (quant != WeightFormat::f32) return scheduleQuantStream(rows);
     cpuStreamGemm(B, out, acc, j, i, r, rows, transposed, B.need(B.sch.tile_n, "tile_n"), B.vec(), B.parallel(),
                   panels ? TailStrategy::GuardWithIf : TailStrategy::ShiftInwards);
@@ -281,6 +314,38 @@ struct MatmulKernel {
     B.s(part.update()).reorder(l, pi, rq.y, rq.z);
     if (vec > 1) B.s(part.update()).vectorize(l, vec);
     B.s(part.update()).unroll(pi).unroll(rq.y);
+  }
+
+  /* THE SCHEDULE: CPU, gemm = stream, a quantized weight, f32 operands (sumsOfScaledBlocks)
+   * Column tiles of tile_n are the threads' tasks, streaming their rows of blocks front to back;
+   * per column, the 16-lane partial sums over its blocks for every row (each block's bytes loaded
+   * once for all rows), then a tree of adds. q4_1's block sums of a once per call, the minimums'
+   * sums per task. */
+  void scheduleScaledBlocks(int rows) {
+    const int tn = B.need(B.sch.tile_n, "tile_n");
+    Var jo("jo"), ji("ji");
+    B.s(out).split(j, jo, ji, tn, TailStrategy::GuardWithIf).reorder(i, ji, jo);
+    if (B.parallel()) B.s(out).parallel(jo);
+    B.s(acc).compute_at(out, jo).bound_extent(j, tn).bound_extent(i, rows).unroll(i);
+    B.s(acc.update()).reorder(rl, i, j).atomic().vectorize(rl).unroll(i);
+    Var pl = part.args()[0], pj = part.args()[1], pi = part.args()[2];
+    const int vec = std::min(16, B.vec());
+    B.s(part).compute_at(acc, j).bound_extent(pj, 1).bound_extent(pi, rows).unroll(pi);
+    B.s(part.update()).reorder(pl, pi, rb.x).unroll(pi);
+    if (vec > 1) {
+      B.s(part).vectorize(pl, vec);
+      B.s(part.update()).vectorize(pl, vec);
+    }
+    // The task's scales: the blocks' first 4 bytes (one load a block), then the f16 decoded over
+    // (block, column) as one run of 16-lane vectors (Sd and Sm are dense: nb x tn). Tried and not
+    // kept: the scales per column (0.6 ms a token slower), prefetching the next task (1 ms).
+    Var hx = Hb.args()[0], hj = Hb.args()[2], sf("sf");
+    B.s(Hb).compute_at(out, jo).bound_extent(hx, 4).bound_extent(hj, tn).vectorize(hx);
+    for (Func f : quant == WeightFormat::q4_1 ? std::vector<Func>{Sd, Sm} : std::vector<Func>{Sd}) {
+      Var fq = f.args()[0], fj = f.args()[1];
+      B.s(f).compute_at(out, jo).bound_extent(fj, tn).fuse(fq, fj, sf).vectorize(sf, 16, TailStrategy::GuardWithIf);
+    }
+    if (quant == WeightFormat::q4_1) B.s(Sl).compute_root().vectorize(Sl.args()[0]);
   }
 
   /* THE SCHEDULE: CPU, K in chunks
