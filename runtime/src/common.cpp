@@ -110,6 +110,14 @@ kilnrt_status AtomicFile::commit() {
   if (rc != 0) return failed(strerror(errno));
   if (rename(tmp_.c_str(), path_.c_str()) != 0) return failed(std::string("cannot rename the finished file: ") + strerror(errno));
   tmp_.clear();
+  // The rename itself made durable: the folder's entry synced (a crash right after a checkpoint
+  // could otherwise leave the folder pointing at the previous file).
+  size_t slash = path_.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    fsync(dfd);  // best effort: some file systems refuse a directory fsync (EINVAL)
+    ::close(dfd);
+  }
   return KILNRT_OK;
 }
 

@@ -1,6 +1,7 @@
 // kilnrt internal helpers shared by the runtime's translation units (not installed).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -88,4 +89,14 @@ class AtomicFile {
 };
 // The model's optimizer states (optimizer.*) that the last weights file loaded did not hold.
 std::vector<std::string> optimizer_states_not_loaded(const kilnrt_session *s);
+// Text pairs for a safetensors file's __metadata__ (beside "format" and "producer").
+using FileMetadata = std::map<std::string, std::string>;
+// kilnrt_weights_save with `meta` in the header's __metadata__.
+kilnrt_status save_weights(const char *path, int32_t n, const char *const *names, const kilnrt_tensor *ts,
+                           const FileMetadata &meta);
+// kilnrt_session_save_weights with `meta` in the header's __metadata__ (a training checkpoint's run).
+kilnrt_status session_save_weights(kilnrt_session *s, const char *path, const FileMetadata &meta);
+// The text entries of the __metadata__ of the weights file the session loaded last (a
+// safetensors file's; none for others).
+FileMetadata session_weights_metadata(const kilnrt_session *s);
 }  // namespace kilnrt

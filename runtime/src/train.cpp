@@ -20,6 +20,8 @@
 // the ranks' own (each rank's is the mean over its rows), and the evaluation windows are dealt
 // out over the ranks and their sums added. Rank 0 writes the log and the checkpoints; rank r > 0
 // writes its own log beside it (log.rank<r>.csv), with its rows, tokens and own loss.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -198,14 +200,77 @@ void checkRanksAgree(const Cli &cli, kilnrt_session *s, const TrainFlags &f, int
       for (int d = 0; d < m.params[i].rank; ++d) numel *= m.params[i].dims[d].size;
       if (const void *p = session_param(s, i)) mixIn(p, (size_t)std::min<int64_t>(numel, 16) * 4);
     }
+    // The optimizer's state, after --lr is set: the step, the rate and the first values of each
+    // moment (ranks given other --lr values, or resumed from other checkpoints, would drift apart).
+    for (int i = 0; i < m.n_states; ++i) {
+      if (strncmp(m.states[i].name, KILN_OPTIMIZER_PREFIX, strlen(KILN_OPTIMIZER_PREFIX)) != 0) continue;
+      kilnrt_tensor t{};
+      cli.check(kilnrt_session_state(s, m.states[i].name, &t));
+      mixIn(m.states[i].name, strlen(m.states[i].name));
+      mixIn(t.data, (size_t)std::min<int64_t>(kilnrt_tensor_numel(&t), 16) * 4);
+    }
     double bits[64];  // each bit's count over the ranks: 0 or P when they agree
     for (int b = 0; b < 64; ++b) bits[b] = (double)((h >> b) & 1);
     cli.check(kilnrt_group_sum(bits, 64));
     for (double c : bits)
       if (c != 0 && c != P)
         cli.die(1, "the " + std::to_string(P) + " ranks of this mpirun disagree on the run: start every rank with the "
-                   "same --data, --eval-data, --seq, --batch, --steps, --seed, --eval-every and weights (or checkpoint)");
+                   "same --data, --eval-data, --seq, --batch, --steps, --seed, --lr, --eval-every and weights (or checkpoint)");
   }
+}
+
+// What makes a run this run: the seed, the training data (its tokens' count and a hash of them),
+// --seq and --batch; the windows of step k depend on these and k alone. A checkpoint records
+// them in its __metadata__, and --resume checks them.
+FileMetadata runIdentity(const TrainFlags &f, const Tokens &data) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the ids, a word at a time
+  const int32_t *ids = data.ids();
+  for (int64_t i = 0; i < data.size(); ++i) h = (h ^ (uint32_t)ids[i]) * 0x100000001b3ULL;
+  char hex[24];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  return {{"kiln.run.seed", std::to_string(f.seed)},
+          {"kiln.run.seq", std::to_string(f.seq)},
+          {"kiln.run.batch", std::to_string(f.batch)},
+          {"kiln.run.data", std::to_string(data.size()) + " tokens, hash " + hex}};
+}
+
+// --resume: the checkpoint's run must be this one (else each step would draw other windows than
+// the run that wrote it, with no word). A checkpoint that records no run is resumed with a note.
+void checkSameRun(const Cli &cli, kilnrt_session *s, const TrainFlags &f, const FileMetadata &run) {
+  const FileMetadata saved = session_weights_metadata(s);
+  static const std::pair<const char *, const char *> kFields[] = {
+      {"kiln.run.data", "--data"}, {"kiln.run.seed", "--seed"}, {"kiln.run.seq", "--seq"}, {"kiln.run.batch", "--batch"}};
+  bool recorded = false;
+  std::string diff;
+  for (auto [key, flag] : kFields) {
+    auto it = saved.find(key);
+    if (it == saved.end()) continue;
+    recorded = true;
+    if (it->second == run.at(key)) continue;
+    const std::string here = std::string(flag) == "--data" ? "'" + f.data + "' holds " + run.at(key) : run.at(key);
+    diff += std::string(diff.empty() ? "" : "; ") + flag + " " + here + " (the checkpoint's run: " + it->second + ")";
+  }
+  if (!recorded) {
+    if (!f.quiet)
+      fprintf(stderr, "note: --resume %s: the checkpoint does not record its run (--seed, --data, --seq, --batch): "
+                      "continuing without checking them\n", f.resume.c_str());
+    return;
+  }
+  if (!diff.empty())
+    cli.die(1, "--resume " + f.resume + ": not the run the checkpoint comes from: " + diff +
+                   ". Each step's windows depend on them: resume with the checkpoint's values, or start a new run "
+                   "from its weights with --weights " + f.resume);
+}
+
+// --save: checked before the first step (a missing or read-only folder would otherwise fail
+// only at the first checkpoint, possibly hours in).
+void checkSavePath(const Cli &cli, const std::string &path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    cli.die(1, "--save '" + path + "' is a folder: give the checkpoint's file name (for example " +
+                   (path.back() == '/' ? path : path + "/") + "ckpt.safetensors)");
+  AtomicFile probe;  // a temporary file beside it, removed again
+  cli.check(probe.open(path, "checkpoint (--save)"));
 }
 
 // --log (this rank's): appended to when resuming, else written with its header row.
@@ -272,6 +337,9 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
     }
   Tokens data, evalData;
   readTokens(cli, *en, f.data, "--data", data);
+  const FileMetadata run = runIdentity(f, data);
+  if (!f.resume.empty()) checkSameRun(cli, s, f, run);
+  if (!f.save.empty() && rank == 0) checkSavePath(cli, f.save);
   Windows win = windowsOf(cli, m, *en), evalWin;
   const int64_t n = data.size(), T = f.seq, span = win.span(T);
   auto spanText = [&](const Windows &w) {
@@ -315,7 +383,7 @@ int train(const Cli &cli, kilnrt_session *s, const TrainFlags &f) {
   std::unique_ptr<FILE, int (*)(FILE *)> lguard(log, [](FILE *p) { return p ? fclose(p) : 0; });
   auto save = [&](int64_t step) {
     if (f.save.empty() || rank != 0) return;
-    cli.check(kilnrt_session_save_weights(s, f.save.c_str()));
+    cli.check(session_save_weights(s, f.save.c_str(), run));
     if (!f.quiet) fprintf(stderr, "step %lld: checkpoint %s\n", (long long)step, f.save.c_str());
   };
   const int64_t every = std::max<int64_t>(1, f.steps / 20);

@@ -83,7 +83,12 @@ static kilnrt_status open_file(const char *path, kilnrt_weights *w) {
   if (!header.is_object()) return bad(path, "header is not a JSON object");
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
+    if (it.key() == "__metadata__") {  // text pairs (a kiln checkpoint's run); others ignored
+      if (it.value().is_object())
+        for (auto m = it.value().begin(); m != it.value().end(); ++m)
+          if (m.value().is_string()) w->meta[m.key()] = m.value();
+      continue;
+    }
     const std::string &name = it.key();
     const json &e = it.value();
     auto tb = [&](const std::string &why) { return bad(path, "tensor '" + name + "': " + why); };
@@ -240,6 +245,11 @@ extern "C" kilnrt_status kilnrt_weights_find(const kilnrt_weights *w, const char
 
 extern "C" kilnrt_status kilnrt_weights_save(const char *path, int32_t n, const char *const *names,
                                              const kilnrt_tensor *ts) {
+  return kilnrt::save_weights(path, n, names, ts, {});
+}
+
+kilnrt_status kilnrt::save_weights(const char *path, int32_t n, const char *const *names, const kilnrt_tensor *ts,
+                                   const FileMetadata &meta) {
   json header = json::object();
   uint64_t off = 0;
   for (int i = 0; i < n; ++i)
@@ -257,6 +267,7 @@ extern "C" kilnrt_status kilnrt_weights_save(const char *path, int32_t n, const 
     off += bytes;
   }
   header["__metadata__"] = {{"format", "pt"}, {"producer", "kiln"}};
+  for (auto &[k, v] : meta) header["__metadata__"][k] = v;
   std::string h = header.dump();
   while ((h.size() + 8) % 8) h.push_back(' ');  // keep the data 8-byte aligned
   uint64_t hl = h.size();

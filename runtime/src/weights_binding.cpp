@@ -326,6 +326,18 @@ extern "C" kilnrt_status kilnrt_session_random_weights(kilnrt_session *s, uint64
 }
 
 extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const char *path) {
+  return kilnrt::session_save_weights(s, path, {});
+}
+
+kilnrt::FileMetadata kilnrt::session_weights_metadata(const kilnrt_session *s) {
+  FileMetadata out;
+  if (s->weights && !s->weights->gguf && s->weights->meta.is_object())
+    for (auto it = s->weights->meta.begin(); it != s->weights->meta.end(); ++it)
+      if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  return out;
+}
+
+kilnrt_status kilnrt::session_save_weights(kilnrt_session *s, const char *path, const FileMetadata &meta) {
   std::vector<const char *> names;
   std::vector<kilnrt_tensor> ts;
   std::vector<Storage> back;  // transposed and panel parameters, in the file's layout again
@@ -356,7 +368,7 @@ extern "C" kilnrt_status kilnrt_session_save_weights(kilnrt_session *s, const ch
     names.push_back(st.name);
     ts.push_back(t);
   }
-  return kilnrt_weights_save(path, (int32_t)names.size(), names.data(), ts.data());
+  return kilnrt::save_weights(path, (int32_t)names.size(), names.data(), ts.data(), meta);
 }
 
 // The model's optimizer states (optimizer.*) that the last weights file did not hold.

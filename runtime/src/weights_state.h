@@ -29,6 +29,7 @@ struct kilnrt_weights {
   std::map<std::string, int> index;
   // A GGUF file: its metadata (every key, arrays as JSON arrays), and the Hugging Face-style
   // config.json its architecture's keys amount to (checked against the model as a config.json).
+  // A safetensors file: meta holds its __metadata__ text pairs.
   bool gguf = false;
   nlohmann::json meta, config, types;  // types: each tensor's stored type by the model's name ("Q4_1")
   ~kilnrt_weights() {

@@ -113,10 +113,11 @@ func.func @others(%q: tensor<4x?x32xf32>, %q1: tensor<4x1x32xf32>, %c: tensor<4x
 // -----
 
 // A decode step's GEMMs stream their weights (gemm = stream, no packing): an [out, in] weight
-// (a tied LM head) in tasks of 64 columns read along K (vec = the lanes over K: 16 for K = 64),
-// the FFN's two [in, out] weights in tasks of 128 columns.
+// (a tied LM head) in tasks of columns read along K (vec = the lanes over K: 16 for K = 64), 32
+// columns here since 64 would leave 15 tasks (under 16), the FFN's two [in, out] weights in
+// tasks of 128 columns.
 // CHECK-LABEL: func.func @decode_stream
-// CHECK: kiln.linear {{.*}}#kiln.schedule<vec = 16, tile_m = 1, tile_n = 64, pack = none, gemm = stream>
+// CHECK: kiln.linear {{.*}}#kiln.schedule<vec = 16, tile_m = 1, tile_n = 32, pack = none, gemm = stream>
 // CHECK: kiln.ffn {{.*}}#kiln.schedule<tile_m = 1, tile_n = 64, pack = none, hidden_vec = 16, hidden_tile_n = 128, chunk = 32, gemm = stream>
 func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x64xf32>) {
   %e = kiln.param "e" : tensor<1000x64xf32>
@@ -128,6 +129,25 @@ func.func @decode_stream(%x: tensor<1x64xf32>) -> (tensor<1x1000xf32>, tensor<1x
   %y = kiln.ffn %x, %w1, %b1, %w2, %b2 {layout1 = #kiln.weight_layout<in_out>, layout2 = #kiln.weight_layout<in_out>, activation = #kiln.activation<relu>, kiln.schedule = #kiln.schedule<chunk = 32>}
       : (tensor<1x64xf32>, tensor<64x256xf32>, tensor<256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
   return %l, %y : tensor<1x1000xf32>, tensor<1x64xf32>
+}
+
+// The column tiles of an [out, in] weight streamed along K: 64 where that makes 16 tasks or
+// more, else 32, else 16 (N = 192: 12 tasks, which two threads split evenly; 3 of 64 did not).
+// CHECK-LABEL: func.func @stream_tiles
+// CHECK: kiln.linear {{.*}}tile_n = 64,{{.*}}gemm = stream>{{.*}}tensor<1x1024xf32>
+// CHECK: kiln.linear {{.*}}tile_n = 32,{{.*}}gemm = stream>{{.*}}tensor<1x576xf32>
+// CHECK: kiln.linear {{.*}}tile_n = 16,{{.*}}gemm = stream>{{.*}}tensor<1x192xf32>
+// CHECK: kiln.linear {{.*}}tile_n = 8,{{.*}}gemm = stream>{{.*}}tensor<1x8xf32>
+func.func @stream_tiles(%x: tensor<1x64xf32>) -> (tensor<1x1024xf32>, tensor<1x576xf32>, tensor<1x192xf32>, tensor<1x8xf32>) {
+  %a = kiln.param "a" : tensor<1024x64xf32>
+  %la = kiln.linear %x, %a : (tensor<1x64xf32>, tensor<1024x64xf32>) -> tensor<1x1024xf32>
+  %b = kiln.param "b" : tensor<576x64xf32>
+  %lb = kiln.linear %x, %b : (tensor<1x64xf32>, tensor<576x64xf32>) -> tensor<1x576xf32>
+  %c = kiln.param "c" : tensor<192x64xf32>
+  %lc = kiln.linear %x, %c : (tensor<1x64xf32>, tensor<192x64xf32>) -> tensor<1x192xf32>
+  %d = kiln.param "d" : tensor<8x64xf32>
+  %ld = kiln.linear %x, %d : (tensor<1x64xf32>, tensor<8x64xf32>) -> tensor<1x8xf32>
+  return %la, %lb, %lc, %ld : tensor<1x1024xf32>, tensor<1x576xf32>, tensor<1x192xf32>, tensor<1x8xf32>
 }
 
 // -----

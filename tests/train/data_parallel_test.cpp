@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "grad_check.h"
 
 namespace {
@@ -114,6 +116,26 @@ TEST(DataParallel, TwoRanksTrainAsOneProcessWithTheWholeBatch) {
               seed4 + "--steps 2 --batch 3");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("the 2 ranks of this mpirun disagree on the run: start every rank with the same --data"));
+  // Another --lr (the optimizer state's rate), or a checkpoint whose moments alone differ, is
+  // refused too.
+  std::string lr4 = args;
+  lr4.replace(lr4.find("--lr 3e-3"), 9, "--lr 4e-3");
+  const std::string mpi1 = kMpirun.substr(0, kMpirun.find("-np")) + "-np 1 ";
+  r = kt::run(mpi1 + exe + args + "--steps 2 --batch 3 : -np 1 " + exe + lr4 + "--steps 2 --batch 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("disagree on the run: start every rank with the same --data, --eval-data, --seq, --batch, "
+                                  "--steps, --seed, --lr"));
+  auto moved = kt::loadWeights(dir + "/half.safetensors");
+  auto m1 = std::find_if(moved.begin(), moved.end(), [](auto &kv) { return kv.first.rfind("optimizer.m.", 0) == 0; });
+  ASSERT_NE(m1, moved.end());
+  m1->second.v[0] += 1e-3f;
+  kt::saveWeights(dir + "/moved.safetensors", moved);
+  std::string resumeHalf = args, resumeMoved = args;
+  resumeHalf.replace(resumeHalf.find("--random-weights"), 16, "--resume " + dir + "/half.safetensors");
+  resumeMoved.replace(resumeMoved.find("--random-weights"), 16, "--resume " + dir + "/moved.safetensors");
+  r = kt::run(mpi1 + exe + resumeHalf + "--steps 8 --batch 3 : -np 1 " + exe + resumeMoved + "--steps 8 --batch 3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("disagree on the run"));
   // Fewer rows than ranks is refused on every rank.
   r = kt::run(kMpirun + exe + args + "--steps 1 --batch 1");
   EXPECT_NE(r.code, 0);

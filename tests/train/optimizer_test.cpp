@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 
 namespace {
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const int64_t V = 19, d = 6;
 
@@ -29,6 +32,17 @@ void build(kiln::Model &m) {
   kiln::Dim L = m.seq("L", 16);
   auto tok = m.tokens("tokens", L, V);
   auto tgt = m.targets("targets", L, V);
+  auto x = kiln::embedding(m.param("emb", {V, d}, {.scale = 0.5f}), tok);
+  auto logits = kiln::linear(kiln::relu(x), m.param("head", {V, d}, {.scale = 0.5f}), m.param("b", {V}, {.scale = 0.5f}));
+  m.loss(kiln::cross_entropy(logits, tgt));
+  m.train(options());
+}
+
+// The same over a batch of up to 4 windows a step (rows(B, L)).
+void buildBatched(kiln::Model &m) {
+  kiln::Dim L = m.seq("L", 16), B = m.batch("B", 4), N = m.rows(B, L);
+  auto tok = m.tokens("tokens", N, V);
+  auto tgt = m.targets("targets", N, V);
   auto x = kiln::embedding(m.param("emb", {V, d}, {.scale = 0.5f}), tok);
   auto logits = kiln::linear(kiln::relu(x), m.param("head", {V, d}, {.scale = 0.5f}), m.param("b", {V}, {.scale = 0.5f}));
   m.loss(kiln::cross_entropy(logits, tgt));
@@ -193,6 +207,132 @@ TEST(Optimizer, ResumingFromAFileWithoutTheOptimizerStateIsRefused) {
   }
   r = kt::run(common + "--steps 2 --weights " + dir + "/params.safetensors");
   EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// A checkpoint records its run (seed, data, --seq, --batch: what each step's windows depend on),
+// and --resume refuses another, naming each difference and both values, the log left as it
+// was; the same run resumes. A checkpoint that records no run (written by another tool) is
+// resumed with a note.
+TEST(Optimizer, ResumingAnotherRunIsRefused) {
+  std::string dir = kt::workDir("train_resume_run");
+  std::string exe = kt::compile(dir, "bigram", buildBatched);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", kt::randomIds(200, (int)V, 4));
+  kt::saveIds(dir + "/other.npy", kt::randomIds(200, (int)V, 5));
+  const std::string base = exe + " --train --quiet --log " + dir + "/log.csv --steps 4 --resume " + dir + "/ckpt.safetensors ";
+  auto r = kt::run(exe + " --train --quiet --data " + dir + "/data.npy --seq 11 --seed 5 --batch 2 --steps 2 --save " + dir +
+                   "/ckpt.safetensors --log " + dir + "/log.csv");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream before(dir + "/log.csv");
+  const std::string logBefore((std::istreambuf_iterator<char>(before)), std::istreambuf_iterator<char>());
+  struct Case {
+    std::string flags, want;
+  };
+  const Case cases[] = {
+      {"--data " + dir + "/data.npy --seq 11 --seed 6 --batch 2", "--seed 6 (the checkpoint's run: 5)"},
+      {"--data " + dir + "/data.npy --seq 12 --seed 5 --batch 2", "--seq 12 (the checkpoint's run: 11)"},
+      {"--data " + dir + "/data.npy --seq 11 --seed 5 --batch 3", "--batch 3 (the checkpoint's run: 2)"},
+      {"--data " + dir + "/other.npy --seq 11 --seed 5 --batch 2", "--data '" + dir + "/other.npy' holds 200 tokens, hash "},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.flags);
+    r = kt::run(base + c.flags);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("not the run the checkpoint comes from: "));
+    EXPECT_THAT(r.output, HasSubstr(c.want));
+    EXPECT_THAT(r.output, HasSubstr("--weights " + dir + "/ckpt.safetensors"));
+    std::ifstream after(dir + "/log.csv");
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), logBefore);
+  }
+  r = kt::run(base + "--data " + dir + "/other.npy --seq 11 --seed 5 --batch 2");
+  EXPECT_THAT(r.output, HasSubstr("(the checkpoint's run: 200 tokens, hash "));
+  // Two differences, both named.
+  r = kt::run(base + "--data " + dir + "/data.npy --seq 12 --seed 6 --batch 2");
+  EXPECT_THAT(r.output, HasSubstr("--seed 6 (the checkpoint's run: 5); --seq 12 (the checkpoint's run: 11)"));
+  // The same run goes on.
+  r = kt::run(base + "--data " + dir + "/data.npy --seq 11 --seed 5 --batch 2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(kt::readCsv(dir + "/log.csv").size(), 5u);
+  // The same tensors without the run's record: resumed, with a note.
+  kt::saveWeights(dir + "/bare.safetensors", kt::loadWeights(dir + "/ckpt.safetensors"));
+  r = kt::run(exe + " --train --data " + dir + "/other.npy --seq 11 --steps 5 --resume " + dir + "/bare.safetensors");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("the checkpoint does not record its run (--seed, --data, --seq, --batch): continuing"));
+}
+
+// --save is checked before the first step: a missing folder, a read-only one (unless root, who
+// can write anywhere) and a folder given as the file are refused at once, no log written.
+TEST(Optimizer, ASavePathThatCannotBeWrittenIsRefusedBeforeTheFirstStep) {
+  std::string dir = kt::workDir("train_save_path");
+  std::string exe = kt::compile(dir, "bigram", build);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", kt::randomIds(200, (int)V, 4));
+  std::filesystem::create_directories(dir + "/ro");
+  std::filesystem::permissions(dir + "/ro", std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  const bool root = geteuid() == 0;
+  struct Case {
+    std::string save, want;
+  };
+  std::vector<Case> cases = {
+      {dir + "/missing/ckpt.safetensors", "cannot write checkpoint (--save) '" + dir + "/missing/ckpt.safetensors': No such file or directory"},
+      {dir, "--save '" + dir + "' is a folder: give the checkpoint's file name (for example " + dir + "/ckpt.safetensors)"}};
+  if (!root) cases.push_back({dir + "/ro/ckpt.safetensors", "'" + dir + "/ro/ckpt.safetensors': Permission denied"});
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.save);
+    std::filesystem::remove(dir + "/log.csv");
+    auto r = kt::run(exe + " --train --data " + dir + "/data.npy --seq 11 --steps 50 --log " + dir + "/log.csv --save " + c.save);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(c.want));
+    EXPECT_THAT(r.output, Not(HasSubstr("step 1")));
+    EXPECT_FALSE(std::filesystem::exists(dir + "/log.csv"));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/ro"));
+  std::filesystem::permissions(dir + "/ro", std::filesystem::perms::owner_all);
+}
+
+// A loss that turns non-finite stops the run at that step, naming the last checkpoint (here the
+// one --save-every 1 wrote after step 1), which holds that step.
+TEST(Optimizer, ANonFiniteLossStopsTheRunNamingTheLastCheckpoint) {
+  std::string dir = kt::workDir("train_nonfinite");
+  std::string exe = kt::compile(dir, "bigram", build);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", kt::randomIds(200, (int)V, 4));
+  // A rate of 1e20 moves every weight by ~1e20: the next step's logits overflow.
+  auto r = kt::run(exe + " --train --data " + dir + "/data.npy --seq 11 --steps 50 --lr 1e20 --save-every 1 --save " + dir +
+                   "/ckpt.safetensors --log " + dir + "/log.csv");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("step 2: the loss is not finite ("));
+  EXPECT_THAT(r.output, HasSubstr("); stopped, the last checkpoint (step 1) is " + dir + "/ckpt.safetensors"));
+  auto w = kt::loadWeights(dir + "/ckpt.safetensors");
+  ASSERT_TRUE(w.count("optimizer.step"));
+  EXPECT_EQ(w["optimizer.step"].v[0], 1.0f);
+  EXPECT_EQ(kt::readCsv(dir + "/log.csv").size(), 2u);  // the header and step 1
+  // Without --save: said so.
+  r = kt::run(exe + " --train --data " + dir + "/data.npy --seq 11 --steps 50 --lr 1e20");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("); stopped, no checkpoint written by this run"));
+}
+
+// A checkpoint that cannot be written during --train (a file-size limit, SIGXFSZ ignored) stops
+// the run with the reason, the previous checkpoint left as it was and no temporary file.
+TEST(Optimizer, AFailedCheckpointWriteStopsTheRunAndKeepsThePreviousOne) {
+  namespace fs = std::filesystem;
+  std::string dir = kt::workDir("train_save_fails");
+  std::string exe = kt::compile(dir, "bigram", build);
+  ASSERT_FALSE(exe.empty());
+  kt::saveIds(dir + "/data.npy", kt::randomIds(200, (int)V, 4));
+  const std::string common = exe + " --train --quiet --data " + dir + "/data.npy --seq 11 --save " + dir + "/ckpt.safetensors ";
+  auto r = kt::run(common + "--steps 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(dir + "/ckpt.safetensors", std::ios::binary);
+  const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(before.size(), 2048u);  // beyond the limit below: 1 block of 512 bytes (dash) or 1 KiB (bash)
+  r = kt::run("sh -c \"trap '' XFSZ; ulimit -f 1; exec " + common + "--steps 6 --seed 9 --save-every 2\"");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("error writing weights file '" + dir + "/ckpt.safetensors': File too large (the file was left as it was)"));
+  std::ifstream after(dir + "/ckpt.safetensors", std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), before);
+  for (auto &e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().find(".kiln-tmp-"), std::string::npos) << e.path();
 }
 
 // --lr replaces the peak and keeps the schedule's shape (warmup 2, cosine to step 5, floor 0.2);

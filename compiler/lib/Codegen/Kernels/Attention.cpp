@@ -185,7 +185,7 @@ Func buildCacheAttention(Builder &B) {
     B.s(S.update()).split(rd, rdo, rdi, wk);
     Func Sp = S.update().rfactor(rdi, l);
     B.note(funcName(Sp.name()) + " = " + funcName(S.name()) + ".update().rfactor(rdi, l): lane partial sums along the head dim");
-    B.s(S.update()).reorder(rdi, i, j);
+    B.s(S.update()).reorder(rdi, i, j).atomic().vectorize(rdi);  // the lanes added as a tree
     Var pj = Sp.args()[0], pi = Sp.args()[1], ph = Sp.args()[2];
     B.s(Sp).compute_at(S, j).bound_extent(pj, 1).bound_extent(pi, 1).bound_extent(ph, 1).reorder_storage(l, pj, pi, ph).reorder(l, pj, pi, ph).vectorize(l, wk);
     B.s(Sp.update()).reorder(l, rdo).vectorize(l, wk).unroll(rdo);
