@@ -40,7 +40,10 @@ void expectReformerGradients(const std::string &fixture, int64_t layers, int64_t
     return n.size() > with.size() && n.substr(n.size() - with.size()) == with;
   };
   auto kBias = [&](const std::string &n) { return ends(n, ".attn.k.bias"); };
-  kt::expectFixtureGradients(grads, dir + "/out", [&](const std::string &n) { return kBias(n) || ends(n, ".rotations"); });
+  // The reconstruction's rounding grows with depth (16 layers: 3.7e-6 measured here, 5.3e-6 on
+  // another machine): twice the default.
+  kt::expectFixtureGradients(grads, dir + "/out", [&](const std::string &n) { return kBias(n) || ends(n, ".rotations"); },
+                             layers > 4 ? 2e-5 : 1e-5);
   for (auto &[name, g] : grads)
     if (ends(name, ".rotations"))
       for (float v : kt::loadNpy(dir + "/out/grad." + name + ".npy").v) ASSERT_EQ(v, 0.0f) << name;
