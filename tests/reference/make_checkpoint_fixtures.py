@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checkpoints as Hugging Face publishes them, for kiln's loader: a small GPT-2 written by
 `transformers`' save_pretrained, sharded (max_shard_size) in f32 and whole in bf16, each folder
-with the config.json save_pretrained writes, and the logits transformers computes.
+with the config.json save_pretrained writes, and the logits transformers computes. Every
+parameter is perturbed from its initialisation (nonzero biases, LayerNorm gains other than 1),
+so that a mis-mapped bias or norm shows.
 
     build/fixture-venv/bin/pip install torch transformers safetensors numpy
     build/fixture-venv/bin/python tests/reference/make_checkpoint_fixtures.py
@@ -23,6 +25,11 @@ def main():
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=400, n_positions=64)
     model = GPT2LMHeadModel(cfg).eval()
+    # Every parameter perturbed: at its default initialisation every bias is 0 and every
+    # LayerNorm gain 1, so a dropped bias or swapped norms would still give these logits.
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            p.add_(0.05 * torch.randn_like(p))
     tokens = torch.tensor([[5, 17, 300, 42, 8, 99, 230, 1]])
     with torch.inference_mode():
         logits = model(tokens).logits[0].float().numpy()
