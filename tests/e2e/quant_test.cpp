@@ -160,22 +160,33 @@ TEST(Quantized, TiedEmbeddingAndHead) {
   EXPECT_LT(relErr(wantLogits, kt::loadNpy(dir + "/out/logits.npy")), 2e-6);
 }
 
-// A GGUF file (architecture llama) of one Q8_0 tensor, token_embd [4, 32], written plainly.
-std::string ggufQ8(const std::string &path) {
+// A GGUF file (architecture llama) of one tensor token_embd [rows, 32] of ggml type `type`
+// (8: Q8_0, 3: Q4_1), its blocks' bytes as given, written plainly.
+std::string ggufTable(const std::string &path, uint32_t type, uint64_t rows, const std::string &blocks) {
   std::string f;
   auto put = [&](auto v) { f.append((const char *)&v, sizeof v); };
   auto str = [&](const std::string &s) { put((uint64_t)s.size()), f += s; };
   f += "GGUF";
   put((uint32_t)3), put((uint64_t)1), put((uint64_t)1);
   str("general.architecture"), put((uint32_t)8), str("llama");
-  str("token_embd.weight"), put((uint32_t)2), put((uint64_t)32), put((uint64_t)4), put((uint32_t)8), put((uint64_t)0);
+  str("token_embd.weight"), put((uint32_t)2), put((uint64_t)32), put(rows), put(type), put((uint64_t)0);
   f.resize((f.size() + 31) / 32 * 32, '\0');
-  for (int b = 0; b < 4; ++b) {
-    put((uint16_t)0x2c00);  // d = 1/16
-    for (int j = 0; j < 32; ++j) put((int8_t)(j - 16 + b));
-  }
-  std::ofstream(path, std::ios::binary) << f;
+  std::ofstream(path, std::ios::binary) << f << blocks;
   return path;
+}
+template <class T>
+void putBytes(std::string &s, T v) {
+  s.append((const char *)&v, sizeof v);
+}
+
+// Q8_0 [4, 32]: row b holds j - 16 + b with d = 1/16.
+std::string ggufQ8(const std::string &path) {
+  std::string blocks;
+  for (int b = 0; b < 4; ++b) {
+    putBytes(blocks, (uint16_t)0x2c00);  // d = 1/16
+    for (int j = 0; j < 32; ++j) putBytes(blocks, (int8_t)(j - 16 + b));
+  }
+  return ggufTable(path, 8, 4, blocks);
 }
 
 // Blocks of one format never become another's, nor an f32 copy: refused naming the tensor and
@@ -230,14 +241,7 @@ TEST(Quantized, EveryClassOfHalfScaleDecodedExactly) {
                                         0xbc00, 0x0000, 0x8000, 0x2c00, 0x1234, 0xd678};
   const int64_t V = 2 * (int64_t)halves.size();
   const std::string dir = kt::workDir("quant_halves");
-  std::string f;
-  auto put = [&](auto v) { f.append((const char *)&v, sizeof v); };
-  auto str = [&](const std::string &s) { put((uint64_t)s.size()), f += s; };
-  f += "GGUF";
-  put((uint32_t)3), put((uint64_t)1), put((uint64_t)1);
-  str("general.architecture"), put((uint32_t)8), str("llama");
-  str("token_embd.weight"), put((uint32_t)2), put((uint64_t)32), put((uint64_t)V), put((uint32_t)3), put((uint64_t)0);
-  f.resize((f.size() + 31) / 32 * 32, '\0');
+  std::string blocks;
   auto value = [](uint16_t h) {
     _Float16 x;
     memcpy(&x, &h, 2);
@@ -246,11 +250,11 @@ TEST(Quantized, EveryClassOfHalfScaleDecodedExactly) {
   std::vector<double> d, mn;
   for (int64_t r = 0; r < V; ++r) {
     const uint16_t dh = r < (int64_t)halves.size() ? halves[r] : 0, mh = r < (int64_t)halves.size() ? 0 : halves[r - halves.size()];
-    put(dh), put(mh);
-    for (int j = 0; j < 16; ++j) put((uint8_t)0x21);
+    putBytes(blocks, dh), putBytes(blocks, mh);
+    for (int j = 0; j < 16; ++j) putBytes(blocks, (uint8_t)0x21);
     d.push_back(value(dh)), mn.push_back(value(mh));
   }
-  std::ofstream(dir + "/halves.gguf", std::ios::binary) << f;
+  ggufTable(dir + "/halves.gguf", 3, (uint64_t)V, blocks);
   std::string exe = kt::compile(
       dir, "qhalves",
       [&](Model &m) {

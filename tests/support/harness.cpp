@@ -246,6 +246,11 @@ ref::T runModel(const std::string &dir, const std::string &exe, const std::strin
   return loadNpy(odir + "/" + name + ".npy");
 }
 
+std::string readFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
 std::map<std::string, ref::T> loadWeights(const std::string &path) {
   std::map<std::string, ref::T> out;
   kilnrt_weights *w;

@@ -64,6 +64,8 @@ RunResult run(const std::string &cmd);
 ref::T runModel(const std::string &dir, const std::string &exe, const std::string &inputArgs, const std::string &name,
                 std::map<std::string, ref::T> &weights, int seed = 3);
 std::map<std::string, ref::T> loadWeights(const std::string &path);
+// A file's bytes ("" when it cannot be read).
+std::string readFile(const std::string &path);
 // Writes f32 tensors as safetensors (a gtest failure if it cannot).
 void saveWeights(const std::string &path, const std::map<std::string, ref::T> &weights);
 ref::T loadNpy(const std::string &path, bool *is_int = nullptr);  // i32 as floats; *is_int says which

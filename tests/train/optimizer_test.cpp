@@ -194,16 +194,14 @@ TEST(Optimizer, ResumingFromAFileWithoutTheOptimizerStateIsRefused) {
   ASSERT_LT(noV.size(), full.size());
   kt::saveWeights(dir + "/params.safetensors", params);
   kt::saveWeights(dir + "/no_v.safetensors", noV);
-  std::ifstream before(dir + "/log.csv");
-  std::string logBefore((std::istreambuf_iterator<char>(before)), std::istreambuf_iterator<char>());
+  const std::string logBefore = kt::readFile(dir + "/log.csv");
   for (const char *f : {"params", "no_v"}) {
     SCOPED_TRACE(f);
     r = kt::run(common + "--steps 4 --resume " + dir + "/" + f + ".safetensors --log " + dir + "/log.csv");
     EXPECT_EQ(r.code, 1) << r.output;
     EXPECT_THAT(r.output, HasSubstr("the file lacks the optimizer state optimizer."));
     EXPECT_THAT(r.output, HasSubstr("give --weights " + dir + "/" + f + ".safetensors instead"));
-    std::ifstream after(dir + "/log.csv");
-    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), logBefore);
+    EXPECT_EQ(kt::readFile(dir + "/log.csv"), logBefore);
   }
   r = kt::run(common + "--steps 2 --weights " + dir + "/params.safetensors");
   EXPECT_EQ(r.code, 0) << r.output;
@@ -223,8 +221,7 @@ TEST(Optimizer, ResumingAnotherRunIsRefused) {
   auto r = kt::run(exe + " --train --quiet --data " + dir + "/data.npy --seq 11 --seed 5 --batch 2 --steps 2 --save " + dir +
                    "/ckpt.safetensors --log " + dir + "/log.csv");
   ASSERT_EQ(r.code, 0) << r.output;
-  std::ifstream before(dir + "/log.csv");
-  const std::string logBefore((std::istreambuf_iterator<char>(before)), std::istreambuf_iterator<char>());
+  const std::string logBefore = kt::readFile(dir + "/log.csv");
   struct Case {
     std::string flags, want;
   };
@@ -241,8 +238,7 @@ TEST(Optimizer, ResumingAnotherRunIsRefused) {
     EXPECT_THAT(r.output, HasSubstr("not the run the checkpoint comes from: "));
     EXPECT_THAT(r.output, HasSubstr(c.want));
     EXPECT_THAT(r.output, HasSubstr("--weights " + dir + "/ckpt.safetensors"));
-    std::ifstream after(dir + "/log.csv");
-    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), logBefore);
+    EXPECT_EQ(kt::readFile(dir + "/log.csv"), logBefore);
   }
   r = kt::run(base + "--data " + dir + "/other.npy --seq 11 --seed 5 --batch 2");
   EXPECT_THAT(r.output, HasSubstr("(the checkpoint's run: 200 tokens, hash "));
@@ -324,14 +320,12 @@ TEST(Optimizer, AFailedCheckpointWriteStopsTheRunAndKeepsThePreviousOne) {
   const std::string common = exe + " --train --quiet --data " + dir + "/data.npy --seq 11 --save " + dir + "/ckpt.safetensors ";
   auto r = kt::run(common + "--steps 2");
   ASSERT_EQ(r.code, 0) << r.output;
-  std::ifstream in(dir + "/ckpt.safetensors", std::ios::binary);
-  const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string before = kt::readFile(dir + "/ckpt.safetensors");
   ASSERT_GT(before.size(), 2048u);  // beyond the limit below: 1 block of 512 bytes (dash) or 1 KiB (bash)
   r = kt::run("sh -c \"trap '' XFSZ; ulimit -f 1; exec " + common + "--steps 6 --seed 9 --save-every 2\"");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("error writing weights file '" + dir + "/ckpt.safetensors': File too large (the file was left as it was)"));
-  std::ifstream after(dir + "/ckpt.safetensors", std::ios::binary);
-  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(after)), std::istreambuf_iterator<char>()), before);
+  EXPECT_EQ(kt::readFile(dir + "/ckpt.safetensors"), before);
   for (auto &e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().find(".kiln-tmp-"), std::string::npos) << e.path();
 }
 

@@ -17,10 +17,7 @@ namespace {
 const std::string kExe = getenv("KILN_CLI_EXE") ? getenv("KILN_CLI_EXE") : std::string(KILN_BIN) + "/gpt2";
 std::string dir() { return kt::workDir("cli"); }
 kt::RunResult gpt2(const std::string &args) { return kt::run(kExe + " " + args); }
-std::string file(const std::string &p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), {});
-}
+std::string file(const std::string &p) { return kt::readFile(p); }
 }  // namespace
 
 TEST(Cli, VersionAndHelp) {

@@ -126,11 +126,6 @@ class Logged {
     t_.atomic();
     return line("atomic");
   }
-  // Prefetch `in`'s region that iteration `from` + offset of `at`'s loop will read, at `at`.
-  Logged &prefetch(const ImageParam &in, const VarOrRVar &at, const VarOrRVar &from, int offset) {
-    t_.prefetch(in, at, from, Expr(offset));
-    return line("prefetch", in.name(), str(at), str(from), std::to_string(offset));
-  }
   Logged &allow_race_conditions() {
     t_.allow_race_conditions();
     return line("allow_race_conditions");

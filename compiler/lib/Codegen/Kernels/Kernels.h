@@ -41,11 +41,6 @@ inline Func attentionOperand(Builder &B, ImageParam X, int width, const std::str
   return f;
 }
 
-// A quantized weight (kiln-quantize-weights): W holds bytes (byte, block, row), blocks of 32
-// weights along a row as ggml stores them. The weight at `e` (0..31) of block `b` of row `row`,
-// with e = 16·h + l: the f16 scale d (bytes 0-1) times the block's int8 (q8_0: byte 2 + e), or
-// its nibble (the low one of byte l for h = 0, the high one for h = 1) minus 8 (q4_0, bytes
-// from 2), or plus the f16 minimum m (bytes 2-3; q4_1, nibbles from byte 4).
 // IEEE half bits (u32, the high half zero) as f32, exactly for every half: the sign and the 15
 // bits of exponent and mantissa moved to an f32's places (x 2^112 rebiases the exponent; a
 // subnormal half lands on an f32 subnormal that the product makes normal), the exponent of
@@ -57,8 +52,15 @@ inline Expr halfToFloat(Expr h) {
   Expr v = reinterpret(Float(32), bits) * 5.192296858534828e33f;  // 2^112
   return select((h & u(0x7c00)) == u(0x7c00), reinterpret(Float(32), bits | u(0x7f800000)), v);
 }
+// The half stored little-endian in bytes lo, hi (u8) as f32.
+inline Expr halfFromBytes(Expr lo, Expr hi) { return halfToFloat(cast<uint32_t>(lo) | (cast<uint32_t>(hi) << 8)); }
+// A quantized weight (kiln-quantize-weights): W holds bytes (byte, block, row), blocks of 32
+// weights along a row as ggml stores them. The weight at `e` (0..31) of block `b` of row `row`,
+// with e = 16·h + l: the f16 scale d (bytes 0-1) times the block's int8 (q8_0: byte 2 + e), or
+// its nibble (the low one of byte l for h = 0, the high one for h = 1) minus 8 (q4_0, bytes
+// from 2), or plus the f16 minimum m (bytes 2-3; q4_1, nibbles from byte 4).
 inline Expr quantHalf(ImageParam W, Expr at, Expr b, Expr row) {
-  return halfToFloat(cast<uint32_t>(W(at, b, row)) | (cast<uint32_t>(W(at + 1, b, row)) << 8));
+  return halfFromBytes(W(at, b, row), W(at + 1, b, row));
 }
 // A weight's code as f32, the weight being d·code (+ m): q8_0's int8, q4_0's nibble - 8, q4_1's
 // nibble (h = 0: the low nibbles of the block's 16 bytes, h = 1: the high ones; l: the byte).
