@@ -184,7 +184,22 @@ bool is_gguf(const std::string &path) {
   return yes;
 }
 
+namespace {
+kilnrt_status openGguf(const std::string &path, kilnrt_weights *w, bool tensors);
+}
+
+// Any metadata value of an unexpected type that a check below missed is still an error naming
+// the file, never an uncaught exception.
 kilnrt_status open_gguf(const std::string &path, kilnrt_weights *w, bool tensors) {
+  try {
+    return openGguf(path, w, tensors);
+  } catch (const json::exception &e) {
+    return user_error("GGUF file '" + path + "': malformed metadata (" + e.what() + ")");
+  }
+}
+
+namespace {
+kilnrt_status openGguf(const std::string &path, kilnrt_weights *w, bool tensors) {
   auto bad = [&](const std::string &why) { return user_error("GGUF file '" + path + "': " + why); };
   int fd = open(path.c_str(), O_RDONLY);
   if (fd < 0) return bad(std::string("cannot open: ") + strerror(errno));
@@ -227,7 +242,12 @@ kilnrt_status open_gguf(const std::string &path, kilnrt_weights *w, bool tensors
       return bad("general.alignment is " + a.dump(-1, ' ', false, json::error_handler_t::replace) + ", not a power of two up to 65536");
     alignment = a.get<uint64_t>();
   }
-  std::string arch = w->meta.value("general.architecture", std::string());
+  std::string arch;
+  if (auto it = w->meta.find("general.architecture"); it != w->meta.end()) {
+    if (!it->is_string())
+      return bad("general.architecture is " + it->dump(-1, ' ', false, json::error_handler_t::replace) + ", not a string");
+    arch = it->get<std::string>();
+  }
   struct Info {
     std::string name;
     std::vector<int64_t> ne;  // fastest first
@@ -350,5 +370,7 @@ kilnrt_status open_gguf(const std::string &path, kilnrt_weights *w, bool tensors
   }
   return KILNRT_OK;
 }
+
+}  // namespace
 
 }  // namespace kilnrt

@@ -288,6 +288,9 @@ TEST(Gguf, BadFilesAreClearErrors) {
   memset(&over[off], 0, 8);
   expectError(over, "overlap", "overlap");
   expectError(gguf(1, kvString("general.architecture", "qwen3"), {{"a", {32}, 3, q4}}), "architecture 'qwen3'", "arch");
+  // Found by fuzz/gguf: an architecture that is no string was an uncaught exception.
+  expectError(gguf(1, kvU32("general.architecture", 7), {{"a", {32}, 3, q4}}), "general.architecture is 7, not a string",
+              "arch_not_string");
 }
 
 }  // namespace
