@@ -341,6 +341,21 @@ Tensor Model::state(const std::string &name, Shape shape, Dim batch, SourceLoc l
   return add(n);
 }
 
+Tensor Model::cache_slots(const std::string &name, Dim rows, Dim batch, SourceLoc loc) {
+  if (!batch.dynamic() || !syms_.at(batch.sym).batch)
+    throw Error("cache_slots '" + name + "': the slots are those of a batch (Model::batch), got " + dim_str(batch), loc);
+  if (rows != batch && (rows.dynamic() || rows.size != 1))
+    throw Error("cache_slots '" + name + "': one slot per row of the batch " + dim_str(batch) + " or a single one (1), got " +
+                    dim_str(rows), loc);
+  for (const Node &n : nodes_)
+    if (n.kind == OpKind::Input && n.cache_slots && n.entry == current_entry())
+      throw Error("cache_slots '" + name + "': entry '" + entries_[current_entry()] + "' already takes its slots from '" + n.name + "'",
+                  loc);
+  Tensor t = input(name, {rows}, {.dtype = DType::I32, .vocab = batch.size, .optional = true}, loc);
+  nodes_[t.id()].cache_slots = true;
+  return t;
+}
+
 Tensor Model::param(const std::string &name, Shape shape, ParamOptions opt, SourceLoc loc) {
   if (int prev = shared(OpKind::Param, name, shape, loc); prev >= 0) {
     Node n = nodes_[prev];  // the same parameter, used from another entry

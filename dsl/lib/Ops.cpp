@@ -97,6 +97,18 @@ Tensor sinusoidal_positions(Tensor like, int64_t d, PositionOptions opt, SourceL
   return make(m, OpKind::SinusoidalPositions, ins, {like.dim(0), d}, loc);
 }
 
+// A `past`: [1] i32 (one position for every sequence), or one per sequence when the op has one
+// row per sequence of a batch (`rows` is the batch itself: a batched decode step, each sequence
+// at its own position).
+static void need_past(Model &m, const char *op, Tensor past, Dim rows, const std::string &what, SourceLoc loc) {
+  const Dim d = past.rank() == 1 ? past.dim(0) : Dim();
+  const bool perSequence = d.dynamic() && m.symbols().at(d.sym).batch && d == rows;
+  need(past.dtype() == DType::I32 && past.rank() == 1 && (d == Dim(1) || perSequence), op,
+       "past must be a [1] i32 tensor (" + what + ") or one per sequence of the batch its rows are ([" + m.dim_str(rows) +
+           "] when the rows are that batch)",
+       loc);
+}
+
 Tensor rope(Tensor x, RopeOptions opt, SourceLoc loc) {
   Model &m = model_of({x}, "rope", loc);
   need_f32(m, "rope", "input", x, loc);
@@ -109,8 +121,7 @@ Tensor rope(Tensor x, RopeOptions opt, SourceLoc loc) {
   std::vector<int> ins{x.id()};
   if (opt.past) {
     model_of({x, opt.past}, "rope", loc);
-    need(opt.past.dtype() == DType::I32 && opt.past.rank() == 1 && opt.past.dim(0) == Dim(1), "rope",
-         "past must be a [1] i32 tensor (the first row's position)", loc);
+    need_past(m, "rope", opt.past, x.dim(1), "the first row's position", loc);
     ins.push_back(opt.past.id());
   }
   Node n{.kind = OpKind::Rope, .inputs = std::move(ins), .shape = x.shape()};
@@ -466,8 +477,7 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
   std::vector<int> ins{q.id(), k.id(), v.id()};
   if (opt.past) {
     model_of({q, opt.past}, "attention", loc);
-    need(opt.past.dtype() == DType::I32 && opt.past.rank() == 1 && opt.past.dim(0) == Dim(1), "attention",
-         "past must be a [1] i32 tensor (the number of cached positions)", loc);
+    need_past(m, "attention", opt.past, q.dim(1), "the number of cached positions", loc);
     ins.push_back(opt.past.id());
   }
   if (opt.key_count) {
@@ -559,8 +569,7 @@ Tensor cache_write(Tensor cache, Tensor value, Tensor past, SourceLoc loc) {
   std::vector<int> ins{cache.id(), value.id()};
   if (past) {
     model_of({cache, past}, "cache_write", loc);
-    need(past.dtype() == DType::I32 && past.rank() == 1 && past.dim(0) == Dim(1), "cache_write",
-         "past must be a [1] i32 tensor (the first row to write)", loc);
+    need_past(m, "cache_write", past, rows, "the first row to write", loc);
     ins.push_back(past.id());
   }
   return make(m, OpKind::CacheWrite, ins, cache.shape(), loc);

@@ -64,7 +64,7 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   const int64_t hd = d / c.heads;
   // forward (the prefill): the prompt, which also fills the caches. --batch: B sequences at once
   // ([B, L] inputs, B·L rows) in the entries without a cache (the training entries) and in
-  // forward, which then fills one cache per sequence; decode_batch steps all B at one `past`.
+  // forward, which then fills one cache per sequence; decode_batch steps each at its own past.
   // prefill and decode take one sequence (B = 1; with --batch, sequence 0's cache).
   Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
   auto cacheState = [&](const std::string &name) {
@@ -118,14 +118,16 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   Tensor wte1 = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor x1 = add(embedding(wte1, token), embedding(m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f}), past));
   m.output("next_logits", decoder(x1, past, wte1));
-  // decode_batch (--batch > 1): one token per sequence ([B]), all at position `past`, each
-  // attending to its own cache (filled by forward over [B, L] prompts).
+  // decode_batch (--batch > 1): one token per sequence ([B]), sequence r at its own position
+  // past_batch[r], attending to the cache of slot slots[r] (filled by forward over [B, L]
+  // prompts, slot b for sequence b; slots left out: 0, 1, 2, ...).
   if (c.batch > 1) {
     m.entry("decode_batch", EntryRole::DecodeBatch);
     Tensor tokenB = m.tokens("token_batch", B, c.vocab);
-    Tensor pastB = m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx});
+    Tensor pastB = m.input("past_batch", {B}, {.dtype = DType::I32, .vocab = c.ctx});
+    m.cache_slots("slots", B, B);
     Tensor wteB = m.param("transformer.wte.weight", {c.vocab, d});
-    Tensor pos = reshape(embedding(m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f}), pastB), {d});
+    Tensor pos = embedding(m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f}), pastB);
     m.output("next_logits_batch", decoder(add(embedding(wteB, tokenB), pos), pastB, wteB));
   }
   // --train: `gradients`, the mean cross-entropy of the next tokens (`targets`, -1 where a

@@ -11,7 +11,8 @@
 //
 // Entries as examples/gpt2's: `forward` (every row's logits; fills the caches), `prefill`
 // (the last row's logits), `decode` (one token at `past`), `extend` (a chunk of tokens at
-// `past`: a conversation's next turn), `decode_batch` (--batch > 1), and
+// `past`: a conversation's next turn; with --batch, of one slot's cache), `decode_batch`
+// (--batch > 1: a token per sequence, each at its own past and cache slot), and
 // with --train `gradients`, `eval` and `train_step`.
 #include <cmath>
 
@@ -116,16 +117,18 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
   // extend: a chunk of tokens appended at `past` of the cache (its positions past, past + 1,
   // ...; the cache must already hold the first `past`): a chat's next turn runs only its own
   // tokens. The chunk's last row's logits.
-  // (--batch > 1 keeps a cache per sequence: no extend entry yet.)
-  if (c.batch == 1) {
-    m.entry("extend", EntryRole::Extend);
-    m.output("chunk_logits", decoder(m.tokens("chunk", m.seq("C", c.ctx), c.vocab),
-                                     m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx}), true));
-  }
-  if (c.batch > 1) {  // one token per sequence, all at position `past`
+  // --batch > 1 keeps a cache per sequence: the chunk goes into the cache of slot `slot` (a
+  // prompt prefilled into a free slot at past 0, in chunks, or a turn appended to its own).
+  m.entry("extend", EntryRole::Extend);
+  Tensor chunk = m.tokens("chunk", m.seq("C", c.ctx), c.vocab);
+  if (c.batch > 1) m.cache_slots("slot", 1, B);
+  m.output("chunk_logits", decoder(chunk, m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx}), true));
+  if (c.batch > 1) {  // one token per sequence, sequence r at past_batch[r] of slot slots[r]'s cache
     m.entry("decode_batch", EntryRole::DecodeBatch);
     Tensor tokens = m.tokens("token_batch", B, c.vocab);
-    m.output("next_logits_batch", decoder(tokens, m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx})));
+    Tensor pastB = m.input("past_batch", {B}, {.dtype = DType::I32, .vocab = c.ctx});
+    m.cache_slots("slots", B, B);
+    m.output("next_logits_batch", decoder(tokens, pastB));
   }
   if (!c.train) return;
   // --train: the mean cross-entropy of the next tokens (`targets`, -1 where a position has

@@ -132,7 +132,7 @@ int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::s
   const kiln_entry_info *extend = kilnrt_entry_by_role(&cli.model, KILN_ROLE_EXTEND);
   if (!extend)
     cli.die(1, "--chat without --prompt keeps the KV cache between turns: it needs a model with an extend entry "
-               "(examples/llama compiled with --batch 1)");
+               "(examples/llama has one)");
   int64_t context = 0;  // the cache's length: the bound of extend's `past`
   for (int k = 0; k < extend->n_inputs; ++k)
     if (const kiln_tensor_info &in = cli.model.io[extend->inputs[k]]; strcmp(in.name, "past") == 0) context = in.max_value;

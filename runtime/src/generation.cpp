@@ -137,7 +137,8 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
   if (extend) {  // the chunk goes to the extend entry's token input
     token_input = nullptr;
     for (int k = 0; k < extend->n_inputs; ++k)
-      if (m.io[extend->inputs[k]].dtype == KILN_I32 && std::string(m.io[extend->inputs[k]].name) != "past") {
+      if (m.io[extend->inputs[k]].dtype == KILN_I32 && std::string(m.io[extend->inputs[k]].name) != "past" &&
+          !m.io[extend->inputs[k]].cache_slots) {  // not its slot (left out: slot 0)
         token_input = m.io[extend->inputs[k]].name;
         break;
       }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <map>
 
 #include "session_state.h"
@@ -142,11 +143,26 @@ extern "C" kilnrt_status kilnrt_session_set_input(kilnrt_session *s, const char 
   if (info.max_value > 0) {
     const int32_t *ids = (const int32_t *)t->data;
     for (int64_t i = 0; i < n; ++i)
-      if ((ids[i] < 0 || ids[i] >= info.max_value) && !(info.ignore_id < 0 && ids[i] == info.ignore_id))
+      if ((ids[i] < 0 || ids[i] >= info.max_value) && !(info.ignore_id < 0 && ids[i] == info.ignore_id) && info.cache_slots)
+        return user_error("input '" + std::string(name) + "': cache slot " + std::to_string(ids[i]) + " of sequence " +
+                          std::to_string(i) + " is outside [0, " + std::to_string(info.max_value) +
+                          ") (the model keeps that many per-sequence caches: its compiled batch bound)");
+      else if ((ids[i] < 0 || ids[i] >= info.max_value) && !(info.ignore_id < 0 && ids[i] == info.ignore_id))
         return user_error("input '" + std::string(name) + "': token id " + std::to_string(ids[i]) + " at position " +
                           std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(info.max_value) + ")" +
                           (info.ignore_id < 0 ? " (" + std::to_string(info.ignore_id) + " marks an ignored position)"
                                               : std::string()));
+  }
+  if (info.cache_slots) {  // two sequences in one slot would write one cache
+    const int32_t *ids = (const int32_t *)t->data;
+    std::vector<int64_t> first((size_t)info.max_value, -1);
+    for (int64_t i = 0; i < n; ++i) {
+      if (first[(size_t)ids[i]] >= 0)
+        return user_error("input '" + std::string(name) + "': cache slot " + std::to_string(ids[i]) + " is given twice (sequences " +
+                          std::to_string(first[(size_t)ids[i]]) + " and " + std::to_string(i) +
+                          "); each sequence needs a slot of its own");
+      first[(size_t)ids[i]] = i;
+    }
   }
   Storage st = alloc64((size_t)n * 4);
   memcpy(st.get(), t->data, (size_t)n * 4);
@@ -258,6 +274,14 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
       if (kilnrt::is_batch_sym(m, i) && syms[i] > 1)
         return user_error("a model compiled with --gpu-buffers=device runs one sequence at a time: give it one "
                           "sequence, not " + std::string(m->sym_names[i]) + " = " + std::to_string(syms[i]));
+  if (s->resident)  // nor views of another slot than the first
+    for (int k = 0; k < e->n_inputs; ++k)
+      if (int io = e->inputs[k]; m->io[io].cache_slots && s->io_set[io])
+        for (int64_t i = 0; i < kilnrt_tensor_numel(&s->io_tensor[io]); ++i)
+          if (((const int32_t *)s->io_tensor[io].data)[i] != 0)
+            return user_error("a model compiled with --gpu-buffers=device keeps one sequence's caches: input '" +
+                              std::string(m->io[io].name) + "' names cache slot " +
+                              std::to_string(((const int32_t *)s->io_tensor[io].data)[i]) + ", not 0");
   if (e->single_sequence)
     for (int i = 0; i < m->n_syms; ++i)
       if (kilnrt::is_batch_sym(m, i) && syms[i] > 1)
@@ -275,7 +299,9 @@ extern "C" kilnrt_status kilnrt_session_run(kilnrt_session *s, const char *entry
                         m->sym_names[sym]);
     size_t bytes = (size_t)kilnrt_tensor_numel(&t) * 4;
     if (!s->io_store[io] || kilnrt_tensor_numel(&s->io_tensor[io]) != kilnrt_tensor_numel(&t)) s->io_store[io] = alloc64(bytes);
-    if (info.fill == 0) {
+    if (info.cache_slots) {  // sequence r in slot r
+      std::iota((int32_t *)s->io_store[io].get(), (int32_t *)s->io_store[io].get() + kilnrt_tensor_numel(&t), 0);
+    } else if (info.fill == 0) {
       memset(s->io_store[io].get(), 0, bytes);
     } else if (info.dtype == KILN_I32) {
       std::fill_n((int32_t *)s->io_store[io].get(), kilnrt_tensor_numel(&t), (int32_t)info.fill);

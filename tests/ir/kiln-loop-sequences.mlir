@@ -53,6 +53,37 @@
 // LLVM: llvm.icmp "slt"
 // LLVM: llvm.call @kiln_attention
 // LLVM: llvm.icmp "slt"
+// Ragged decoding: a past per sequence ([B]) and cache slots (kiln.cache_slots): each
+// sequence's call sees its own past (a [1] view b values further) and the cache of slot
+// slots[b] (the slot loaded from the slots input, times 64 floats).
+// CHECK-LABEL: func.func @ragged
+// CHECK-NOT: kiln.single_sequence
+// CHECK: kiln.cache_write {{.*}}kiln.per_sequence = 1 : i64
+// CHECK: kiln.attention {{.*}}kiln.per_sequence = 1 : i64
+// LLVM-LABEL: llvm.func @kiln_entry_ragged
+// LLVM: %[[SLOT:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i32
+// LLVM-NEXT: %[[S64:.*]] = llvm.sext %[[SLOT]] : i32 to i64
+// LLVM-NEXT: %[[N:.*]] = llvm.mlir.constant(64 : i64) : i64
+// LLVM-NEXT: %[[OFF:.*]] = llvm.mul %[[N]], %[[S64]] : i64
+// LLVM-NEXT: llvm.add %{{.*}}, %[[OFF]] : i64
+// LLVM: llvm.call @kiln_cache_write
+// LLVM: llvm.icmp "slt"
+// One slot for an entry without the batch (a chunk appended to one slot's cache): the cache's
+// view starts slots[0] caches further, with no loop; the same slot with a batch's rows runs one
+// sequence at a time.
+// CHECK-LABEL: func.func @one_slot
+// CHECK-NOT: kiln.per_sequence
+// CHECK: return
+// LLVM-LABEL: llvm.func @kiln_entry_one_slot
+// LLVM: %[[SLOT1:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i32
+// LLVM-NEXT: %[[S1:.*]] = llvm.sext %[[SLOT1]] : i32 to i64
+// LLVM-NEXT: %[[N1:.*]] = llvm.mlir.constant(64 : i64) : i64
+// LLVM-NEXT: llvm.mul %[[N1]], %[[S1]] : i64
+// LLVM: llvm.call @kiln_cache_write
+// LLVM-NOT: llvm.icmp "slt"
+// LLVM: llvm.return
+// CHECK-LABEL: func.func @one_slot_batch
+// CHECK-SAME: kiln.single_sequence = "it takes a single cache slot"
 module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i64: 8, 4, 32>,
                    kiln.seq_factors = array<i64: -1, -1, -1, -1, 1, 0>} {
   func.func @forward(%t: tensor<?xi32> {kiln.name = "tokens", kiln.syms = array<i64: 2>}) -> (tensor<?x8xf32> {kiln.name = "y"}) {
@@ -105,6 +136,40 @@ module attributes {kiln.seq_names = ["L", "B", "B*L"], kiln.seq_bounds = array<i
     %o = kiln.attention %v, %c, %c, %past {mask = #kiln.mask<causal>, scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x8x8xf32>, tensor<1x8x8xf32>, tensor<1xi32>) -> tensor<1x?x8xf32>
     %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
     %z = kiln.relu %r : (tensor<?x8xf32>) -> tensor<?x8xf32>
+    return %z : tensor<?x8xf32>
+  }
+  func.func @ragged(%n: tensor<?xi32> {kiln.name = "next_r", kiln.syms = array<i64: 1>},
+                    %past: tensor<?xi32> {kiln.name = "past_r", kiln.syms = array<i64: 1>},
+                    %slots: tensor<?xi32> {kiln.name = "slots_r", kiln.syms = array<i64: 1>, kiln.cache_slots}) -> (tensor<?x8xf32> {kiln.name = "z5"}) {
+    %wte = kiln.param "wte" : tensor<16x8xf32>
+    %e = kiln.embedding %wte, %n : (tensor<16x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %v = kiln.reshape %e : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
+    %s = kiln.state "bcache" {batch = 1 : i64} : tensor<1x8x8xf32>
+    %c = kiln.cache_write %s, %v, %past : (tensor<1x8x8xf32>, tensor<1x?x8xf32>, tensor<?xi32>) -> tensor<1x8x8xf32>
+    %o = kiln.attention %v, %c, %c, %past {mask = #kiln.mask<causal>, scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x8x8xf32>, tensor<1x8x8xf32>, tensor<?xi32>) -> tensor<1x?x8xf32>
+    %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
+    return %r : tensor<?x8xf32>
+  }
+  func.func @one_slot(%t: tensor<?xi32> {kiln.name = "chunk", kiln.syms = array<i64: 0>},
+                      %past: tensor<1xi32> {kiln.name = "past1", kiln.syms = array<i64: -1>},
+                      %slot: tensor<1xi32> {kiln.name = "slot", kiln.syms = array<i64: -1>, kiln.cache_slots}) -> (tensor<?x8xf32> {kiln.name = "z6"}) {
+    %wte = kiln.param "wte" : tensor<16x8xf32>
+    %e = kiln.embedding %wte, %t : (tensor<16x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %v = kiln.reshape %e : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
+    %s = kiln.state "bcache" {batch = 1 : i64} : tensor<1x8x8xf32>
+    %c = kiln.cache_write %s, %v, %past : (tensor<1x8x8xf32>, tensor<1x?x8xf32>, tensor<1xi32>) -> tensor<1x8x8xf32>
+    %o = kiln.attention %v, %c, %c, %past {mask = #kiln.mask<causal>, scale = 0.35 : f32} : (tensor<1x?x8xf32>, tensor<1x8x8xf32>, tensor<1x8x8xf32>, tensor<1xi32>) -> tensor<1x?x8xf32>
+    %r = kiln.reshape %o : (tensor<1x?x8xf32>) -> tensor<?x8xf32>
+    return %r : tensor<?x8xf32>
+  }
+  func.func @one_slot_batch(%t: tensor<?xi32> {kiln.name = "tokens_s", kiln.syms = array<i64: 2>},
+                            %slot: tensor<1xi32> {kiln.name = "slot_b", kiln.syms = array<i64: -1>, kiln.cache_slots}) -> (tensor<?x8xf32> {kiln.name = "z7"}) {
+    %wpe = kiln.param "wpe" : tensor<8x8xf32>
+    %p = kiln.position_embedding %wpe, %t : (tensor<8x8xf32>, tensor<?xi32>) -> tensor<?x8xf32>
+    %v = kiln.reshape %p : (tensor<?x8xf32>) -> tensor<1x?x8xf32>
+    %s = kiln.state "bcache" {batch = 1 : i64} : tensor<1x8x8xf32>
+    %c = kiln.cache_write %s, %v : (tensor<1x8x8xf32>, tensor<1x?x8xf32>) -> tensor<1x8x8xf32>
+    %z = kiln.relu %p : (tensor<?x8xf32>) -> tensor<?x8xf32>
     return %z : tensor<?x8xf32>
   }
 }

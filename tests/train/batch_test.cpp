@@ -148,11 +148,13 @@ TEST(Batch, TrainingStepsTakeBatchesOfWindows) {
 }  // namespace
 
 // Batched decode: GPT-2 compiled with --batch keeps one KV cache per sequence. forward over
-// [B, L] prompts fills each sequence's, and decode_batch steps all B at one `past`, each
-// attending to its own cache (--entry forward,decode_batch: one session). Every sequence's next
-// logits, and its prompt logits, equal that sequence run alone (forward then decode, which use
-// sequence 0's cache); sequences with different prompts get different logits, so a cache shared
-// or mixed between sequences would show.
+// [B, L] prompts fills each sequence's, and decode_batch steps the sequences each at its own
+// past (past_batch) in the cache of its slot (slots; --entry forward,decode_batch: one session).
+// Every sequence's next logits, and its prompt logits, equal that sequence run alone (forward
+// over its first `past` tokens, then decode, which use sequence 0's cache): sequences at pasts
+// 7, 4 and 6 (a step at past < L overwrites the cache from there on, as a shorter prompt would
+// have left it), and a step of two rows over slots 2 and 0 (slot 1 left out). Sequences with
+// different prompts get different logits, so a cache shared or mixed between sequences would show.
 TEST(Batch, BatchedDecodeEqualsEachSequenceDecodedAlone) {
   std::string dir = kt::workDir("train_batch_decode");
   std::string exe = kt::compileExample("gpt2", "--batch 3 --layers 2 --d-model 64 --heads 4 --vocab 120 --ctx 32", dir);
@@ -160,42 +162,61 @@ TEST(Batch, BatchedDecodeEqualsEachSequenceDecodedAlone) {
   const int64_t B = 3, L = 7, V = 120;
   std::vector<int32_t> prompts = kt::randomIds(B * L, (int)V, 11), next = {7, 55, 101};
   kt::saveIdRows(dir + "/prompts.npy", prompts, B);
-  kt::saveIds(dir + "/next.npy", next);
-  kt::saveIds(dir + "/past.npy", {(int32_t)L});
-  auto r = kt::run(exe + " --random-weights --seed 5 --entry forward,decode_batch --input tokens=" + dir +
-                   "/prompts.npy --input token_batch=" + dir + "/next.npy --input past=" + dir + "/past.npy --output-dir " +
-                   dir + "/batch");
-  ASSERT_EQ(r.code, 0) << r.output;
-  ref::T batch = kt::loadNpy(dir + "/batch/next_logits_batch.npy"), prompt = kt::loadNpy(dir + "/batch/logits.npy");
-  ASSERT_EQ(batch.shape, (std::vector<int64_t>{B, V}));
-  ASSERT_EQ(prompt.shape, (std::vector<int64_t>{B, L, V}));
-  for (int64_t b = 0; b < B; ++b) {
-    std::string one = dir + "/seq" + std::to_string(b);
-    kt::saveIds(one + ".npy", std::vector<int32_t>(prompts.begin() + b * L, prompts.begin() + (b + 1) * L));
-    kt::saveIds(one + "_next.npy", {next[b]});
-    r = kt::run(exe + " --random-weights --seed 5 --entry forward,decode --input tokens=" + one + ".npy --input token=" +
-                one + "_next.npy --input past=" + dir + "/past.npy --output-dir " + one);
+  // Each case: the rows' sequences, their pasts and (when given) their slots.
+  struct Case {
+    std::vector<int> seqs;
+    std::vector<int32_t> pasts;
+    bool slots;
+  };
+  for (const Case &c : {Case{{0, 1, 2}, {7, 4, 6}, false}, Case{{2, 0}, {5, 7}, true}}) {
+    std::string tag = "case" + std::to_string(c.seqs.size());
+    std::vector<int32_t> tokens, slots;
+    for (int b : c.seqs) tokens.push_back(next[b]), slots.push_back(b);
+    kt::saveIds(dir + "/" + tag + "_next.npy", tokens);
+    kt::saveIds(dir + "/" + tag + "_past.npy", c.pasts);
+    kt::saveIds(dir + "/" + tag + "_slots.npy", slots);
+    auto r = kt::run(exe + " --random-weights --seed 5 --entry forward,decode_batch --input tokens=" + dir +
+                     "/prompts.npy --input token_batch=" + dir + "/" + tag + "_next.npy --input past_batch=" + dir + "/" + tag +
+                     "_past.npy" + (c.slots ? " --input slots=" + dir + "/" + tag + "_slots.npy" : "") + " --output-dir " + dir +
+                     "/" + tag);
     ASSERT_EQ(r.code, 0) << r.output;
-    ref::T alone = kt::loadNpy(one + "/next_logits.npy"), alonePrompt = kt::loadNpy(one + "/logits.npy");
-    ASSERT_EQ(alone.shape, (std::vector<int64_t>{1, V}));
-    ref::T row, rows;
-    row.shape = alone.shape;
-    row.v.assign(batch.v.begin() + b * V, batch.v.begin() + (b + 1) * V);
-    rows.shape = alonePrompt.shape;
-    rows.v.assign(prompt.v.begin() + b * L * V, prompt.v.begin() + (b + 1) * L * V);
-    EXPECT_LE(kt::maxRelDiff(alone, row), 1e-5) << "sequence " << b << "'s decode step in the batch against it alone";
-    EXPECT_LE(kt::maxRelDiff(alonePrompt, rows), 1e-5) << "sequence " << b << "'s prompt logits";
-    if (b > 0) {
-      ref::T prev;
-      prev.shape = row.shape;
-      prev.v.assign(batch.v.begin() + (b - 1) * V, batch.v.begin() + b * V);
-      EXPECT_GT(kt::maxRelDiff(prev, row), 1e-3) << "sequences " << b - 1 << " and " << b << " gave the same logits";
+    ref::T batch = kt::loadNpy(dir + "/" + tag + "/next_logits_batch.npy"), prompt = kt::loadNpy(dir + "/" + tag + "/logits.npy");
+    const int64_t rows = (int64_t)c.seqs.size();
+    ASSERT_EQ(batch.shape, (std::vector<int64_t>{rows, V}));
+    ASSERT_EQ(prompt.shape, (std::vector<int64_t>{B, L, V}));
+    for (int64_t k = 0; k < rows; ++k) {
+      const int b = c.seqs[k];
+      const int32_t past = c.pasts[k];
+      SCOPED_TRACE(tag + ": row " + std::to_string(k) + ", sequence " + std::to_string(b) + " at past " + std::to_string(past));
+      std::string one = dir + "/" + tag + "_seq" + std::to_string(b);
+      kt::saveIds(one + ".npy", std::vector<int32_t>(prompts.begin() + b * L, prompts.begin() + b * L + past));
+      kt::saveIds(one + "_next.npy", {next[b]});
+      kt::saveIds(one + "_past.npy", {past});
+      r = kt::run(exe + " --random-weights --seed 5 --entry forward,decode --input tokens=" + one + ".npy --input token=" +
+                  one + "_next.npy --input past=" + one + "_past.npy --output-dir " + one);
+      ASSERT_EQ(r.code, 0) << r.output;
+      ref::T alone = kt::loadNpy(one + "/next_logits.npy"), alonePrompt = kt::loadNpy(one + "/logits.npy");
+      ASSERT_EQ(alone.shape, (std::vector<int64_t>{1, V}));
+      ref::T row, rowsOf;
+      row.shape = alone.shape;
+      row.v.assign(batch.v.begin() + k * V, batch.v.begin() + (k + 1) * V);
+      rowsOf.shape = alonePrompt.shape;
+      rowsOf.v.assign(prompt.v.begin() + b * L * V, prompt.v.begin() + (b * L + past) * V);
+      EXPECT_LE(kt::maxRelDiff(alone, row), 1e-5) << "the decode step in the batch against the sequence alone";
+      EXPECT_LE(kt::maxRelDiff(alonePrompt, rowsOf), 1e-5) << "the prompt logits";
+      if (k > 0) {
+        ref::T prev;
+        prev.shape = row.shape;
+        prev.v.assign(batch.v.begin() + (k - 1) * V, batch.v.begin() + k * V);
+        EXPECT_GT(kt::maxRelDiff(prev, row), 1e-3) << "rows " << k - 1 << " and " << k << " gave the same logits";
+      }
     }
   }
   // A batch beyond the bound; an entry name that does not exist in a chain.
   kt::saveIds(dir + "/four.npy", {1, 2, 3, 4});
-  r = kt::run(exe + " --random-weights --entry decode_batch --input token_batch=" + dir + "/four.npy --input past=" + dir +
-              "/past.npy");
+  kt::saveIds(dir + "/past4.npy", {1, 1, 1, 1});
+  auto r = kt::run(exe + " --random-weights --entry decode_batch --input token_batch=" + dir + "/four.npy --input past_batch=" + dir +
+                   "/past4.npy");
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("B = 4 exceeds the compiled bound 3"));
   r = kt::run(exe + " --random-weights --entry forward,decod --input tokens=" + dir + "/prompts.npy");

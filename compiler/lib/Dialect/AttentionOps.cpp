@@ -91,9 +91,11 @@ LogicalResult AttentionOp::verify() {
       return emitOpError("expected the key mask to be a 1-D i32 tensor");
     if (failed(expectDim(*this, "key mask length", ty(getPast()).getDimSize(0), "key length", k.getDimSize(1)))) return failure();
     if (getMask() != MaskKind::none) return emitOpError("expected no causal mask with a key mask");
-  } else if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
-                           !ty(getPast()).getElementType().isInteger(32))) {
-    return emitOpError("expected past to be a tensor<1xi32>");
+  } else if (getPast() && !getKeyCount() && failed(expectPast(*this, getPast()))) {
+    return failure();
+  } else if (getKeyCount() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
+                               !ty(getPast()).getElementType().isInteger(32))) {
+    return emitOpError("expected the key count to be a tensor<1xi32>");
   }
   if (getKeyCount() && !getPast()) return emitOpError("expected a key count operand with key_count");
   if (Value lse = getLse()) {  // each query row's log-sum-exp, beside the output

@@ -123,9 +123,7 @@ LogicalResult RopeOp::verify() {
   int64_t d = ty(getInput()).getDimSize(2);
   if (ShapedType::isDynamic(d) || d % 2) return emitOpError("expected a static even head dim, got ") << d;
   if (ty(getResult()) != ty(getInput())) return emitOpError("expected the result type to be the input's");
-  if (getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
-                    !ty(getPast()).getElementType().isInteger(32)))
-    return emitOpError("expected past to be a tensor<1xi32>");
+  if (getPast() && failed(expectPast(*this, getPast()))) return failure();
   float theta = getTheta().convertToFloat(), scaling = getScaling().convertToFloat();
   if (!(theta > 1.0f) || !std::isfinite(theta)) return emitOpError("expected theta > 1, got ") << theta;
   if (!(scaling > 0.0f) || !std::isfinite(scaling)) return emitOpError("expected a positive scaling, got ") << scaling;

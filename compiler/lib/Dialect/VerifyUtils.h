@@ -32,6 +32,15 @@ inline mlir::LogicalResult expectShape(mlir::Operation *op, const char *a, mlir:
   return op->emitOpError() << "expected the " << a << " (" << at << ") and the " << b << " (" << bt << ") to have one shape";
 }
 
+// A `past` operand: [1] i32 (one position for every sequence), or [?] i32 (one per sequence of
+// the op's batch, each sequence's call seeing its own: kiln-loop-sequences).
+inline mlir::LogicalResult expectPast(mlir::Operation *op, mlir::Value past) {
+  auto t = ty(past);
+  if (t.getRank() == 1 && t.getElementType().isInteger(32) && (t.getDimSize(0) == 1 || mlir::ShapedType::isDynamic(t.getDimSize(0))))
+    return mlir::success();
+  return op->emitOpError() << "expected past to be a tensor<1xi32> or one position per sequence (tensor<?xi32>), got " << t;
+}
+
 // A result's lengths: `rank` static dims (the hooks then set the dynamic ones).
 inline Syms lengths(int64_t rank) { return Syms(rank, -1); }
 

@@ -269,6 +269,7 @@ static void setEntryAttrs(OpBuilder &b, func::FuncOp f, const Model &m, int e, c
     if (n.optional) f.setArgAttr(a, "kiln.optional", b.getUnitAttr());
     if (n.optional && n.fill) f.setArgAttr(a, "kiln.fill", b.getI64IntegerAttr(n.fill));
     if (n.ignore_index < 0) f.setArgAttr(a, "kiln.ignore_id", b.getI64IntegerAttr(n.ignore_index));
+    if (n.cache_slots) f.setArgAttr(a, "kiln.cache_slots", b.getUnitAttr());  // the rows' per-sequence state slots
     if (n.ahead > 0) f.setArgAttr(a, "kiln.ahead", b.getI64IntegerAttr(n.ahead));  // targets k ahead: what --train sets
     if (n.mask_rate > 0) {  // masked-LM targets: what --train masks
       f.setArgAttr(a, "kiln.mask_rate", b.getF32FloatAttr(n.mask_rate));

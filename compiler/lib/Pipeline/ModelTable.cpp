@@ -48,7 +48,7 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
                        kiln::InitKind init, float scale, bool optional = false, bool transposed = false,
                        int64_t panelCols = 0, int64_t ignoreId = 0, float maskRate = 0, int64_t maskToken = 0,
                        ArrayRef<int64_t> factors = {}, int64_t ahead = 0, kiln::WeightFormat format = kiln::WeightFormat::f32,
-                       int64_t fill = 0) {
+                       int64_t fill = 0, bool cacheSlots = false) {
   std::ostringstream os, dims;
   int rank = 0;
   for (int64_t d = 0; d < t.getRank(); ++d) {
@@ -71,7 +71,7 @@ std::string tensorInfo(StringRef name, RankedTensorType t, ArrayRef<int64_t> sym
   os << "}, " << vocab << ", "
      << initName(init) << ", "
      << "(float)" << scale << ", " << (optional ? 1 : 0) << ", " << (transposed ? 1 : 0) << ", " << panelCols << ", " << ignoreId << ", (float)"
-     << maskRate << ", " << maskToken << ", " << ahead << ", " << fill << "}";
+     << maskRate << ", " << maskToken << ", " << ahead << ", " << fill << ", " << (cacheSlots ? 1 : 0) << "}";
   return os.str();
 }
 
@@ -143,7 +143,8 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
                                    f.getArgAttr(i, "kiln.optional") != nullptr, false, 0,
                                    ignoreId ? ignoreId.getInt() : 0, maskRate ? (float)maskRate.getValueAsDouble() : 0.0f,
                                    maskToken ? maskToken.getInt() : 0, factors, ahead ? ahead.getInt() : 0,
-                                   kiln::WeightFormat::f32, fill ? fill.getInt() : 0);
+                                   kiln::WeightFormat::f32, fill ? fill.getInt() : 0,
+                                   f.getArgAttr(i, "kiln.cache_slots") != nullptr);
       ins.push_back(ioIndex(n));
     }
     auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());

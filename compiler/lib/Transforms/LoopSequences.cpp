@@ -19,6 +19,8 @@
 //      rows (scores of all rows against all rows). The entry gets `kiln.single_sequence` (why, as a string, the
 //      runtime's error when such an entry is given B > 1) and still runs correctly at B = 1.
 //   3. Two different batches in one op are an error.
+//   4. An entry with a kiln.cache_slots input reads and writes the per-sequence states of the
+//      slots it names (kiln-lower-to-llvm); with a single slot it runs one sequence at a time.
 #include "kiln/Dialect/SeqLengths.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"
@@ -58,6 +60,17 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
       if (failed(lengths)) return signalPassFailure();
       std::string single;
       bool bad = false;
+      // An entry's cache slots (kiln.cache_slots): one id per sequence, or a single one.
+      bool oneSlot = false;
+      for (unsigned a = 0; a < f.getNumArguments(); ++a)
+        if (f.getArgAttr(a, "kiln.cache_slots")) {
+          auto t = cast<RankedTensorType>(f.getArgument(a).getType());
+          if (t.getRank() != 1 || !t.getElementType().isInteger(32)) {
+            f.emitError("expected the kiln.cache_slots input to be a 1-D i32 tensor, got ") << t;
+            return signalPassFailure();
+          }
+          oneSlot = t.getDimSize(0) == 1;
+        }
       f.walk([&](Operation *op) {
         // Every kiln op is looked at: a slice of the rows folded into a view is no kernel but
         // still takes one sequence's row.
@@ -97,7 +110,9 @@ struct LoopSequencesPass : kiln::impl::LoopSequencesBase<LoopSequencesPass> {
           perSequenceCache = staticKeys && ownCache(a.getKey()) && ownCache(a.getValue());
         }
         if (auto w = dyn_cast<kiln::CacheWriteOp>(op)) perSequenceCache = ownCache(w.getCache());
-        if (isa<kiln::CacheWriteOp>(op) && !perSequenceCache) {
+        if (perSequenceCache && oneSlot) {
+          why("it takes a single cache slot");
+        } else if (isa<kiln::CacheWriteOp>(op) && !perSequenceCache) {
           why("it writes a KV cache");
         } else if (staticKeys && !perSequenceCache) {
           why("it attends to a KV cache");

@@ -107,6 +107,8 @@ class EntryLowering {
     LLVM::ReturnOp::create(b_, loc_, failBlock_->getArgument(0));
 
     b_.setInsertionPointToStart(body);
+    for (unsigned a = 0; a < f_.getNumArguments(); ++a)
+      if (f_.getArgAttr(a, "kiln.cache_slots")) slots_ = f_.getArgument(a);
     f_.walk([&](Operation *op) {
       if (kiln::isKernelOp(op)) kernelIndex_[op] = (int64_t)kernelIndex_.size();
     });
@@ -153,6 +155,17 @@ class EntryLowering {
     LLVM::StoreOp::create(b_, loc, c64((int64_t)flags), view_.field(b_, loc, view, Field::Flags));
   }
 
+  // 7. The per-sequence state slot (i64) of sequence `seq` (i32) of the entry: slots[seq] with a
+  // kiln.cache_slots input (the runtime checked each id against the batch's bound and that no
+  // two are one), else `seq` itself.
+  Value cacheSlot(Value seq, Location loc) {
+    if (slots_) {
+      Value at = LLVM::GEPOp::create(b_, loc, ptr_, i32_, hostOf(slots_, loc), ValueRange{seq});
+      seq = LLVM::LoadOp::create(b_, loc, i32_, at);
+    }
+    return LLVM::SExtOp::create(b_, loc, i64_, seq);
+  }
+
   // The length symbol of the batch's rows `sym` of batch `batch`, or -1.
   int64_t rowsLength(int64_t sym, int64_t batch) const {
     return sym >= 0 && 2 * sym + 1 < (int64_t)factors_.size() && factors_[2 * sym] == batch ? factors_[2 * sym + 1] : -1;
@@ -187,9 +200,14 @@ class EntryLowering {
         if (step) off = LLVM::AddOp::create(b_, loc, off, LLVM::MulOp::create(b_, loc, step, b64).getResult());
         stride = LLVM::MulOp::create(b_, loc, stride, LLVM::SExtOp::create(b_, loc, i64_, extentOf(v, d)).getResult());
       }
-      if (kiln::StateOp st = kiln::perSequenceState(v); st && (int64_t)*st.getBatch() == batch)  // its sequence's cache
-        off = LLVM::AddOp::create(b_, loc, off, LLVM::MulOp::create(b_, loc, c64(rt.getNumElements()), b64).getResult());
+      if (kiln::StateOp st = kiln::perSequenceState(v); st && (int64_t)*st.getBatch() == batch) {  // its sequence's cache
+        Value slot = cacheSlot(seq, loc), n = c64(rt.getNumElements());
+        off = LLVM::AddOp::create(b_, loc, off, LLVM::MulOp::create(b_, loc, n, slot).getResult());
+      }
       host = LLVM::GEPOp::create(b_, loc, ptr_, rt.getElementType(), host, ValueRange{off});
+    } else if (kiln::StateOp st = kiln::perSequenceState(v); st && slots_) {  // one sequence: its slot's cache
+      Value slot = cacheSlot(c32(0), loc), n = c64(rt.getNumElements());
+      host = LLVM::GEPOp::create(b_, loc, ptr_, rt.getElementType(), host, ValueRange{LLVM::MulOp::create(b_, loc, n, slot).getResult()});
     }
     LLVM::StoreOp::create(b_, loc, host, view_.field(b_, loc, view, Field::Host));
     // Host-dirty for GPU kernels on host buffers, so each call copies its operands to the
@@ -358,6 +376,7 @@ class EntryLowering {
 
   ModuleOp module_;
   func::FuncOp f_;
+  Value slots_;  // the entry's kiln.cache_slots input, if any
   const kiln::SeqLengths &lengths_;
   StringRef gpu_;
   bool resident_;

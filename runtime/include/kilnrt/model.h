@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 14
+#define KILN_ABI_VERSION 15
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 8
 
@@ -77,6 +77,8 @@ typedef struct kiln_tensor_info {
                          token i (Al-Rfou et al.'s multiple targets); 0 = the input "targets"
                          takes the next token (1), other inputs are not set by --train */
   int64_t fill;       /* optional inputs: the value they hold when left out (an attention mask: 1) */
+  int32_t cache_slots; /* inputs: the per-sequence state slot each sequence of the entry reads and
+                          writes (ids in [0, max_value), no two alike; left out: 0, 1, 2, ...) */
 } kiln_tensor_info;
 
 /* An arena buffer: bytes = static_bytes * prod(sym_value[s] ^ sym_pow[s]), live over the
@@ -88,8 +90,8 @@ typedef struct kiln_buffer_info {
 } kiln_buffer_info;
 
 /* What an entry point is for (the dialect's EntryRole, value for value): the runtime's generation
- * and training find their entries by role, never by name. Values to come: a prefill appending a
- * chunk at an offset of one sequence's cache, a decode step with a past per sequence. */
+ * and training find their entries by role, never by name. A decode_batch entry may take a past
+ * per sequence and cache slots (kiln_tensor_info.cache_slots); an extend entry a single slot. */
 typedef enum kiln_entry_role {
   KILN_ROLE_OTHER = 0,        /* run by its name only (--entry) */
   KILN_ROLE_FORWARD = 1,      /* every row's outputs (and, with a cache, fills it) */

@@ -168,6 +168,7 @@ struct Node {
   int64_t mask_token = 0;
   int64_t ahead = 0;  // target inputs: --train's target is the token this many positions on (0: "targets"' convention)
   int state_batch = -1;  // a state: the batch symbol it holds one copy per sequence of (-1: one copy)
+  bool cache_slots = false;  // an input: the per-sequence state slot each row of its entry uses (Model::cache_slots)
   SourceLoc loc;
 };
 // The op's name (a generic op's own).
@@ -344,6 +345,14 @@ class Model {
   // entries over rows(batch, L), or over one row per sequence ([batch] tokens: a batched decode
   // step), write and read sequence by sequence; an entry without the batch uses sequence 0's.
   Tensor state(const std::string &name, Shape shape, Dim batch, SourceLoc loc = SourceLoc::current());
+  // The slots of the per-sequence states (state(name, shape, batch)) that this entry's rows read
+  // and write: an i32 input of `rows` ids in [0, batch's bound), one per sequence of the entry
+  // (`rows`: the batch itself for a batched decode step, 1 for an entry of one sequence such as
+  // a chunk appended to one slot's cache). Row r uses slot slots[r] instead of slot r, so a
+  // server decodes only its active sequences, whichever slots they hold; the runtime refuses a
+  // slot given twice, and one left out is 0, 1, 2, ... (slot r). One per entry.
+  //   Tensor slots = m.cache_slots("slots", B, B);
+  Tensor cache_slots(const std::string &name, Dim rows, Dim batch, SourceLoc loc = SourceLoc::current());
   // Runs `t` (a cache_write) even though no output depends on it.
   void keep(Tensor t, SourceLoc loc = SourceLoc::current());
   const std::vector<int> &kept() const { return kept_; }
