@@ -93,7 +93,7 @@ LogicalResult AttentionOp::verify() {
     if (getMask() != MaskKind::none) return emitOpError("expected no causal mask with a key mask");
   } else if (getPast() && !getKeyCount() && failed(expectPast(*this, getPast()))) {
     return failure();
-  } else if (getKeyCount() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
+  } else if (getKeyCount() && getPast() && (ty(getPast()).getRank() != 1 || ty(getPast()).getDimSize(0) != 1 ||
                                !ty(getPast()).getElementType().isInteger(32))) {
     return emitOpError("expected the key count to be a tensor<1xi32>");
   }
