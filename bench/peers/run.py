@@ -282,12 +282,12 @@ def main():
         pf, nf, pastf = (os.path.join(tmp, n) for n in ("bprompts.npy", "bnext.npy", "bpast.npy"))
         np.save(pf, prompts)
         np.save(nf, nxt)
-        np.save(pastf, np.array([past], np.int32))
+        np.save(pastf, np.full(B, past, np.int32))  # each sequence's past (decode_batch's past_batch)
         # Correctness: the prompts through forward (which fills each sequence's cache), then the
         # step, in one process, against torch's last-position logits over prompt + next token.
         bd = os.path.join(tmp, "db")
         run_kiln([exe, "--weights", gw, "--entry", "forward,decode_batch", "--input", "tokens=" + pf, "--input",
-                  "token_batch=" + nf, "--input", "past=" + pastf], a.threads, 1, bd)
+                  "token_batch=" + nf, "--input", "past_batch=" + pastf], a.threads, 1, bd)
         tp, tn = torch.from_numpy(prompts.astype(np.int64)), torch.from_numpy(nxt.astype(np.int64))[:, None]
         with torch.inference_mode():
             ref = gpt2(torch.cat([tp, tn], 1), use_cache=False).logits[:, -1].numpy()
@@ -300,7 +300,7 @@ def main():
             k, p = [], []
             for _ in range(rounds):
                 ms, rss, _ = run_kiln([exe, "--weights", gw, "--entry", "decode_batch", "--input", "token_batch=" + nf,
-                                       "--input", "past=" + pastf], a.threads, 4 * a.repeat)
+                                       "--input", "past_batch=" + pastf], a.threads, 4 * a.repeat)
                 k.append(ms)
                 p.append(median_ms(bstep, 4 * a.repeat))
         km, pm = statistics.median(k), statistics.median(p)
