@@ -42,6 +42,17 @@ struct TrainFlags {
   bool quiet = false;
 };
 
+struct ServeFlags {
+  std::string host = "127.0.0.1", api_key, model_name;
+  int port = 8080, slots = 0, max_queue = 64;
+  int64_t ctx = 0, chunk = 256;
+  size_t max_body = 1 << 20;
+};
+
+// --serve (serve.cpp): an OpenAI-compatible HTTP server until SIGTERM or SIGINT (then the
+// running requests finish and it returns 0).
+int serve(const Cli &cli, kilnrt_session *s, const ServeFlags &f);
+
 // --train (train.cpp): the weights already loaded (or a checkpoint, whose optimizer.step it
 // continues from); runs the training entry to --steps, logging and checkpointing. Returns the
 // exit code.

@@ -170,7 +170,7 @@ extern "C" kilnrt_status kilnrt_generate(kilnrt_session *s, const int32_t *promp
   st.prompt_ns = t1 - t0;
   // The prompt's length: the token input's (a prefill entry's output may be its last row only).
   const kilnrt_tensor *given = token_input ? kilnrt::session_input(s, token_input) : nullptr;
-  st.prompt_tokens = given ? given->shape[0] : first->shape[0];
+  st.prompt_tokens = given ? given->shape[given->rank - 1] : first->shape[0];  // [L], or [1, L] (a batch of one)
   int64_t past = encdec ? 0 : o.past + st.prompt_tokens;
   int32_t memory_len = (int32_t)first->shape[0];
   uint64_t rng = o.seed;

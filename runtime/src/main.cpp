@@ -182,6 +182,8 @@ struct Flags {
   std::string resume;
   bool chat = false;  // --prompt as a user message through the tokenizer's chat template
   std::string system;
+  bool serve = false;
+  ServeFlags sv;
 };
 
 void add_flags(CLI::App &app, Flags &f) {
@@ -231,6 +233,20 @@ void add_flags(CLI::App &app, Flags &f) {
   app.add_option("--eos", gen.eos, "--generate: stop at this token (default: the tokenizer's stop ids: end of text, end of turn)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", gen.quiet, "no timing line and no notes on stderr (errors still print)");
+  app.add_flag("--serve", f.serve,
+               "serve the model over HTTP with OpenAI's API (/v1/completions, /v1/chat/completions, /v1/models, /health, "
+               "/metrics): sequences decoded together in --slots cache slots (models with an extend entry; examples/llama)");
+  app.add_option("--host", f.sv.host, "--serve: the address to listen on")->capture_default_str();
+  app.add_option("--port", f.sv.port, "--serve: the port (0: any free one, printed)")->capture_default_str()->check(CLI::Range(0, 65535));
+  app.add_option("--slots", f.sv.slots, "--serve: sequences decoded together (default: the compiled batch bound)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--max-queue", f.sv.max_queue, "--serve: requests waiting for a slot before 429")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  app.add_option("--api-key", f.sv.api_key, "--serve: require 'Authorization: Bearer KEY' on /v1/ endpoints");
+  app.add_option("--ctx", f.sv.ctx, "--serve: tokens per request, prompt and answer (default: the compiled context)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  app.add_option("--chunk", f.sv.chunk, "--serve: prompt tokens prefilled per step between decode steps")
+      ->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  app.add_option("--max-body", f.sv.max_body, "--serve: the largest request body in bytes (413 beyond)")->capture_default_str();
   app.add_flag("--train", f.train, "train: run the model's training entry over --data for --steps steps");
   app.add_option("--data", tr.data, "--train: a 1-D .npy of token ids (for text, its bytes)");
   app.add_option("--seq", tr.seq, "--train: tokens per window (T; each step reads T + 1)");
@@ -267,6 +283,12 @@ void check_modes(const Cli &cli, const CLI::App &app, Flags &f) {
     if (app.count(flag) && !f.generate && !(f.chat && f.prompt.empty() && f.prompt_file.empty()))
       cli.die(1, std::string(flag) + " applies to --generate (or --chat)");
   if (app.count("--system") && !f.chat) cli.die(1, "--system applies to --chat");
+  if (!f.serve)
+    for (const char *flag : {"--host", "--port", "--slots", "--max-queue", "--api-key", "--ctx", "--chunk", "--max-body"})
+      if (app.count(flag)) cli.die(1, std::string(flag) + " applies to --serve");
+  if (f.serve && (f.train || f.generate || f.chat || !f.prompt.empty() || !f.prompt_file.empty() || !f.tokens.empty() ||
+                  !f.inputs.empty() || app.count("--entry") || f.repeat > 1))
+    cli.die(1, "--serve takes its prompts over HTTP: no --train, --generate, --chat, --prompt, --tokens, --input, --entry or --repeat");
   if (f.chat && !f.tokens.empty()) cli.die(1, "--chat takes the user's message as --prompt TEXT (or one per line on stdin), not --tokens");
 }
 
@@ -469,6 +491,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
   std::unique_ptr<kilnrt_tokenizer, void (*)(kilnrt_tokenizer *)> tok(open_tokenizer(cli, f.tokenizer, f.weights),
                                                                        kilnrt_tokenizer_close);
   cli.tokenizer = tok.get();
+  if (f.serve) return kilnrt::serve(cli, s, f.sv);
   std::vector<std::string> token_inputs;
   for (int i = 0; i < en->n_inputs; ++i)
     if (model.io[en->inputs[i]].dtype == KILN_I32 && !model.io[en->inputs[i]].optional)

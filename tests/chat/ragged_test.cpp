@@ -143,6 +143,31 @@ TEST(Ragged, ARowsLogitsAreTheSameBitsWhateverElseIsInTheBatch) {
   EXPECT_EQ(one, two) << "sequence 1 alone and first of two";
 }
 
+// kilnrt_generate on a model compiled with --batch: the prompt (a batch of one, stored as
+// [1, L]) through prefill, then decode at past = L, L + 1, ...: each greedy step's logits equal
+// the forward entry's row over the prompt and the tokens so far (the prompt's length was once
+// taken from the batch dim, and decoding went on at past 1).
+int32_t keep(void *user, int32_t, const float *logits, int64_t vocab) {
+  ((std::vector<std::vector<float>> *)user)->emplace_back(logits, logits + vocab);
+  return 0;
+}
+TEST(Ragged, GenerateOnABatchedModelDecodesAfterThePrompt) {
+  Session s;
+  std::vector<int32_t> ids = sequence(6, 9);
+  kilnrt_generate_options o{};
+  o.max_new_tokens = 4;
+  std::vector<std::vector<float>> steps;
+  kilnrt_generate_stats st{};
+  ASSERT_EQ(kilnrt_generate(s.s, ids.data(), (int64_t)ids.size(), &o, keep, &steps, &st), KILNRT_OK) << kilnrt_last_error();
+  EXPECT_EQ(st.prompt_tokens, 6);
+  ASSERT_EQ(steps.size(), 4u);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    std::vector<float> ref = alone(ids);
+    EXPECT_LE(relErr(steps[k].data(), &ref[(ids.size() - 1) * kVocab], kVocab), 1e-6) << "step " << k;
+    ids.push_back((int32_t)(std::max_element(steps[k].begin(), steps[k].end()) - steps[k].begin()));
+  }
+}
+
 // Without slots, row r is slot r; a slot given twice, or past the compiled bound of 4, is a clear
 // error, and the session stays usable.
 TEST(Ragged, SlotsTwiceOrOutOfRangeAreClearErrors) {
