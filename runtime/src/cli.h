@@ -43,7 +43,7 @@ struct TrainFlags {
 };
 
 struct ServeFlags {
-  std::string host = "127.0.0.1", api_key, model_name;
+  std::string host = "127.0.0.1", api_key;
   int port = 8080, slots = 0, max_queue = 64;
   int64_t ctx = 0, chunk = 256;
   size_t max_body = 1 << 20;
@@ -69,5 +69,8 @@ int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::s
 // The conversation `messages` (a JSON array of {"role", "content"}) rendered by the tokenizer's
 // chat template with the generation prompt, as transformers' apply_chat_template renders it.
 std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json);
+// The same, as a status (the message in kilnrt_last_error): for the server, where a bad template
+// or message is the request's error, not the process's.
+kilnrt_status render_chat(kilnrt_tokenizer *tok, const std::string &messages_json, std::string &out);
 
 }  // namespace kilnrt

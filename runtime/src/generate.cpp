@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "internal.h"
 
 namespace kilnrt {
 namespace {
@@ -110,9 +111,12 @@ const char *chat_template(const Cli &cli, kilnrt_tokenizer *tok) {
   return tmpl;
 }
 
-std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json) {
-  const char *tmpl = chat_template(cli, tok);
-  nlohmann::json ctx = {{"messages", nlohmann::json::parse(messages_json)}, {"add_generation_prompt", true}};
+kilnrt_status render_chat(kilnrt_tokenizer *tok, const std::string &messages_json, std::string &out) {
+  const char *tmpl = tok ? kilnrt_tokenizer_chat_template(tok) : nullptr;
+  if (!tmpl) return user_error(tok ? "the tokenizer holds no chat template" : "a chat needs a tokenizer with a chat template");
+  nlohmann::json messages = nlohmann::json::parse(messages_json, nullptr, false);
+  if (messages.is_discarded() || !messages.is_array()) return user_error("the chat's messages are not a JSON array");
+  nlohmann::json ctx = {{"messages", std::move(messages)}, {"add_generation_prompt", true}};
   auto token = [&](int32_t id) {
     const char *text;
     size_t len;
@@ -122,8 +126,17 @@ std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string
   if (int32_t e = kilnrt_tokenizer_eos(tok); e >= 0) ctx["eos_token"] = token(e);
   const char *text;
   size_t len;
-  cli.check(kilnrt_chat_render(tmpl, ctx.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), &text, &len));
-  return std::string(text, len);
+  if (kilnrt_status st = kilnrt_chat_render(tmpl, ctx.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), &text, &len))
+    return st;
+  out.assign(text, len);
+  return KILNRT_OK;
+}
+
+std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json) {
+  chat_template(cli, tok);
+  std::string text;
+  cli.check(render_chat(tok, messages_json, text));
+  return text;
 }
 
 int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &system, const std::string &output_dir) {

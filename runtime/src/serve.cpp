@@ -22,8 +22,8 @@
 // appended to the sequence's bytes; a stream sends only whole UTF-8 characters and holds back
 // the bytes that may begin a stop string. The tokenizer is used under one mutex (its calls
 // return views of its own buffers).
-#include <arpa/inet.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,10 +33,12 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -103,7 +105,23 @@ struct Request {
     events.pop_front();
     return e;
   }
+  // The next event, or none after `wait`.
+  std::optional<Event> pop_for(std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> g(mu);
+    if (!cv.wait_for(g, wait, [&] { return !events.empty(); })) return std::nullopt;
+    Event e = std::move(events.front());
+    events.pop_front();
+    return e;
+  }
 };
+
+// Whether the peer of a connection that sent nothing more has closed it (a client that gave up
+// on a whole response: its request is cancelled, as a stream's is when a write fails).
+bool peer_closed(int fd) {
+  char c;
+  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 // A Prometheus histogram of seconds.
 struct Histogram {
@@ -155,11 +173,8 @@ size_t utf8Whole(const std::string &s) {
   return n;
 }
 
-struct Server;
-
 // The engine: owns the session; one thread.
 struct Engine {
-  Server &srv;
   kilnrt_session *s;
   const kiln_model_info &m;
   kilnrt_tokenizer *tok;
@@ -192,8 +207,8 @@ struct Engine {
   uint64_t ok = 0, failed = 0, cancelled = 0, rejected = 0, prompt_total = 0, generated_total = 0, cached_total = 0;
   Histogram ttft{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}, itl{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}};
 
-  Engine(Server &srv_, kilnrt_session *s_, const kiln_model_info &m_, kilnrt_tokenizer *t, std::mutex &tm)
-      : srv(srv_), s(s_), m(m_), tok(t), tok_mu(tm) {}
+  Engine(kilnrt_session *s_, const kiln_model_info &m_, kilnrt_tokenizer *t, std::mutex &tm)
+      : s(s_), m(m_), tok(t), tok_mu(tm) {}
 
   size_t active() const {
     size_t n = 0;
@@ -201,19 +216,19 @@ struct Engine {
     return n;
   }
 
-  // Returns false when the request cannot be queued (the queue is full or the server stops).
-  bool submit(std::shared_ptr<Request> r) {
+  // 0 once queued, else the HTTP status that refuses it: 429 (the queue is full), 503 (the server stops).
+  int submit(std::shared_ptr<Request> r) {
     {
       std::lock_guard<std::mutex> g(mu);
       if (stopping || queue.size() >= max_queue) {
         ++rejected;
-        return false;
+        return stopping ? 503 : 429;
       }
       r->enqueued_ns = now_ns();
       queue.push_back(std::move(r));
     }
     cv.notify_one();
-    return true;
+    return 0;
   }
 
   void set(const std::string &name, const std::vector<int32_t> &v) {
@@ -452,22 +467,12 @@ struct Server {
   }
   std::string render(const json &messages) {
     std::lock_guard<std::mutex> g(tok_mu);
-    const char *tmpl = kilnrt_tokenizer_chat_template(cli.tokenizer);
-    if (!tmpl) throw HttpError{400, "this model's tokenizer holds no chat template: use /v1/completions"};
-    json ctx = {{"messages", messages}, {"add_generation_prompt", true}};
-    auto token = [&](int32_t id) {
-      const char *text;
-      size_t len;
-      return id >= 0 && kilnrt_tokenizer_piece(cli.tokenizer, id, 1, 0, &text, &len) == KILNRT_OK ? std::string(text, len)
-                                                                                                   : std::string();
-    };
-    if (int32_t b = kilnrt_tokenizer_bos(cli.tokenizer); b >= 0) ctx["bos_token"] = token(b);
-    if (int32_t e = kilnrt_tokenizer_eos(cli.tokenizer); e >= 0) ctx["eos_token"] = token(e);
-    const char *text;
-    size_t len;
-    if (kilnrt_chat_render(tmpl, ctx.dump(-1, ' ', false, json::error_handler_t::replace).c_str(), &text, &len))
+    if (!kilnrt_tokenizer_chat_template(cli.tokenizer))
+      throw HttpError{400, "this model's tokenizer holds no chat template: use /v1/completions"};
+    std::string text;
+    if (render_chat(cli.tokenizer, messages.dump(-1, ' ', false, json::error_handler_t::replace), text))
       throw HttpError{400, std::string("the chat template: ") + kilnrt_last_error(), "invalid_request_error", "messages"};
-    return std::string(text, len);
+    return text;
   }
 
   // The request's fields into `r`; a field that would change the result and is not implemented
@@ -655,9 +660,12 @@ struct Server {
       http::write(sock, error(req, {400, std::string("a field has the wrong type: ") + e.what()}), ec);
       return;
     }
-    if (!engine->submit(r)) {
-      http::write(sock, error(req, {429, "the queue is full (" + std::to_string(engine->max_queue) + " requests): retry later",
-                                    "rate_limit_error"}), ec);
+    if (int st = engine->submit(r)) {
+      if (st == 503)
+        http::write(sock, error(req, {503, "the server is stopping", "server_error"}), ec);
+      else
+        http::write(sock, error(req, {429, "the queue is full (" + std::to_string(engine->max_queue) + " requests): retry later",
+                                      "rate_limit_error"}), ec);
       return;
     }
     static std::atomic<uint64_t> counter{0};
@@ -691,8 +699,19 @@ struct Server {
     if (!stream) {
       std::string all;
       Event e;
-      while (!(e = r->pop()).done) all += e.text;
-      all += e.text;
+      int64_t checked = now_ns();
+      for (;;) {
+        std::optional<Event> got = r->pop_for(std::chrono::milliseconds(100));
+        if (int64_t t = now_ns(); t - checked >= 100'000'000) {  // the client still there? (every 0.1 s)
+          checked = t;
+          if (!r->cancelled && peer_closed(sock.native_handle())) r->cancelled = true;  // the engine then finishes it
+        }
+        if (!got) continue;
+        e = std::move(*got);
+        all += e.text;
+        if (e.done) break;
+      }
+      if (e.finish == "cancelled") return;
       if (!e.error.empty()) {
         const bool stopping = e.finish == "stopping";
         http::write(sock, error(req, {stopping ? 503 : 500, stopping ? e.error : "generation failed: " + e.error, "server_error"}), ec);
@@ -835,10 +854,10 @@ int serve(const Cli &cli, kilnrt_session *s, const ServeFlags &f) {
   const kiln_model_info &m = cli.model;
   if (!cli.tokenizer) cli.die(1, "--serve needs a tokenizer: give --tokenizer PATH (none beside the weights)");
   Server srv(cli, f);
-  srv.model_name = f.model_name.empty() ? m.name : f.model_name;
+  srv.model_name = m.name;
   srv.started = now_ns();
   srv.created = (int64_t)time(nullptr);
-  srv.engine = std::make_unique<Engine>(srv, s, m, cli.tokenizer, srv.tok_mu);
+  srv.engine = std::make_unique<Engine>(s, m, cli.tokenizer, srv.tok_mu);
   Engine &en = *srv.engine;
   en.extend = kilnrt_entry_by_role(&m, KILN_ROLE_EXTEND);
   en.batch = kilnrt_entry_by_role(&m, KILN_ROLE_DECODE_BATCH);

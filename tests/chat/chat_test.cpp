@@ -10,42 +10,15 @@
 #include <vector>
 
 #include "kilnrt/api.h"
+#include "llama_session.h"
 #include "libllama_lib.h"
 
 namespace {
 
-const std::string kWeights = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/hf_llama/model.safetensors";
-
-struct Session {
-  kilnrt_session *s = nullptr;
-  Session() {
-    EXPECT_EQ(kilnrt_session_create(&llama_lib_model, &s), KILNRT_OK) << kilnrt_last_error();
-    EXPECT_EQ(kilnrt_session_load_weights(s, kWeights.c_str()), KILNRT_OK) << kilnrt_last_error();
-  }
-  ~Session() { kilnrt_session_destroy(s); }
-  void set(const char *name, const std::vector<int32_t> &v) {
-    kilnrt_tensor t{KILN_I32, 1, {(int64_t)v.size()}, const_cast<int32_t *>(v.data())};
-    ASSERT_EQ(kilnrt_session_set_input(s, name, &t), KILNRT_OK) << kilnrt_last_error();
-  }
-  std::vector<float> run(const char *entry, const char *output) {
-    EXPECT_EQ(kilnrt_session_run(s, entry), KILNRT_OK) << kilnrt_last_error();
-    const kilnrt_tensor *out = nullptr;
-    EXPECT_EQ(kilnrt_session_output(s, output, &out), KILNRT_OK) << kilnrt_last_error();
-    if (!out) return {};
-    const float *p = (const float *)out->data;
-    return std::vector<float>(p, p + kilnrt_tensor_numel(out));
-  }
+using kiln_test::relErr;
+struct Session : kiln_test::LlamaSession {
+  Session() : LlamaSession(llama_lib_model) {}
 };
-
-// The largest |a - b| over the largest |b|.
-double relErr(const float *a, const float *b, size_t n) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    d = std::max(d, (double)std::abs(a[i] - b[i]));
-    m = std::max(m, (double)std::abs(b[i]));
-  }
-  return d / m;
-}
 
 std::vector<int32_t> sequence(int n) {  // ids spread over the vocabulary of 300
   std::vector<int32_t> v;
@@ -59,19 +32,19 @@ std::vector<int32_t> sequence(int n) {  // ids spread over the vocabulary of 300
 TEST(Extend, ChunksAtPastEqualTheForwardRows) {
   std::vector<int32_t> ids = sequence(19);
   Session ref;
-  ref.set("tokens", ids);
+  EXPECT_EQ(ref.set("tokens", ids), KILNRT_OK) << kilnrt_last_error();
   std::vector<float> all = ref.run("forward", "logits");
   const size_t V = all.size() / ids.size();
   ASSERT_EQ(V, 300u);
   Session s;
-  s.set("tokens", std::vector<int32_t>(ids.begin(), ids.begin() + 5));
+  ASSERT_EQ(s.set("tokens", std::vector<int32_t>(ids.begin(), ids.begin() + 5)), KILNRT_OK) << kilnrt_last_error();
   std::vector<float> first = s.run("prefill", "last_logits");
   ASSERT_EQ(first.size(), V);
   EXPECT_LE(relErr(first.data(), &all[4 * V], V), 1e-6);
   for (auto [past, n] : std::vector<std::pair<int, int>>{{5, 7}, {12, 1}, {13, 6}}) {
     SCOPED_TRACE("chunk of " + std::to_string(n) + " at past " + std::to_string(past));
-    s.set("chunk", std::vector<int32_t>(ids.begin() + past, ids.begin() + past + n));
-    s.set("past", {past});
+    ASSERT_EQ(s.set("chunk", std::vector<int32_t>(ids.begin() + past, ids.begin() + past + n)), KILNRT_OK) << kilnrt_last_error();
+    ASSERT_EQ(s.set("past", {past}), KILNRT_OK) << kilnrt_last_error();
     std::vector<float> got = s.run("extend", "chunk_logits");
     ASSERT_EQ(got.size(), V);
     EXPECT_LE(relErr(got.data(), &all[(past + n - 1) * V], V), 1e-6);
@@ -159,8 +132,8 @@ TEST(Extend, StopsAtAnyStopId) {
 // clear errors, and leave the session usable.
 TEST(Extend, AChunkPastTheContextIsAClearError) {
   Session s;
-  s.set("chunk", sequence(10));
-  s.set("past", {60});  // the context is 64
+  ASSERT_EQ(s.set("chunk", sequence(10)), KILNRT_OK) << kilnrt_last_error();
+  ASSERT_EQ(s.set("past", {60}), KILNRT_OK) << kilnrt_last_error();  // the context is 64
   EXPECT_EQ(kilnrt_session_run(s.s, "extend"), KILNRT_USER_ERROR);
   EXPECT_NE(std::string(kilnrt_last_error()).find("10 tokens at past = 60 run past the context of 64 tokens"), std::string::npos)
       << kilnrt_last_error();

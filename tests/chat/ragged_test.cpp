@@ -14,43 +14,16 @@
 #include <vector>
 
 #include "kilnrt/api.h"
+#include "llama_session.h"
 #include "libllama_batch_lib.h"
 
 namespace {
-
-const std::string kWeights = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/hf_llama/model.safetensors";
 constexpr size_t kVocab = 300;
 
-struct Session {
-  kilnrt_session *s = nullptr;
-  Session() {
-    EXPECT_EQ(kilnrt_session_create(&llama_batch_lib_model, &s), KILNRT_OK) << kilnrt_last_error();
-    EXPECT_EQ(kilnrt_session_load_weights(s, kWeights.c_str()), KILNRT_OK) << kilnrt_last_error();
-  }
-  ~Session() { kilnrt_session_destroy(s); }
-  kilnrt_status set(const char *name, const std::vector<int32_t> &v) {
-    kilnrt_tensor t{KILN_I32, 1, {(int64_t)v.size()}, const_cast<int32_t *>(v.data())};
-    return kilnrt_session_set_input(s, name, &t);
-  }
-  std::vector<float> run(const char *entry, const char *output) {
-    EXPECT_EQ(kilnrt_session_run(s, entry), KILNRT_OK) << kilnrt_last_error();
-    const kilnrt_tensor *out = nullptr;
-    EXPECT_EQ(kilnrt_session_output(s, output, &out), KILNRT_OK) << kilnrt_last_error();
-    if (!out) return {};
-    const float *p = (const float *)out->data;
-    return std::vector<float>(p, p + kilnrt_tensor_numel(out));
-  }
+using kiln_test::relErr;
+struct Session : kiln_test::LlamaSession {
+  Session() : LlamaSession(llama_batch_lib_model) {}
 };
-
-// The largest |a - b| over the largest |b|.
-double relErr(const float *a, const float *b, size_t n) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    d = std::max(d, (double)std::abs(a[i] - b[i]));
-    m = std::max(m, (double)std::abs(b[i]));
-  }
-  return d / m;
-}
 
 std::vector<int32_t> sequence(int n, int salt) {  // ids spread over the vocabulary
   std::vector<int32_t> v;

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -211,6 +212,21 @@ def main():
     check(re.search(r"^kiln_slots_in_use 0$", m, re.M) is not None and
           re.search(r'kiln_requests_total\{outcome="cancelled"\} 1$', m, re.M) is not None,
           "a client gone mid-stream cancels its sequence: its slot is free (/metrics)")
+    # A client that leaves while it waits for a whole (not streamed) response cancels it too.
+    sk = socket.create_connection(("127.0.0.1", port))
+    body = json.dumps({"prompt": prompts[5], "max_tokens": 400, "temperature": 0}).encode()
+    sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+               % len(body) + body)
+    time.sleep(0.5)
+    sk.close()
+    for _ in range(100):
+        m = request(port, "GET", "/metrics")[2]
+        if re.search(r"^kiln_slots_in_use 0$", m, re.M) and re.search(r'kiln_requests_total\{outcome="cancelled"\} 2$', m, re.M):
+            break
+        time.sleep(0.05)
+    check(re.search(r'kiln_requests_total\{outcome="cancelled"\} 2$', m, re.M) is not None and
+          re.search(r"^kiln_slots_in_use 0$", m, re.M) is not None,
+          "a client gone before its whole response cancels its sequence: its slot is free (/metrics)")
     check("kiln_time_to_first_token_seconds_bucket" in m and "kiln_inter_token_latency_seconds_count" in m,
           "/metrics has the latency histograms")
 
