@@ -479,7 +479,7 @@ def phase_faults(exe, report, a, prompt_set):
         healthy = c.getresponse().status == 200
         out["malformed"] = {"requests": a.malformed, "statuses": {str(k): v for k, v in sorted(codes.items())}, "alive": alive,
                             "health_after": healthy}
-        print("faults: %d malformed requests during load: statuses %s (0: closed without a response, broken HTTP); "
+        print("faults: %d malformed requests during load: statuses %s (0: no answer: the request ended before its body, and the server closed); "
               "the server is up: %s, /health 200: %s" % (a.malformed, dict(sorted(codes.items())), alive, healthy), flush=True)
         # SIGTERM under load: every response begun completes; new ones are refused; exit 0.
         results, lock = [], threading.Lock()

@@ -73,7 +73,7 @@ Tensor embedding(Tensor table, Tensor ids, SourceLoc loc) {
   return make(m, OpKind::Embedding, {table.id(), ids.id()}, {ids.dim(0), table.dim(1)}, loc);
 }
 
-Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc) {
+Tensor position_embedding(Tensor table, Tensor like, PositionOptions opt, SourceLoc loc) {
   Model &m = model_of({table, like}, "position_embedding", loc);
   need_rank(m, "position_embedding", "table", table, 2, 2, loc);
   Dim L = like.dim(0);
@@ -81,7 +81,14 @@ Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc) {
        "the sequence (" + m.dim_str(L) + ") can be longer than the table's " + std::to_string(table.dim(0).size) +
            " positions",
        loc);
-  return make(m, OpKind::PositionEmbedding, {table.id(), like.id()}, {L, table.dim(1)}, loc);
+  std::vector<int> ins{table.id(), like.id()};
+  if (opt.start) {
+    model_of({like, opt.start}, "position_embedding", loc);
+    need(opt.start.dtype() == DType::I32 && opt.start.rank() == 1 && opt.start.dim(0) == Dim(1), "position_embedding",
+         "start must be a [1] i32 tensor (the first position)", loc);
+    ins.push_back(opt.start.id());
+  }
+  return make(m, OpKind::PositionEmbedding, ins, {L, table.dim(1)}, loc);
 }
 
 Tensor sinusoidal_positions(Tensor like, int64_t d, PositionOptions opt, SourceLoc loc) {

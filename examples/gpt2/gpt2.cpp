@@ -6,12 +6,13 @@
 // "transformer." prefix; the attention mask buffers GPT-2 checkpoints carry
 // (h.{i}.attn.bias, h.{i}.attn.masked_bias) are ignored and reported.
 //
-// Three entry points share the weights and a KV cache (one key and one value state per layer):
+// The entry points share the weights and a KV cache (one key and one value state per layer):
 // `forward` runs the prompt, fills the cache and gives every row's logits; `prefill` does the
 // same but computes the head on the last row only (`last_logits` [1, vocab]: what generation
 // needs, as transformers' logits_to_keep = 1), saving the 50257-wide head on every other row;
 // `decode` runs one token at position `past` and attends to the cache, so
-// `./gpt2 --tokens ... --generate N` (prefill, then decode steps) costs O(L) per new token.
+// `./gpt2 --tokens ... --generate N` (prefill, then decode steps) costs O(L) per new token;
+// `extend` appends a chunk at `past` (a chat's next turn, a served prompt in pieces).
 //
 //   build/bin/gpt2-compile --layers 2 --d-model 128 --heads 4 --vocab 256 --ctx 128 -o gpt2
 //   ./gpt2 --weights model.safetensors --tokens 464,3290,318
@@ -118,6 +119,17 @@ static void build_gpt2(kiln::Model &m, const Gpt2Config &c) {
   Tensor wte1 = m.param("transformer.wte.weight", {c.vocab, d});
   Tensor x1 = add(embedding(wte1, token), embedding(m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f}), past));
   m.output("next_logits", decoder(x1, past, wte1));
+  // extend: a chunk of tokens appended at `past` of the cache (positions past, past + 1, ...;
+  // the cache already holds the first `past`): the chunk's last row's logits. A conversation's
+  // next turn, or a prompt in pieces; with --batch > 1 into the cache of slot `slot` (what
+  // ./gpt2 --serve prefills a request's prompt with).
+  m.entry("extend", EntryRole::Extend);
+  Tensor chunk = m.tokens("chunk", m.seq("C", c.ctx), c.vocab);
+  if (c.batch > 1) m.cache_slots("slot", 1, B);
+  Tensor pastC = m.input("past", {1}, {.dtype = DType::I32, .vocab = c.ctx});
+  Tensor wteC = m.param("transformer.wte.weight", {c.vocab, d});
+  Tensor wpeC = m.param("transformer.wpe.weight", {c.ctx, d}, {.scale = 0.01f});
+  m.output("chunk_logits", decoder(add(embedding(wteC, chunk), position_embedding(wpeC, chunk, {.start = pastC})), pastC, wteC, true));
   // decode_batch (--batch > 1): one token per sequence ([B]), sequence r at its own position
   // past_batch[r], attending to the cache of slot slots[r] (filled by forward over [B, L]
   // prompts, slot b for sequence b; slots left out: 0, 1, 2, ...).

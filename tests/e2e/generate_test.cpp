@@ -139,6 +139,47 @@ TEST(Gpt2Generate, PrefillKeepsTheLastRowAndStepLogitsMatchTheReference) {
   EXPECT_NE(r.output.find("ms; peak RSS "), std::string::npos) << r.output;  // loading and memory after it
 }
 
+// examples/gpt2's `extend`: a chunk appended at `past` of the cache (learned positions past,
+// past + 1, ...: position_embedding from a start). prefill over the first 5 tokens, then extend
+// with the next 4 at past 5: the chunk's last row is the reference's row 8 over all 9 tokens.
+// Compiled with --batch 3, extend writes the cache of slot `slot`: the whole prompt into slot 2,
+// then decode_batch steps slot 2 at past 9, and its row is the reference's next row.
+TEST(Gpt2Generate, ExtendAppendsAChunkAtPastOfACacheSlot) {
+  std::string dir = kt::workDir("gpt2_extend"), fx = kSrc + "/tests/fixtures/gpt2";
+  auto r = compileSmallGpt2(dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  W w = kt::loadWeights(fx + "/weights.safetensors");
+  const std::vector<int32_t> ids{17, 4, 99, 3, 250, 61, 7, 128, 33, 90};
+  const int64_t V = 256;
+  ref::T full = ref::gpt2_hf(w, ids, 2, 4, "");
+  auto row = [&](int64_t p) {
+    ref::T t({1, V});
+    std::copy(full.v.begin() + p * V, full.v.begin() + (p + 1) * V, t.v.begin());
+    return t;
+  };
+  const std::string weights = " --weights " + fx + "/weights.safetensors";
+  r = kt::run(dir + "/gpt2" + weights + " --entry prefill,extend --tokens tokens=17,4,99,3,250 --tokens chunk=61,7,128,33 "
+              "--tokens past=5 --output-dir " + dir + "/e");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T got = kt::loadNpy(dir + "/e/chunk_logits.npy");
+  ASSERT_EQ(got.shape, (std::vector<int64_t>{1, V}));
+  EXPECT_TRUE(kt::allClose(row(8), got));
+  // The batched build: slot 2's cache, then a decode step of that slot alone.
+  std::string bdir = dir + "/batch";
+  r = kt::run("mkdir -p " + bdir);
+  r = compileSmallGpt2(bdir, "--batch 3");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(bdir + "/gpt2" + weights + " --entry extend,decode_batch --tokens chunk=17,4,99,3,250,61,7,128,33 --tokens past=0 "
+              "--tokens slot=2 --tokens token_batch=90 --tokens past_batch=9 --tokens slots=2 --output-dir " + bdir + "/o");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(kt::allClose(row(8), kt::loadNpy(bdir + "/o/chunk_logits.npy")));
+  EXPECT_TRUE(kt::allClose(row(9), kt::loadNpy(bdir + "/o/next_logits_batch.npy")));
+  // A chunk past the context is refused, naming it.
+  r = kt::run(dir + "/gpt2" + weights + " --entry extend --tokens chunk=1,2,3 --tokens past=62");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("past"), std::string::npos) << r.output;
+}
+
 using kt::roundBf16;
 
 // --precision bf16 on a CPU target, inference only: GPT-2's GEMM weights (the linears', the

@@ -508,3 +508,12 @@ func.func @gqa_sparse(%q: tensor<4x?x8xf32>, %k: tensor<2x?x8xf32>) -> tensor<4x
   %o = kiln.attention %q, %k, %k {mask = #kiln.mask<window>, pattern_size = 4 : i64, scale = 0.35 : f32} : (tensor<4x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32>) -> tensor<4x?x8xf32>
   return %o : tensor<4x?x8xf32>
 }
+
+// -----
+
+func.func @position_embedding_start(%t: tensor<?xi32>, %s: tensor<2xi32>) -> tensor<?x64xf32> {
+  %pos = kiln.param "pos" : tensor<32x64xf32>
+  // expected-error @+1 {{start must be a [1] i32 tensor (the first position)}}
+  %p = kiln.position_embedding %pos, %t, %s : (tensor<32x64xf32>, tensor<?xi32>, tensor<2xi32>) -> tensor<?x64xf32>
+  return %p : tensor<?x64xf32>
+}

@@ -42,6 +42,8 @@ func.func @forward(%tokens: tensor<?xi32>, %x: tensor<?x64xf32>) -> tensor<?x64x
   %xa = kiln.attention %qh, %kh, %vh, %cnt {key_count, scale = 0.25 : f32} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<4x?x16xf32>, tensor<1xi32>) -> tensor<4x?x16xf32>
   // CHECK: kiln.sinusoidal_positions {{.*}}%{{.*}} : (tensor<?xi32>, tensor<1xi32>)
   %sp = kiln.sinusoidal_positions %tokens, %cnt : (tensor<?xi32>, tensor<1xi32>) -> tensor<?x64xf32>
+  // CHECK: kiln.position_embedding {{.*}}%{{.*}} : (tensor<32x64xf32>, tensor<?xi32>, tensor<1xi32>)
+  %pp = kiln.position_embedding %pos, %tokens, %cnt : (tensor<32x64xf32>, tensor<?xi32>, tensor<1xi32>) -> tensor<?x64xf32>
   // CHECK: kiln.batch_matmul
   %sc = kiln.batch_matmul %qh, %kh {transpose_b = true} : (tensor<4x?x16xf32>, tensor<4x?x16xf32>) -> tensor<4x?x?xf32>
   // CHECK: kiln.softmax

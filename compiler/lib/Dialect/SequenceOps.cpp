@@ -86,9 +86,20 @@ OpCost PositionEmbeddingOp::getCost(function_ref<double(Value)> numel) {
   return c;
 }
 
+LogicalResult PositionEmbeddingOp::verify() {
+  auto r = ty(getResult()), t = ty(getTable());
+  if (r.getRank() != 2 || t.getRank() != 2 || r.getDimSize(1) != t.getDimSize(1))
+    return emitOpError("expected a [L, d] result of a [P, d] table");
+  if (getStart() && (ty(getStart()).getRank() != 1 || ty(getStart()).getDimSize(0) != 1 ||
+                     !ty(getStart()).getElementType().isInteger(32)))
+    return emitOpError("start must be a [1] i32 tensor (the first position)");
+  return success();
+}
+
 // Rows [0, L) of the table: table row p gets the gradient of every row at position p (one
 // per sequence; zeros past L), added in row order like an embedding's.
 LogicalResult PositionEmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
+  if (getStart()) return emitOpError("gradient: positions from a start (a chunk at a cache's past) are for inference");
   auto lt = cast<RankedTensorType>(getLike().getType());
   Value pos = PositionIdsOp::create(b, getLoc(), RankedTensorType::get(lt.getShape(), b.getI32Type()), getLike());
   out.push_back(EmbeddingGradOp::create(b, getLoc(), getTable().getType(), pos, g[0], Value()));

@@ -129,7 +129,7 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
       break;
     }
     case OpKind::Embedding: r = EmbeddingOp::create(b, loc, t, in(0), in(1)); break;
-    case OpKind::PositionEmbedding: r = PositionEmbeddingOp::create(b, loc, t, in(0), in(1)); break;
+    case OpKind::PositionEmbedding: r = PositionEmbeddingOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value()); break;
     case OpKind::Linear:
       r = LinearOp::create(b, loc, t, in(0), in(1), n.inputs.size() > 2 ? in(2) : Value(),
                            WeightLayoutKindAttr::get(&ctx, layoutOf(n.layout)),

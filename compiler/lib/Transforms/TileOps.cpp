@@ -81,6 +81,9 @@ int64_t dim(Value v, int64_t d) {
 // 128 columns for 1 or 2 rows, 64 for 3 or 4 (at most 16 accumulator vectors), whole vectors
 // within N; for a weight in panels of `panel` columns (0: none), whole panels.
 constexpr int64_t kStreamRows = 4;
+// A batched decode step over quantized weights streams up to this many rows (the batch's bound),
+// in groups of kStreamRows: a register-block GEMM would decode every weight to f32 per call.
+constexpr int64_t kStreamBatchRows = 64;
 // A CPU GEMM's K per chunk where K is long (at least 4 chunks).
 constexpr int64_t kKChunk = 2048;
 constexpr int64_t kWideColumns = 16384;  // an output this wide: K not unrolled (measured, rule 1)
@@ -148,7 +151,8 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   bool onePerSequence(Value v, int64_t axis) const {
     if (!lengths_ || dim(v, axis) >= 0) return false;
     const kiln::Syms &sy = lengths_->of(v);
-    return axis < (int64_t)sy.size() && kiln::isBatchSymbol(factors_, sy[axis]);
+    if (axis < 0) axis += (int64_t)sy.size();
+    return axis >= 0 && axis < (int64_t)sy.size() && kiln::isBatchSymbol(factors_, sy[axis]);
   }
 
   // An [N, K] weight streamed along K: column tiles of 64, fewer where that leaves under 16 tasks
@@ -174,10 +178,12 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
       return;
     }
     int64_t lanes = kiln::lanesFor(vectorWidth, N);
-    if (!batch && M > 0 && M <= kStreamRows && N > 0 && K > 0) {
+    const bool quantized = lin && lin.getWeightFormat() != kiln::WeightFormat::f32;
+    const bool batchedStep = quantized && M > kStreamRows && M <= kStreamBatchRows && onePerSequence(op->getOperand(0), -2);
+    if (!batch && M > 0 && (M <= kStreamRows || batchedStep) && N > 0 && K > 0) {
       s.gemm = kiln::GemmEngine::stream;
       s.pack = panel ? kiln::Packing::at_load : kiln::Packing::none;
-      s.tile_m = M;
+      s.tile_m = std::min(M, kStreamRows);
       s.tile_n = transposed ? streamTileNAlongK(N) : streamTileN(lanes, N, M, panel);
       if (transposed) s.vec = kiln::lanesFor(vectorWidth, K);
       return;

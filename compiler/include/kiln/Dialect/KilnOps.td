@@ -72,12 +72,17 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure], "DataMovement", ["getKernelA
 def Kiln_PositionEmbeddingOp : Kiln_Op<"position_embedding", [Pure], "DataMovement", ["inferSeqLengths", "getCost", "buildGradient"]> {
   let summary = "rows [0, L) of a learned position table, L taken from `like`";
   let description = [{
+    With `start` ([1] i32) the rows are [start, start + L) (a chunk appended to a KV cache at
+    `past`); the runtime keeps start + L within the table (the bound of `past`).
+
     ```mlir
     %p = kiln.position_embedding %wpe, %tokens : (tensor<128x128xf32>, tensor<?xi32>) -> tensor<?x128xf32>
+    %q = kiln.position_embedding %wpe, %chunk, %past : (tensor<128x128xf32>, tensor<?xi32>, tensor<1xi32>) -> tensor<?x128xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$table, AnyRankedTensor:$like);
+  let arguments = (ins AnyRankedTensor:$table, AnyRankedTensor:$like, Optional<AnyRankedTensor>:$start);
   let results = (outs AnyRankedTensor:$result);
+  let hasVerifier = 1;
 }
 
 def Kiln_SinusoidalPositionsOp : Kiln_Op<"sinusoidal_positions", [Pure], "DataMovement", ["inferSeqLengths", "buildGradient"]> {

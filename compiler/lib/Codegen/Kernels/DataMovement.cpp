@@ -29,7 +29,9 @@ Func buildDataMovement(Builder &B) {
       out(v) = B.in[0](v[0], clamp(B.in[1](v[1]), 0, (int)t.dims[0] - 1));
     }
   } else if (mlir::isa<PositionEmbeddingOp>(k.source)) {
-    out(v) = B.in[0](v[0], v[1]);
+    // From `start` (a chunk at a cache's past): clamped, a bound Halide can prove (the runtime
+    // keeps past + L within the table).
+    out(v) = k.inputs.size() > 2 ? B.in[0](v[0], clamp(v[1] + B.in[2](0), 0, (int)k.inputs[0].dims[0] - 1)) : B.in[0](v[0], v[1]);
   } else if (mlir::isa<PositionIdsOp>(k.source)) {
     out(v) = v[0];  // run per sequence over a batch's rows
   } else if (mlir::isa<TransposeOp>(k.source)) {

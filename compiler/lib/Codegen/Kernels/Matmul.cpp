@@ -58,11 +58,13 @@ void gpuGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar rk, const Var *b
 
 void cpuStreamGemm(Builder &B, Func out, Func acc, Var j, Var i, RVar r, int rows, bool alongK, int tn, int vec,
                    bool parallel, TailStrategy tail) {
-  Var jo("jo"), ji("ji");
-  B.s(out).split(j, jo, ji, tn, tail).reorder(i, ji, jo);
+  Var jo("jo"), ji("ji"), io("io"), ii("ii");
+  // Rows in groups of `rows` (a batch's decode step past a few rows): each column task runs its
+  // groups one after another over its weight tile, cache-resident after the first.
+  B.s(out).split(j, jo, ji, tn, tail).split(i, io, ii, rows, TailStrategy::GuardWithIf).reorder(ii, ji, io, jo);
   if (parallel) B.s(out).parallel(jo);
   Var aj = acc.args()[0], ai = acc.args()[1];
-  B.s(acc).compute_at(out, jo).bound_extent(aj, tn).bound_extent(ai, rows).unroll(ai);
+  B.s(acc).compute_at(out, io).bound_extent(aj, tn).bound_extent(ai, rows).unroll(ai);
   if (!alongK) {
     // For each k: the rows' activations (broadcast) times tn/vec weight vectors of row k.
     if (vec > 1) B.s(out).vectorize(ji, vec), B.s(acc).vectorize(aj, vec);
@@ -278,14 +280,15 @@ struct MatmulKernel {
     gpuGemm(B, out, acc, j, i, r, batch ? &b : nullptr, g);
   }
 
-  /* THE SCHEDULE: CPU, gemm = stream (a decode step: tile_m rows, the static count or the bound of a few)
+  /* THE SCHEDULE: CPU, gemm = stream (a decode step: tile_m rows, the static count or the bound of a few;
+   * a batched step's rows past that in groups of tile_m, each column task's groups in turn)
    * Each weight element is read once, in place: column tiles of tile_n are the threads' tasks;
    * an [N, K] weight (the tied LM head) is read along K with vec-lane partial sums per column,
    * a [K, N] one as tile_n-wide row segments, a weight in panels panel after panel. No copy.
    * Tiles of panels start at whole panels (GuardWithIf): a shifted tile would read them
    * unaligned. */
   void scheduleStream() {
-    const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows, or their bound (M <= rows: Halide checks it)
+    const int rows = B.need(B.sch.tile_m, "tile_m");  // the rows computed together (a group's; the last one's clamped)
     if (batch) throw std::runtime_error("kernel " + k.kind + ": gemm = stream takes no batch");
     if (factored) return scheduleScaledBlocks(rows);
     if (quant != WeightFormat::f32) return scheduleQuantStream(rows);
@@ -300,10 +303,10 @@ struct MatmulKernel {
    * the weight's bytes are read once, as stored. */
   void scheduleQuantStream(int rows) {
     const int tn = B.need(B.sch.tile_n, "tile_n");
-    Var jo("jo"), ji("ji"), l("l");
-    B.s(out).split(j, jo, ji, tn, TailStrategy::GuardWithIf).reorder(i, ji, jo);
+    Var jo("jo"), ji("ji"), io("io"), ii("ii"), l("l");
+    B.s(out).split(j, jo, ji, tn, TailStrategy::GuardWithIf).split(i, io, ii, rows, TailStrategy::GuardWithIf).reorder(ii, ji, io, jo);
     if (B.parallel()) B.s(out).parallel(jo);
-    B.s(acc).compute_at(out, jo).bound_extent(j, tn).bound_extent(i, rows).unroll(i);
+    B.s(acc).compute_at(out, io).bound_extent(j, tn).bound_extent(i, rows).unroll(i);
     Func part = acc.update().rfactor(rq.x, l);
     B.note(funcName(part.name()) + " = " + funcName(acc.name()) + ".update().rfactor(rq.x, l): 16-lane partial sums over the blocks");
     B.s(acc.update()).reorder(rq.x, i, j);
@@ -323,10 +326,10 @@ struct MatmulKernel {
    * sums per task. */
   void scheduleScaledBlocks(int rows) {
     const int tn = B.need(B.sch.tile_n, "tile_n");
-    Var jo("jo"), ji("ji");
-    B.s(out).split(j, jo, ji, tn, TailStrategy::GuardWithIf).reorder(i, ji, jo);
+    Var jo("jo"), ji("ji"), io("io"), ii("ii");
+    B.s(out).split(j, jo, ji, tn, TailStrategy::GuardWithIf).split(i, io, ii, rows, TailStrategy::GuardWithIf).reorder(ii, ji, io, jo);
     if (B.parallel()) B.s(out).parallel(jo);
-    B.s(acc).compute_at(out, jo).bound_extent(j, tn).bound_extent(i, rows).unroll(i);
+    B.s(acc).compute_at(out, io).bound_extent(j, tn).bound_extent(i, rows).unroll(i);
     B.s(acc.update()).reorder(rl, i, j).atomic().vectorize(rl).unroll(i);
     Var pl = part.args()[0], pj = part.args()[1], pi = part.args()[2];
     const int vec = std::min(16, B.vec());

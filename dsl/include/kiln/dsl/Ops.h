@@ -19,8 +19,9 @@ struct PositionOptions {
   Tensor start;  // [1] i32: positions [start, start + L) (a decode step); none: from 0
 };
 Tensor sinusoidal_positions(Tensor like, int64_t d, PositionOptions opt = {}, SourceLoc loc = SourceLoc::current());
-// Rows [0, L) of `table` where L is the length of `like`'s first dimension (learned positions).
-Tensor position_embedding(Tensor table, Tensor like, SourceLoc loc = SourceLoc::current());
+// Rows [0, L) of `table` where L is the length of `like`'s first dimension (learned positions);
+// with opt.start, rows [start, start + L) (a chunk appended to a KV cache at `past`).
+Tensor position_embedding(Tensor table, Tensor like, PositionOptions opt = {}, SourceLoc loc = SourceLoc::current());
 
 // Rotary positions (RoFormer; Llama and its relatives) on a head-split q or k: x [H, L, hd]
 // (hd even). Row p of each head is at position p (past + p with `past`, a [1] i32: a decode
