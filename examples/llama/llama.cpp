@@ -24,6 +24,7 @@ struct LlamaConfig {
           batch = 1;
   double rms_eps = 1e-5, rope_theta = 10000.0;
   bool tied = false, train = false, checkpoint = false;
+  bool attention_bias = false, mlp_bias = false;  // biases on q/k/v/o, on gate/up/down (Hugging Face's flags)
   float lr = 1e-3f;
   int64_t warmup = 0, decay_steps = 0;
 };
@@ -60,15 +61,21 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
                        {"rms_norm_eps", num(c.rms_eps), "as its RMS norm epsilon", "1e-06"},
                        {"rope_theta|rope_parameters.rope_theta", num(c.rope_theta), "as its rotary base", "10000"},
                        {"hidden_act", "\"silu\"", "as its activation", "\"silu\""},
-                       {"attention_bias", "false", "for attention without biases", "false"},
-                       {"mlp_bias", "false", "for an FFN without biases", "false"},
+                       {"attention_bias", c.attention_bias ? "true" : "false",
+                        c.attention_bias ? "for attention with biases" : "for attention without biases", "false"},
+                       {"mlp_bias", c.mlp_bias ? "true" : "false", c.mlp_bias ? "for an FFN with biases" : "for an FFN without biases",
+                        "false"},
                        {"tie_word_embeddings", c.tied ? "true" : "false",
                         c.tied ? "for a head tied to the token embedding" : "for a head of its own (lm_head)", "false"}});
   Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
   auto norm = [&](const std::string &p, Tensor x) {
     return rms_norm(x, m.param(p, {d}, {.init = Init::Ones}), {.eps = (float)c.rms_eps});
   };
-  auto proj = [&](const std::string &p, Tensor x, int64_t in, int64_t out) { return linear(x, m.param(p, {out, in})); };
+  // A projection `p` (p.weight [out, in]; p.bias [out] where the config has biases).
+  auto proj = [&](const std::string &p, Tensor x, int64_t in, int64_t out, bool bias) {
+    return bias ? linear(x, m.param(p + ".weight", {out, in}), m.param(p + ".bias", {out}, {.init = Init::Zeros}))
+                : linear(x, m.param(p + ".weight", {out, in}));
+  };
   auto cacheState = [&](const std::string &name) {
     return c.batch > 1 ? m.state(name, {Hkv, c.ctx, hd}, B) : m.state(name, {Hkv, c.ctx, hd});
   };
@@ -78,9 +85,9 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
     std::string p = "model.layers." + std::to_string(i);
     Tensor h = norm(p + ".input_layernorm.weight", x);
     RopeOptions rot{.theta = (float)c.rope_theta, .style = RopeStyle::HalfSplit, .past = past};
-    Tensor q = rope(split_heads(proj(p + ".self_attn.q_proj.weight", h, d, H * hd), H), rot);
-    Tensor k = rope(split_heads(proj(p + ".self_attn.k_proj.weight", h, d, Hkv * hd), Hkv), rot);
-    Tensor v = split_heads(proj(p + ".self_attn.v_proj.weight", h, d, Hkv * hd), Hkv);
+    Tensor q = rope(split_heads(proj(p + ".self_attn.q_proj", h, d, H * hd, c.attention_bias), H), rot);
+    Tensor k = rope(split_heads(proj(p + ".self_attn.k_proj", h, d, Hkv * hd, c.attention_bias), Hkv), rot);
+    Tensor v = split_heads(proj(p + ".self_attn.v_proj", h, d, Hkv * hd, c.attention_bias), Hkv);
     Tensor a;
     if (!cache) {
       a = attention(q, k, v, {.mask = Mask::causal()});
@@ -93,10 +100,10 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
       m.keep(vc);
       a = attention(q, k, v, {.mask = Mask::causal()});
     }
-    x = add(x, proj(p + ".self_attn.o_proj.weight", merge_heads(a), H * hd, d));
+    x = add(x, proj(p + ".self_attn.o_proj", merge_heads(a), H * hd, d, c.attention_bias));
     Tensor h2 = norm(p + ".post_attention_layernorm.weight", x);
-    Tensor f = mul(silu(proj(p + ".mlp.gate_proj.weight", h2, d, c.ffn)), proj(p + ".mlp.up_proj.weight", h2, d, c.ffn));
-    return add(x, proj(p + ".mlp.down_proj.weight", f, c.ffn, d));
+    Tensor f = mul(silu(proj(p + ".mlp.gate_proj", h2, d, c.ffn, c.mlp_bias)), proj(p + ".mlp.up_proj", h2, d, c.ffn, c.mlp_bias));
+    return add(x, proj(p + ".mlp.down_proj", f, c.ffn, d, c.mlp_bias));
   };
   // The decoder shared by the entries: token ids -> logits [n, vocab].
   auto decoder = [&](Tensor ids, Tensor past, bool lastRow = false, bool cache = true) {
@@ -160,6 +167,8 @@ int main(int argc, char **argv) {
   app.add_option("--rms-eps", c.rms_eps, "RMSNorm's epsilon")->capture_default_str();
   app.add_option("--rope-theta", c.rope_theta, "the rotary positions' base")->capture_default_str();
   app.add_flag("--tied", c.tied, "the output head is the token embedding (no lm_head.weight)");
+  app.add_flag("--attention-bias", c.attention_bias, "q_proj, k_proj, v_proj and o_proj have biases");
+  app.add_flag("--mlp-bias", c.mlp_bias, "gate_proj, up_proj and down_proj have biases");
   driver.config_option("num_hidden_layers", "--layers", c.layers);
   driver.config_option("hidden_size", "--d-model", c.d_model);
   driver.config_option("num_attention_heads", "--heads", c.heads);
@@ -170,6 +179,8 @@ int main(int argc, char **argv) {
   driver.config_option("rms_norm_eps", "--rms-eps", c.rms_eps);
   driver.config_option("rope_theta|rope_parameters.rope_theta", "--rope-theta", c.rope_theta);
   driver.config_option("tie_word_embeddings", "--tied", c.tied);
+  driver.config_option("attention_bias", "--attention-bias", c.attention_bias);
+  driver.config_option("mlp_bias", "--mlp-bias", c.mlp_bias);
   app.add_option("--batch", c.batch, "maximum sequences per run (compiled bound) of forward, decode_batch and the training entries")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 12))
       ->capture_default_str();

@@ -47,6 +47,7 @@ struct ServeFlags {
   int port = 8080, slots = 0, max_queue = 64;
   int64_t ctx = 0, chunk = 256;
   size_t max_body = 1 << 20;
+  bool no_prefix_reuse = false;  // every prompt prefilled whole
 };
 
 // --serve (serve.cpp): an OpenAI-compatible HTTP server until SIGTERM or SIGINT (then the

@@ -247,6 +247,7 @@ void add_flags(CLI::App &app, Flags &f) {
   app.add_option("--chunk", f.sv.chunk, "--serve: prompt tokens prefilled per step between decode steps")
       ->capture_default_str()->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   app.add_option("--max-body", f.sv.max_body, "--serve: the largest request body in bytes (413 beyond)")->capture_default_str();
+  app.add_flag("--no-prefix-reuse", f.sv.no_prefix_reuse, "--serve: prefill every prompt whole (by default a slot's cached prefix is reused)");
   app.add_flag("--train", f.train, "train: run the model's training entry over --data for --steps steps");
   app.add_option("--data", tr.data, "--train: a 1-D .npy of token ids (for text, its bytes)");
   app.add_option("--seq", tr.seq, "--train: tokens per window (T; each step reads T + 1)");
@@ -284,7 +285,7 @@ void check_modes(const Cli &cli, const CLI::App &app, Flags &f) {
       cli.die(1, std::string(flag) + " applies to --generate (or --chat)");
   if (app.count("--system") && !f.chat) cli.die(1, "--system applies to --chat");
   if (!f.serve)
-    for (const char *flag : {"--host", "--port", "--slots", "--max-queue", "--api-key", "--ctx", "--chunk", "--max-body"})
+    for (const char *flag : {"--host", "--port", "--slots", "--max-queue", "--api-key", "--ctx", "--chunk", "--max-body", "--no-prefix-reuse"})
       if (app.count(flag)) cli.die(1, std::string(flag) + " applies to --serve");
   if (f.serve && (f.train || f.generate || f.chat || !f.prompt.empty() || !f.prompt_file.empty() || !f.tokens.empty() ||
                   !f.inputs.empty() || app.count("--entry") || f.repeat > 1))

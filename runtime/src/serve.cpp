@@ -202,6 +202,7 @@ struct Engine {
   std::deque<std::shared_ptr<Request>> queue;
   size_t max_queue = 64;
   bool stopping = false;
+  bool reuse = true;  // prefix reuse (--no-prefix-reuse: off)
   std::atomic<int> in_use{0};  // slots holding a request (read by /metrics)
   // Metrics (under mu).
   uint64_t ok = 0, failed = 0, cancelled = 0, rejected = 0, prompt_total = 0, generated_total = 0, cached_total = 0;
@@ -326,7 +327,7 @@ struct Engine {
           if (slots[i].req) continue;
           const std::vector<int32_t> &c = slots[i].cache, &p = queue.front()->prompt;
           size_t k = 0;
-          while (k < c.size() && k < p.size() && c[k] == p[k]) ++k;
+          while (reuse && k < c.size() && k < p.size() && c[k] == p[k]) ++k;
           if (best < 0 || k > keep) best = i, keep = k;
         }
         if (best < 0) return;
@@ -895,6 +896,7 @@ int serve(const Cli &cli, kilnrt_session *s, const ServeFlags &f) {
   if (en.context <= 0 || en.chunkIn.empty()) cli.die(1, "--serve: the extend entry has no chunk or past input");
   en.slots.resize((size_t)en.nslots);
   en.chunk = f.chunk;
+  en.reuse = !f.no_prefix_reuse;
   en.max_queue = (size_t)f.max_queue;
   {
     const int32_t *ids;

@@ -141,10 +141,9 @@ TEST(Gpt2Generate, PrefillKeepsTheLastRowAndStepLogitsMatchTheReference) {
 
 // examples/gpt2's `extend`: a chunk appended at `past` of the cache (learned positions past,
 // past + 1, ...: position_embedding from a start). prefill over the first 5 tokens, then extend
-// with the next 4 at past 5: the chunk's last row is the reference's row 8 over all 9 tokens.
-// Compiled with --batch 3, extend writes the cache of slot `slot`: the whole prompt into slot 2,
-// then decode_batch steps slot 2 at past 9, and its row is the reference's next row.
-TEST(Gpt2Generate, ExtendAppendsAChunkAtPastOfACacheSlot) {
+// with the next 4 at past 5: the chunk's last row is the reference's row 8 over all 9 tokens
+// (tests/train/batch_test.cpp: the same into one cache slot of a batched build).
+TEST(Gpt2Generate, ExtendAppendsAChunkAtPast) {
   std::string dir = kt::workDir("gpt2_extend"), fx = kSrc + "/tests/fixtures/gpt2";
   auto r = compileSmallGpt2(dir);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -164,16 +163,6 @@ TEST(Gpt2Generate, ExtendAppendsAChunkAtPastOfACacheSlot) {
   ref::T got = kt::loadNpy(dir + "/e/chunk_logits.npy");
   ASSERT_EQ(got.shape, (std::vector<int64_t>{1, V}));
   EXPECT_TRUE(kt::allClose(row(8), got));
-  // The batched build: slot 2's cache, then a decode step of that slot alone.
-  std::string bdir = dir + "/batch";
-  r = kt::run("mkdir -p " + bdir);
-  r = compileSmallGpt2(bdir, "--batch 3");
-  ASSERT_EQ(r.code, 0) << r.output;
-  r = kt::run(bdir + "/gpt2" + weights + " --entry extend,decode_batch --tokens chunk=17,4,99,3,250,61,7,128,33 --tokens past=0 "
-              "--tokens slot=2 --tokens token_batch=90 --tokens past_batch=9 --tokens slots=2 --output-dir " + bdir + "/o");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(kt::allClose(row(8), kt::loadNpy(bdir + "/o/chunk_logits.npy")));
-  EXPECT_TRUE(kt::allClose(row(9), kt::loadNpy(bdir + "/o/next_logits_batch.npy")));
   // A chunk past the context is refused, naming it.
   r = kt::run(dir + "/gpt2" + weights + " --entry extend --tokens chunk=1,2,3 --tokens past=62");
   EXPECT_NE(r.code, 0);

@@ -49,6 +49,36 @@ TEST(Llama, LogitsAndGreedyTokensMatchTransformers) {
   EXPECT_EQ(gotIds.v, wantIds.v);
 }
 
+// attention_bias and mlp_bias (tests/fixtures/hf_llama_bias: the same small Llama with biases on
+// q/k/v/o and gate/up/down, every one perturbed): compiled from its config.json, the logits
+// within 5e-6 of the largest of transformers'; the config without its biases is refused.
+TEST(Llama, AttentionAndMlpBiasesMatchTransformers) {
+  const std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/hf_llama_bias";
+  std::string dir = kt::workDir("llama_bias");
+  auto c = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + fx + "/config.json --ctx 32 --quiet --cache-dir " +
+                   KILN_TEST_CACHE " -o " + dir + "/llama");
+  ASSERT_EQ(c.code, 0) << c.output;
+  auto r = kt::run(dir + "/llama --weights " + fx + "/model.safetensors --input tokens=" + fx + "/tokens.npy --output-dir " + dir +
+                   "/out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T want = kt::loadNpy(fx + "/logits.npy"), got = kt::loadNpy(dir + "/out/logits.npy");
+  ASSERT_EQ(got.shape, want.shape);
+  double maxRef = 0, maxDiff = 0;
+  for (size_t i = 0; i < want.v.size(); ++i) {
+    maxRef = std::max(maxRef, (double)std::abs(want.v[i]));
+    maxDiff = std::max(maxDiff, (double)std::abs(want.v[i] - got.v[i]));
+  }
+  fprintf(stderr, "[ measured ] biases: max |kiln - transformers| / max |logit| = %.3g\n", maxDiff / maxRef);
+  EXPECT_LE(maxDiff, 5e-6 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
+  // The model without biases (hf_llama's config) refuses this checkpoint, naming the field.
+  auto plain = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + kFixture + "/config.json --ctx 32 --quiet --cache-dir " +
+                       KILN_TEST_CACHE " -o " + dir + "/plain");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  auto bad = kt::run(dir + "/plain --weights " + fx + "/model.safetensors --tokens 1,2,3");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("attention_bias"), std::string::npos) << bad.output;
+}
+
 // The checkpoint's config.json is checked against what was compiled: a rotary base that
 // differs (inside rope_parameters, as transformers 5 writes it) is named.
 TEST(Llama, AConfigThatDiffersIsRefused) {

@@ -9,12 +9,15 @@ tests/fixtures/hf_llama/: the checkpoint as save_pretrained writes it (config.js
 model.safetensors), one prompt's tokens.npy and logits.npy (eager attention, f32), and
 generated.npy: the prompt's 12 greedy tokens (model.generate, do_sample False).
 
+tests/fixtures/hf_llama_bias/: the same with attention_bias and mlp_bias (biases perturbed too):
+the checkpoint, tokens.npy, logits.npy.
+
 tests/fixtures/llama_grad_b3/: the same config and weights (weights.safetensors under the
 checkpoint's names), a batch of B = 3 sequences of 37 positions (no multiple of any block),
 targets with a few -1, the mean cross-entropy (loss.npy) and every parameter's gradient from
 autograd (grads.safetensors).
 
-    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py   # torch, transformers, safetensors
+    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py [hf_llama,hf_llama_bias,llama_grad_b3]
 
 The fixtures are committed, so the test suite needs no torch.
 """
@@ -31,12 +34,12 @@ from transformers import LlamaConfig, LlamaForCausalLM
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
 
 
-def small_llama(seed=0, tied=False):
+def small_llama(seed=0, tied=False, bias=False):
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                       rms_norm_eps=1e-5, rope_theta=500.0, tie_word_embeddings=tied, hidden_act="silu",
-                      attention_bias=False, mlp_bias=False, bos_token_id=1, eos_token_id=2,
+                      attention_bias=bias, mlp_bias=bias, bos_token_id=1, eos_token_id=2,
                       attn_implementation="eager")
     model = LlamaForCausalLM(cfg).float().eval()
     g = torch.Generator().manual_seed(seed + 1)
@@ -68,6 +71,22 @@ def hf_llama():
     np.save(os.path.join(out, "generated.npy"), gen[0, tokens.shape[1]:].numpy().astype(np.int32))
 
 
+def hf_llama_bias():
+    """The same small Llama with attention_bias and mlp_bias (every bias perturbed too): its
+    checkpoint, one prompt's tokens.npy and logits.npy."""
+    out = os.path.join(ROOT, "hf_llama_bias")
+    shutil.rmtree(out, ignore_errors=True)
+    model = small_llama(seed=5, bias=True)
+    model.save_pretrained(out, safe_serialization=True)
+    if os.path.exists(os.path.join(out, "generation_config.json")):
+        os.remove(os.path.join(out, "generation_config.json"))
+    tokens = torch.tensor([[1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3]])
+    with torch.inference_mode():
+        logits = model(tokens).logits[0].float().numpy()
+    np.save(os.path.join(out, "tokens.npy"), tokens[0].numpy().astype(np.int32))
+    np.save(os.path.join(out, "logits.npy"), logits)
+
+
 def llama_grad_b3(B=3, n=37):
     out = os.path.join(ROOT, "llama_grad_b3")
     shutil.rmtree(out, ignore_errors=True)
@@ -92,5 +111,7 @@ def llama_grad_b3(B=3, n=37):
 
 
 if __name__ == "__main__":
-    hf_llama()
-    llama_grad_b3()
+    import sys
+    parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["hf_llama", "hf_llama_bias", "llama_grad_b3"]
+    for part in parts:
+        globals()[part]()

@@ -93,6 +93,22 @@ def stream(port, path, body, stop_after=None):
     return chunks, done
 
 
+def three_turns(port, headers=None):
+    """A 3-turn chat, turn by turn (each turn's messages: the earlier turns and their answers):
+    the answers and each turn's cached prompt tokens."""
+    msgs = [{"role": "system", "content": "You answer in a few words."}]
+    answers, cached = [], []
+    for u in ["Name a colour.", "And another one?", "Which of the two is darker?"]:
+        msgs.append({"role": "user", "content": u})
+        st, _, r = post(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 12, "temperature": 0}, headers)
+        if st != 200:
+            return None, None
+        answers.append(r["choices"][0]["message"]["content"])
+        cached.append(r["usage"]["prompt_tokens_details"]["cached_tokens"])
+        msgs.append({"role": "assistant", "content": answers[-1]})
+    return answers, cached
+
+
 def cli(exe, *args):
     p = subprocess.run([exe, "--weights", GGUF, "--quiet", "--threads", "2"] + list(args), capture_output=True, text=True)
     if p.returncode != 0:
@@ -162,6 +178,10 @@ def main():
           and r1["choices"][0]["message"] == r2["choices"][0]["message"],
           "a repeated conversation reuses %s of %s prompt tokens, same answer" %
           (r2["usage"]["prompt_tokens_details"]["cached_tokens"] if st2 == 200 else "?", r2["usage"]["prompt_tokens"] if st2 == 200 else "?"))
+
+    reuse_answers, reuse_cached = three_turns(port)
+    check(reuse_cached is not None and reuse_cached[1] > 0 and reuse_cached[2] > reuse_cached[1],
+          "a 3-turn chat reuses the cache of the turns before (cached prompt tokens per turn: %s)" % reuse_cached)
 
     # Stop strings: the text ends before the first one (matched across token boundaries).
     cut = want_text[len(want_text) // 2:len(want_text) // 2 + 3]
@@ -242,12 +262,16 @@ def main():
           "SIGTERM: the running request completes (48 tokens), exit %s" % code)
 
     # A queue of one behind one slot: the third request is 429 with Retry-After; the API key.
-    srv, port, lines = start(exe, "--slots", "1", "--max-queue", "1", "--api-key", "sekret")
+    srv, port, lines = start(exe, "--slots", "1", "--max-queue", "1", "--api-key", "sekret", "--no-prefix-reuse")
     auth = {"Authorization": "Bearer sekret"}
     st, _, r = post(port, "/v1/completions", {"prompt": "hi", "max_tokens": 2})
     check(st == 401, "no API key: 401")
     st, _, r = post(port, "/v1/completions", {"prompt": "hi", "max_tokens": 2}, {"Authorization": "Bearer wrong"})
     check(st == 401, "a wrong API key: 401")
+    # The same 3-turn chat without prefix reuse (every prompt prefilled whole): the same answers.
+    answers, cached = three_turns(port, auth)
+    check(answers == reuse_answers and cached == [0, 0, 0],
+          "the 3-turn chat without prefix reuse: the same answers %s, nothing cached (%s)" % (answers, cached))
     outs = [None] * 3
 
     def slow(i):

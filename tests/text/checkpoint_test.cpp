@@ -343,7 +343,7 @@ TEST(Checkpoint, HuggingFaceBertModelGivesTransformersHiddenStates) {
   ref::T got = hidden(fx + "/model.safetensors", "f32");
   ASSERT_EQ(got.shape, want.shape);
   fprintf(stderr, "[ measured ] BertModel: max |kiln - transformers| / max |hidden| = %.3g\n", maxDiff(got, want) / maxAbs(want));
-  EXPECT_LE(maxDiff(got, want), 2e-6f * maxAbs(want));  // measured 2.9e-7
+  EXPECT_LE(maxDiff(got, want), 2e-6f * maxAbs(want));  // measured 2.5e-7 (8x margin)
   for (const std::string what : {"swapped", "no_bias"}) {
     auto w = kt::loadWeights(fx + "/model.safetensors");
     if (what == "swapped") {

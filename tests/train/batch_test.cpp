@@ -223,3 +223,31 @@ TEST(Batch, BatchedDecodeEqualsEachSequenceDecodedAlone) {
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.output, HasSubstr("no entry point 'decod'"));
 }
+
+// examples/gpt2's extend in a build with --batch 3 writes the cache of slot `slot`: a prompt of 9
+// tokens into slot 2 (slots 0 and 1 untouched), then decode_batch steps slot 2 alone at past 9.
+// The chunk's last row and the step's row equal rows 8 and 9 of forward over the 10 tokens.
+TEST(Batch, ExtendWritesTheCacheOfItsSlot) {
+  std::string dir = kt::workDir("train_batch_extend");
+  std::string exe = kt::compileExample("gpt2", "--batch 3 --layers 2 --d-model 64 --heads 4 --vocab 120 --ctx 32", dir);
+  ASSERT_FALSE(exe.empty());
+  const int64_t V = 120;
+  std::vector<int32_t> ids = kt::randomIds(10, (int)V, 17);
+  kt::saveIdRows(dir + "/all.npy", ids, 1);
+  kt::saveIds(dir + "/chunk.npy", std::vector<int32_t>(ids.begin(), ids.begin() + 9));
+  kt::saveIds(dir + "/next.npy", {ids[9]});
+  auto r = kt::run(exe + " --random-weights --seed 5 --entry forward --input tokens=" + dir + "/all.npy --output-dir " + dir + "/f");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = kt::run(exe + " --random-weights --seed 5 --entry extend,decode_batch --input chunk=" + dir + "/chunk.npy --tokens past=0 "
+              "--tokens slot=2 --input token_batch=" + dir + "/next.npy --tokens past_batch=9 --tokens slots=2 --output-dir " + dir + "/e");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ref::T all = kt::loadNpy(dir + "/f/logits.npy");
+  ASSERT_EQ(all.shape, (std::vector<int64_t>{1, 10, V}));
+  auto row = [&](int64_t p) {
+    ref::T t({1, V});
+    std::copy(all.v.begin() + p * V, all.v.begin() + (p + 1) * V, t.v.begin());
+    return t;
+  };
+  EXPECT_TRUE(kt::allClose(row(8), kt::loadNpy(dir + "/e/chunk_logits.npy")));
+  EXPECT_TRUE(kt::allClose(row(9), kt::loadNpy(dir + "/e/next_logits_batch.npy")));
+}

@@ -142,7 +142,7 @@ TEST(Driver, EmitsEveryPhaseAndArtefact) {
   EXPECT_THAT(r.output, HasSubstr("tile_m = "));
   r = kt::run(small + " --emit=cost");
   EXPECT_EQ(r.code, 0);
-  EXPECT_THAT(r.output, HasSubstr("at L = 32 (the bound)"));
+  EXPECT_THAT(r.output, HasSubstr("at L = 32, C = 32 (the bound)"));  // C: extend's chunk
   EXPECT_THAT(r.output, HasSubstr("at L = 16"));
   EXPECT_THAT(r.output, HasSubstr("at L = 8"));
   EXPECT_THAT(r.output, HasSubstr("peak memory"));
