@@ -1,6 +1,7 @@
 // cli.h - what the compiled executable's command line (main.cpp) and its generation loop
 // (generate.cpp) share: the model being run, and failing with a message and an exit code.
 #pragma once
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 
@@ -69,9 +70,9 @@ int generate(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const st
 int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::string &system, const std::string &output_dir);
 // The conversation `messages` (a JSON array of {"role", "content"}) rendered by the tokenizer's
 // chat template with the generation prompt, as transformers' apply_chat_template renders it.
-std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json);
+std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const nlohmann::json &messages);
 // The same, as a status (the message in kilnrt_last_error): for the server, where a bad template
 // or message is the request's error, not the process's.
-kilnrt_status render_chat(kilnrt_tokenizer *tok, const std::string &messages_json, std::string &out);
+kilnrt_status render_chat(kilnrt_tokenizer *tok, const nlohmann::json &messages, std::string &out);
 
 }  // namespace kilnrt

@@ -111,12 +111,11 @@ const char *chat_template(const Cli &cli, kilnrt_tokenizer *tok) {
   return tmpl;
 }
 
-kilnrt_status render_chat(kilnrt_tokenizer *tok, const std::string &messages_json, std::string &out) {
+kilnrt_status render_chat(kilnrt_tokenizer *tok, const nlohmann::json &messages, std::string &out) {
   const char *tmpl = tok ? kilnrt_tokenizer_chat_template(tok) : nullptr;
   if (!tmpl) return user_error(tok ? "the tokenizer holds no chat template" : "a chat needs a tokenizer with a chat template");
-  nlohmann::json messages = nlohmann::json::parse(messages_json, nullptr, false);
-  if (messages.is_discarded() || !messages.is_array()) return user_error("the chat's messages are not a JSON array");
-  nlohmann::json ctx = {{"messages", std::move(messages)}, {"add_generation_prompt", true}};
+  if (!messages.is_array()) return user_error("the chat's messages are not a JSON array");
+  nlohmann::json ctx = {{"messages", messages}, {"add_generation_prompt", true}};
   auto token = [&](int32_t id) {
     const char *text;
     size_t len;
@@ -132,10 +131,10 @@ kilnrt_status render_chat(kilnrt_tokenizer *tok, const std::string &messages_jso
   return KILNRT_OK;
 }
 
-std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const std::string &messages_json) {
+std::string render_chat(const Cli &cli, kilnrt_tokenizer *tok, const nlohmann::json &messages) {
   chat_template(cli, tok);
   std::string text;
-  cli.check(render_chat(tok, messages_json, text));
+  cli.check(render_chat(tok, messages, text));
   return text;
 }
 
@@ -165,7 +164,7 @@ int chat(const Cli &cli, kilnrt_session *s, const GenerateFlags &g, const std::s
       continue;
     }
     messages.push_back({{"role", "user"}, {"content", line}});
-    std::string text = render_chat(cli, tok, messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    std::string text = render_chat(cli, tok, messages);
     const int32_t *p;
     int64_t n;
     cli.check(kilnrt_tokenizer_encode(tok, text.data(), text.size(), 0, &p, &n));

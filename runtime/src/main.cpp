@@ -513,7 +513,7 @@ int run(const kiln_model_info &model, int argc, char **argv) {
     nlohmann::json messages = nlohmann::json::array();
     if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
     messages.push_back({{"role", "user"}, {"content", prompt}});
-    prompt = render_chat(cli, tok.get(), messages.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    prompt = render_chat(cli, tok.get(), messages);
   }
   if (app.count("--prompt") || !f.prompt_file.empty()) set_prompt(cli, s, f, *en, token_inputs, tok.get(), prompt, !f.chat);
   if (!f.generate) return run_entries(cli, s, f, chain, load_ms);

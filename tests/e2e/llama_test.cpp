@@ -14,11 +14,29 @@ namespace {
 
 const std::string kFixture = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/hf_llama";
 
-std::string compileLlama(const std::string &dir) {
-  auto c = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + kFixture + "/config.json --ctx 64 --quiet --cache-dir " +
-                   KILN_TEST_CACHE " -o " + dir + "/llama");
+// examples/llama compiled from `fixture`'s config.json into dir/name.
+std::string compileLlama(const std::string &dir, const std::string &fixture = kFixture, const std::string &name = "llama") {
+  auto c = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + fixture + "/config.json --ctx 64 --quiet --cache-dir " +
+                   KILN_TEST_CACHE " -o " + dir + "/" + name);
   EXPECT_EQ(c.code, 0) << c.output;
-  return c.code == 0 ? dir + "/llama" : "";
+  return c.code == 0 ? dir + "/" + name : "";
+}
+
+// forward over `fixture`'s tokens.npy with its model.safetensors: the largest |kiln -
+// transformers| of the logits (logits.npy) and the largest |transformers|; -1s after a failure.
+std::pair<double, double> logitsDiff(const std::string &exe, const std::string &fixture, const std::string &out) {
+  auto r = kt::run(exe + " --weights " + fixture + "/model.safetensors --input tokens=" + fixture + "/tokens.npy --output-dir " + out);
+  EXPECT_EQ(r.code, 0) << r.output;
+  if (r.code != 0) return {-1, -1};
+  ref::T want = kt::loadNpy(fixture + "/logits.npy"), got = kt::loadNpy(out + "/logits.npy");
+  EXPECT_EQ(got.shape, want.shape);
+  if (got.shape != want.shape) return {-1, -1};
+  double maxDiff = 0, maxRef = 0;
+  for (size_t i = 0; i < want.v.size(); ++i) {
+    maxRef = std::max(maxRef, (double)std::abs(want.v[i]));
+    maxDiff = std::max(maxDiff, (double)std::abs(want.v[i] - got.v[i]));
+  }
+  return {maxDiff, maxRef};
 }
 
 // The logits of a 17-token prompt within 5e-6 of the largest (|logit| <= 3.3; measured 2.1e-6
@@ -28,16 +46,8 @@ TEST(Llama, LogitsAndGreedyTokensMatchTransformers) {
   std::string dir = kt::workDir("llama_hf");
   std::string exe = compileLlama(dir);
   ASSERT_FALSE(exe.empty());
-  auto r = kt::run(exe + " --weights " + kFixture + "/model.safetensors --input tokens=" + kFixture + "/tokens.npy --output-dir " +
-                   dir + "/out");
-  ASSERT_EQ(r.code, 0) << r.output;
-  ref::T want = kt::loadNpy(kFixture + "/logits.npy"), got = kt::loadNpy(dir + "/out/logits.npy");
-  ASSERT_EQ(got.shape, want.shape);
-  double maxRef = 0, maxDiff = 0;
-  for (size_t i = 0; i < want.v.size(); ++i) {
-    maxRef = std::max(maxRef, (double)std::abs(want.v[i]));
-    maxDiff = std::max(maxDiff, (double)std::abs(want.v[i] - got.v[i]));
-  }
+  auto [maxDiff, maxRef] = logitsDiff(exe, kFixture, dir + "/out");
+  ASSERT_GE(maxRef, 0);
   EXPECT_LE(maxDiff, 5e-6 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
 
   ref::T tokens = kt::loadNpy(kFixture + "/tokens.npy");
@@ -55,26 +65,16 @@ TEST(Llama, LogitsAndGreedyTokensMatchTransformers) {
 TEST(Llama, AttentionAndMlpBiasesMatchTransformers) {
   const std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/hf_llama_bias";
   std::string dir = kt::workDir("llama_bias");
-  auto c = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + fx + "/config.json --ctx 32 --quiet --cache-dir " +
-                   KILN_TEST_CACHE " -o " + dir + "/llama");
-  ASSERT_EQ(c.code, 0) << c.output;
-  auto r = kt::run(dir + "/llama --weights " + fx + "/model.safetensors --input tokens=" + fx + "/tokens.npy --output-dir " + dir +
-                   "/out");
-  ASSERT_EQ(r.code, 0) << r.output;
-  ref::T want = kt::loadNpy(fx + "/logits.npy"), got = kt::loadNpy(dir + "/out/logits.npy");
-  ASSERT_EQ(got.shape, want.shape);
-  double maxRef = 0, maxDiff = 0;
-  for (size_t i = 0; i < want.v.size(); ++i) {
-    maxRef = std::max(maxRef, (double)std::abs(want.v[i]));
-    maxDiff = std::max(maxDiff, (double)std::abs(want.v[i] - got.v[i]));
-  }
+  std::string exe = compileLlama(dir, fx);
+  ASSERT_FALSE(exe.empty());
+  auto [maxDiff, maxRef] = logitsDiff(exe, fx, dir + "/out");
+  ASSERT_GE(maxRef, 0);
   fprintf(stderr, "[ measured ] biases: max |kiln - transformers| / max |logit| = %.3g\n", maxDiff / maxRef);
   EXPECT_LE(maxDiff, 5e-6 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
   // The model without biases (hf_llama's config) refuses this checkpoint, naming the field.
-  auto plain = kt::run(std::string(KILN_BIN) + "/llama-compile --config " + kFixture + "/config.json --ctx 32 --quiet --cache-dir " +
-                       KILN_TEST_CACHE " -o " + dir + "/plain");
-  ASSERT_EQ(plain.code, 0) << plain.output;
-  auto bad = kt::run(dir + "/plain --weights " + fx + "/model.safetensors --tokens 1,2,3");
+  std::string plain = compileLlama(dir, kFixture, "plain");
+  ASSERT_FALSE(plain.empty());
+  auto bad = kt::run(plain + " --weights " + fx + "/model.safetensors --tokens 1,2,3");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.output.find("attention_bias"), std::string::npos) << bad.output;
 }

@@ -93,6 +93,18 @@ def stream(port, path, body, stop_after=None):
     return chunks, done
 
 
+def metrics_after_cancel(port, cancelled):
+    """/metrics once `cancelled` requests are counted cancelled and no slot is in use (or after 5 s),
+    and whether that state was reached."""
+    for _ in range(100):
+        m = request(port, "GET", "/metrics")[2]
+        if re.search(r"^kiln_slots_in_use 0$", m, re.M) and \
+                re.search(r'kiln_requests_total\{outcome="cancelled"\} %d$' % cancelled, m, re.M):
+            return m, True
+        time.sleep(0.05)
+    return m, False
+
+
 def three_turns(port, headers=None):
     """A 3-turn chat, turn by turn (each turn's messages: the earlier turns and their answers):
     the answers and each turn's cached prompt tokens."""
@@ -223,14 +235,8 @@ def main():
 
     # A client that leaves mid-stream frees its slot.
     chunks, _ = stream(port, "/v1/completions", {"prompt": prompts[5], "max_tokens": 400, "temperature": 0}, stop_after=3)
-    for _ in range(100):
-        m = request(port, "GET", "/metrics")[2]
-        if re.search(r"^kiln_slots_in_use 0$", m, re.M) and re.search(r'kiln_requests_total\{outcome="cancelled"\} 1$', m, re.M):
-            break
-        time.sleep(0.05)
-    check(re.search(r"^kiln_slots_in_use 0$", m, re.M) is not None and
-          re.search(r'kiln_requests_total\{outcome="cancelled"\} 1$', m, re.M) is not None,
-          "a client gone mid-stream cancels its sequence: its slot is free (/metrics)")
+    m, freed = metrics_after_cancel(port, 1)
+    check(freed, "a client gone mid-stream cancels its sequence: its slot is free (/metrics)")
     # A client that leaves while it waits for a whole (not streamed) response cancels it too.
     sk = socket.create_connection(("127.0.0.1", port))
     body = json.dumps({"prompt": prompts[5], "max_tokens": 400, "temperature": 0}).encode()
@@ -238,14 +244,8 @@ def main():
                % len(body) + body)
     time.sleep(0.5)
     sk.close()
-    for _ in range(100):
-        m = request(port, "GET", "/metrics")[2]
-        if re.search(r"^kiln_slots_in_use 0$", m, re.M) and re.search(r'kiln_requests_total\{outcome="cancelled"\} 2$', m, re.M):
-            break
-        time.sleep(0.05)
-    check(re.search(r'kiln_requests_total\{outcome="cancelled"\} 2$', m, re.M) is not None and
-          re.search(r"^kiln_slots_in_use 0$", m, re.M) is not None,
-          "a client gone before its whole response cancels its sequence: its slot is free (/metrics)")
+    m, freed = metrics_after_cancel(port, 2)
+    check(freed, "a client gone before its whole response cancels its sequence: its slot is free (/metrics)")
     check("kiln_time_to_first_token_seconds_bucket" in m and "kiln_inter_token_latency_seconds_count" in m,
           "/metrics has the latency histograms")
 

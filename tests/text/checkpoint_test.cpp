@@ -121,6 +121,26 @@ float maxDiff(const ref::T &a, const ref::T &b) {
   for (size_t i = 0; i < a.v.size() && i < b.v.size(); ++i) d = std::max(d, std::abs(a.v[i] - b.v[i]));
   return d;
 }
+// Copies of the checkpoint `path` (into dir) with a mis-mapping that a fixture of perturbed
+// parameters must show: "swapped" exchanges norms `a` and `b` (.weight and .bias), "no_bias"
+// zeroes the tensor `bias`. Each name with its file.
+std::vector<std::pair<std::string, std::string>> misMapped(const std::string &path, const std::string &dir, const std::string &a,
+                                                           const std::string &b, const std::string &bias) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string what : {"swapped", "no_bias"}) {
+    auto w = kt::loadWeights(path);
+    if (what == "swapped") {
+      std::swap(w.at(a + ".weight"), w.at(b + ".weight"));
+      std::swap(w.at(a + ".bias"), w.at(b + ".bias"));
+    } else {
+      for (float &v : w.at(bias).v) v = 0;
+    }
+    kt::saveWeights(dir + "/" + what + ".safetensors", w);
+    out.push_back({what, dir + "/" + what + ".safetensors"});
+  }
+  return out;
+}
+
 float maxAbs(const ref::T &a) {
   float m = 0;
   for (float v : a.v) m = std::max(m, std::abs(v));
@@ -297,18 +317,9 @@ TEST(Checkpoint, HuggingFaceShardedAndBf16CheckpointsGiveTransformersLogits) {
   // The fixture's parameters are perturbed from their initialisation (biases nonzero, norm gains
   // other than 1), so a norm or bias read under another name would show: swapping a layer's two
   // norms, or dropping its attention's bias, moves the logits far past the tolerance.
-  for (const std::string what : {"swapped", "no_bias"}) {
-    auto w = kt::loadWeights(fx + "/bf16/model.safetensors");
-    if (what == "swapped") {
-      std::swap(w.at("transformer.h.0.ln_1.weight"), w.at("transformer.h.0.ln_2.weight"));
-      std::swap(w.at("transformer.h.0.ln_1.bias"), w.at("transformer.h.0.ln_2.bias"));
-    } else {
-      for (float &v : w.at("transformer.h.1.attn.c_attn.bias").v) v = 0;
-    }
-    kt::saveWeights(dir + "/" + what + ".safetensors", w);
-    ref::T moved = logits(dir + "/" + what + ".safetensors", what);
-    EXPECT_GT(maxDiff(moved, wantBf16), 1e-2f * maxAbs(wantBf16)) << what;
-  }
+  for (const auto &[what, file] : misMapped(fx + "/bf16/model.safetensors", dir, "transformer.h.0.ln_1", "transformer.h.0.ln_2",
+                                            "transformer.h.1.attn.c_attn.bias"))
+    EXPECT_GT(maxDiff(logits(file, what), wantBf16), 1e-2f * maxAbs(wantBf16)) << what;
   EXPECT_LE(maxDiff(bf16, want), 1e-2f * maxAbs(want));
   EXPECT_GT(maxDiff(bf16, want), 1e-4f * maxAbs(want)) << "the file really is bf16";
   // gpt2-compile --config takes its sizes from the same config.json.
@@ -344,15 +355,7 @@ TEST(Checkpoint, HuggingFaceBertModelGivesTransformersHiddenStates) {
   ASSERT_EQ(got.shape, want.shape);
   fprintf(stderr, "[ measured ] BertModel: max |kiln - transformers| / max |hidden| = %.3g\n", maxDiff(got, want) / maxAbs(want));
   EXPECT_LE(maxDiff(got, want), 2e-6f * maxAbs(want));  // measured 2.5e-7 (8x margin)
-  for (const std::string what : {"swapped", "no_bias"}) {
-    auto w = kt::loadWeights(fx + "/model.safetensors");
-    if (what == "swapped") {
-      std::swap(w.at("encoder.layer.0.attention.output.LayerNorm.weight"), w.at("encoder.layer.0.output.LayerNorm.weight"));
-      std::swap(w.at("encoder.layer.0.attention.output.LayerNorm.bias"), w.at("encoder.layer.0.output.LayerNorm.bias"));
-    } else {
-      for (float &v : w.at("encoder.layer.1.attention.self.value.bias").v) v = 0;
-    }
-    kt::saveWeights(dir + "/" + what + ".safetensors", w);
-    EXPECT_GT(maxDiff(hidden(dir + "/" + what + ".safetensors", what), want), 1e-2f * maxAbs(want)) << what;
-  }
+  for (const auto &[what, file] : misMapped(fx + "/model.safetensors", dir, "encoder.layer.0.attention.output.LayerNorm",
+                                            "encoder.layer.0.output.LayerNorm", "encoder.layer.1.attention.self.value.bias"))
+    EXPECT_GT(maxDiff(hidden(file, what), want), 1e-2f * maxAbs(want)) << what;
 }
