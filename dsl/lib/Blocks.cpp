@@ -134,13 +134,14 @@ Recurrent recurrent(Model &m, const std::string &prefix, Tensor x, const SubLaye
   r.eps = opt.act.epsilon;
   r.loc = loc;
   Tensor hidden = m.add(r);
-  auto result = [&](int which, DType dt) {
-    Node n{.kind = OpKind::RecurrentResult, .inputs = {hidden.id()}, .shape = {x.dim(0)}, .dtype = dt};
+  auto result = [&](int which, DType dt, Shape shape) {
+    Node n{.kind = OpKind::RecurrentResult, .inputs = {hidden.id()}, .shape = shape, .dtype = dt};
     n.axis = which;
     n.loc = loc;
     return m.add(n);
   };
-  Recurrent res{hidden, result(1, DType::F32), result(2, DType::I32)};
+  Recurrent res{hidden, result(1, DType::F32, {x.dim(0)}), result(2, DType::I32, {x.dim(0)}),
+                result(3, DType::I32, {Dim(1)})};
   if (opt.act.ponder_weight > 0.0f) m.loss_if_any(res.ponder, opt.act.ponder_weight, prefix + ".ponder", loc);
   return res;
 }

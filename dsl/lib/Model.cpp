@@ -418,7 +418,7 @@ Tensor Model::add(Node n) {
   for (int in : n.inputs)
     if (nodes_.at(in).region >= 0 && nodes_[in].region != n.region)
       throw Error(std::string(op_name(n)) + ": an operand was made inside a recurrent step and is used outside "
-                      "it; only the recurrent's results (hidden, ponder, steps) leave the step",
+                      "it; only the recurrent's results (hidden, ponder, steps, iterations) leave the step",
                   n.loc);
   for (int in : n.inputs)
     if (nodes_.at(in).entry != n.entry)

@@ -1,10 +1,14 @@
-// examples/llama: the Llama family (Llama 2 and 3, SmolLM, Mistral without its window, ...) in
-// the kiln DSL, with Hugging Face's parameter names and layouts (LlamaForCausalLM).
+// examples/llama: the Llama family (Llama 2 and 3, SmolLM, Qwen2, Qwen3, Mistral within its
+// window, ...) in the kiln DSL, with Hugging Face's parameter names and layouts
+// (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM).
 //
 // Pre-norm blocks with RMSNorm; rotary positions on q and k (half-split pairs, as Hugging
 // Face's rotate_half); grouped-query attention (the KV cache holds the key and value heads
 // only, each read by its group of query heads); the gated FFN down(silu(gate(x)) · up(x));
 // linears without bias; the head tied to the token embedding or not (tie_word_embeddings).
+// --model-type (config.json's model_type) names the relative: qwen2 has biases on q, k and v
+// (not o); qwen3 normalises each head of q and k (q_norm, k_norm: RMSNorm over the head dim,
+// before the rotation). A sliding window shorter than the compiled context is refused (not yet).
 //
 //   build/bin/llama-compile --config config.json --ctx 2048 -o llama
 //   ./llama --weights model.safetensors --tokens 1,4093,314 --generate 32
@@ -25,6 +29,8 @@ struct LlamaConfig {
   double rms_eps = 1e-5, rope_theta = 10000.0;
   bool tied = false, train = false, checkpoint = false;
   bool attention_bias = false, mlp_bias = false;  // biases on q/k/v/o, on gate/up/down (Hugging Face's flags)
+  std::string model_type = "llama";              // llama, qwen2 (q/k/v biases), qwen3 (q/k norms)
+  int64_t sliding_window = 0;                    // config.json's (0 or absent: none)
   float lr = 1e-3f;
   int64_t warmup = 0, decay_steps = 0;
 };
@@ -44,6 +50,14 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
   if (Hkv <= 0 || H % Hkv)
     throw Error("llama: --kv-heads (" + n(Hkv) + ") must divide --heads (" + n(H) + ")", SourceLoc::current());
   if (hd % 2) throw Error("llama: the head dim (" + n(hd) + ") must be even (rotary pairs)", SourceLoc::current());
+  const bool qwen2 = c.model_type == "qwen2", qwen3 = c.model_type == "qwen3";
+  if (!qwen2 && !qwen3 && c.model_type != "llama" && c.model_type != "mistral")
+    throw Error("llama: model_type '" + c.model_type + "' is not one this program compiles (llama, mistral, qwen2, qwen3)",
+                SourceLoc::current());
+  if (c.sliding_window > 0 && c.sliding_window < c.ctx)
+    throw Error("llama: a sliding window of " + n(c.sliding_window) + " positions, shorter than --ctx " + n(c.ctx) +
+                    ", is not supported yet; compile with --ctx " + n(c.sliding_window) + " or less",
+                SourceLoc::current());
   if (c.tied) m.ignore_weights({"lm_head.weight"});
   // Hugging Face's LlamaConfig: the sizes, and what changes the numbers (absent: its defaults).
   auto num = [](double v) {
@@ -51,7 +65,8 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
     snprintf(buf, sizeof buf, "%.9g", v);
     return std::string(buf);
   };
-  m.checkpoint_config({{"num_hidden_layers", n(c.layers), "layers"},
+  m.checkpoint_config({{"model_type", "\"" + c.model_type + "\"", "as its model type", "\"llama\""},
+                       {"num_hidden_layers", n(c.layers), "layers"},
                        {"hidden_size", n(d), "as its width"},
                        {"num_attention_heads", n(H), "query heads"},
                        {"num_key_value_heads", n(Hkv), "key and value heads", n(H)},
@@ -60,6 +75,8 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
                        {"vocab_size", n(c.vocab), "tokens"},
                        {"rms_norm_eps", num(c.rms_eps), "as its RMS norm epsilon", "1e-06"},
                        {"rope_theta|rope_parameters.rope_theta", num(c.rope_theta), "as its rotary base", "10000"},
+                       {"rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type", "\"default\"",
+                        "(rotary positions unscaled: kiln does not scale them yet)", "\"default\""},
                        {"hidden_act", "\"silu\"", "as its activation", "\"silu\""},
                        {"attention_bias", c.attention_bias ? "true" : "false",
                         c.attention_bias ? "for attention with biases" : "for attention without biases", "false"},
@@ -85,9 +102,16 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
     std::string p = "model.layers." + std::to_string(i);
     Tensor h = norm(p + ".input_layernorm.weight", x);
     RopeOptions rot{.theta = (float)c.rope_theta, .style = RopeStyle::HalfSplit, .past = past};
-    Tensor q = rope(split_heads(proj(p + ".self_attn.q_proj", h, d, H * hd, c.attention_bias), H), rot);
-    Tensor k = rope(split_heads(proj(p + ".self_attn.k_proj", h, d, Hkv * hd, c.attention_bias), Hkv), rot);
-    Tensor v = split_heads(proj(p + ".self_attn.v_proj", h, d, Hkv * hd, c.attention_bias), Hkv);
+    const bool qkvBias = c.attention_bias || qwen2;
+    Tensor q = split_heads(proj(p + ".self_attn.q_proj", h, d, H * hd, qkvBias), H);
+    Tensor k = split_heads(proj(p + ".self_attn.k_proj", h, d, Hkv * hd, qkvBias), Hkv);
+    if (qwen3) {  // each head's q and k normalised over the head dim, before the rotation
+      q = rms_norm(q, m.param(p + ".self_attn.q_norm.weight", {hd}, {.init = Init::Ones}), {.eps = (float)c.rms_eps});
+      k = rms_norm(k, m.param(p + ".self_attn.k_norm.weight", {hd}, {.init = Init::Ones}), {.eps = (float)c.rms_eps});
+    }
+    q = rope(q, rot);
+    k = rope(k, rot);
+    Tensor v = split_heads(proj(p + ".self_attn.v_proj", h, d, Hkv * hd, qkvBias), Hkv);
     Tensor a;
     if (!cache) {
       a = attention(q, k, v, {.mask = Mask::causal()});
@@ -169,6 +193,10 @@ int main(int argc, char **argv) {
   app.add_flag("--tied", c.tied, "the output head is the token embedding (no lm_head.weight)");
   app.add_flag("--attention-bias", c.attention_bias, "q_proj, k_proj, v_proj and o_proj have biases");
   app.add_flag("--mlp-bias", c.mlp_bias, "gate_proj, up_proj and down_proj have biases");
+  app.add_option("--model-type", c.model_type, "llama, mistral, qwen2 (biases on q, k, v) or qwen3 (q and k norms)")
+      ->capture_default_str();
+  app.add_option("--sliding-window", c.sliding_window, "the checkpoint's attention window (0: none; one shorter than --ctx is refused)")
+      ->capture_default_str();
   driver.config_option("num_hidden_layers", "--layers", c.layers);
   driver.config_option("hidden_size", "--d-model", c.d_model);
   driver.config_option("num_attention_heads", "--heads", c.heads);
@@ -181,6 +209,8 @@ int main(int argc, char **argv) {
   driver.config_option("tie_word_embeddings", "--tied", c.tied);
   driver.config_option("attention_bias", "--attention-bias", c.attention_bias);
   driver.config_option("mlp_bias", "--mlp-bias", c.mlp_bias);
+  driver.config_option("model_type", "--model-type", c.model_type);
+  driver.config_option("sliding_window", "--sliding-window", c.sliding_window);
   app.add_option("--batch", c.batch, "maximum sequences per run (compiled bound) of forward, decode_batch and the training entries")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 12))
       ->capture_default_str();

@@ -6,8 +6,8 @@
 // Adaptive computation time halts each position on its own (ACT, Graves 2016): the loop runs
 // until every position halted or --max-steps steps ran, one copy of the block in a real loop.
 //
-// Outputs: hidden [L, d] (the halting-weighted states), ponder [L] (steps + remainder) and
-// steps [L] (int32, steps each position took).
+// Outputs: hidden [L, d] (the halting-weighted states), ponder [L] (steps + remainder),
+// steps [L] (int32, steps each position took) and iterations [1] (int32, steps the loop ran).
 //
 // --train (with --causal) adds a language model over the encoder, its head tied to the token
 // embedding: `gradients`, `eval` and `train_step` (AdamW) minimise the next tokens' mean
@@ -57,6 +57,7 @@ static void build_universal(kiln::Model &m, const UniversalConfig &c) {
   m.output("hidden", r.hidden);
   m.output("ponder", r.ponder);
   m.output("steps", r.steps);
+  m.output("iterations", r.iterations);
   if (!c.train) return;
   // The next token's cross-entropy (`targets`, -1 where a position has none); recurrent() adds
   // the ponder term to the entry's loss.

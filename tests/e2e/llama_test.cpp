@@ -2,7 +2,8 @@
 // (tests/reference/make_llama_fixtures.py: every parameter perturbed, grouped-query attention,
 // rope_theta 500, an untied head): compiled from the checkpoint's config.json, run on its
 // model.safetensors; the forward's logits, and greedy generation through prefill and the
-// decode steps over the KV cache; a config.json that differs is refused naming the field.
+// decode steps over the KV cache; a config.json that differs is refused naming the field; the
+// relatives Qwen2 (q/k/v biases) and Qwen3 (q/k norms) from their own transformers classes.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -79,8 +80,57 @@ TEST(Llama, AttentionAndMlpBiasesMatchTransformers) {
   EXPECT_NE(bad.output.find("attention_bias"), std::string::npos) << bad.output;
 }
 
+// The relatives, from transformers' own classes (tests/fixtures/hf_qwen2, hf_qwen3: every
+// parameter perturbed): Qwen2's biases on q, k and v (none on o), Qwen3's RMSNorm of each head
+// of q and k (a head dim of 24 over a width of 64, the head tied), compiled from their
+// config.json's model_type; the forward's logits within 5e-6 of the largest, and the 10 greedy
+// tokens of generate (prefill, then decode steps over the cache). A build for another model
+// type refuses the checkpoint, naming model_type.
+void expectRelativeMatches(const std::string &name) {
+  const std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/" + name;
+  std::string dir = kt::workDir("llama_" + name);
+  std::string exe = compileLlama(dir, fx);
+  ASSERT_FALSE(exe.empty());
+  auto [maxDiff, maxRef] = logitsDiff(exe, fx, dir + "/out");
+  ASSERT_GE(maxRef, 0);
+  fprintf(stderr, "[ measured ] %s: max |kiln - transformers| / max |logit| = %.3g\n", name.c_str(), maxDiff / maxRef);
+  EXPECT_LE(maxDiff, 5e-6 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
+  ref::T tokens = kt::loadNpy(fx + "/tokens.npy");
+  auto g = kt::run(exe + " --weights " + fx + "/model.safetensors --tokens " +
+                   kt::idList(std::vector<int32_t>(tokens.v.begin(), tokens.v.end())) + " --generate 10 --quiet --output-dir " +
+                   dir + "/gen");
+  ASSERT_EQ(g.code, 0) << g.output;
+  EXPECT_EQ(kt::loadNpy(dir + "/gen/generated.npy").v, kt::loadNpy(fx + "/generated.npy").v);
+  std::string plain = compileLlama(dir, kFixture, "plain");
+  ASSERT_FALSE(plain.empty());
+  auto bad = kt::run(plain + " --weights " + fx + "/model.safetensors --tokens 1,2,3");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("the checkpoint has model_type " + name.substr(3)), std::string::npos) << bad.output;
+}
+
+TEST(Llama, Qwen2QkvBiasesMatchTransformers) { expectRelativeMatches("hf_qwen2"); }
+TEST(Llama, Qwen3QkNormsMatchTransformers) { expectRelativeMatches("hf_qwen3"); }
+
+// A model type this program does not know, and a sliding window shorter than the compiled
+// context (not supported yet), are refused at compile time naming them.
+TEST(Llama, AnUnknownModelTypeOrAShortWindowIsRefused) {
+  std::string dir = kt::workDir("llama_refused");
+  const std::string compile = std::string(KILN_BIN) + "/llama-compile --layers 1 --d-model 32 --heads 2 --ffn 48 --vocab 64 "
+                              "--quiet --cache-dir " KILN_TEST_CACHE " -o " + dir + "/m";
+  auto r = kt::run(compile + " --model-type gemma2 --ctx 64");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("model_type 'gemma2' is not one this program compiles"), std::string::npos) << r.output;
+  r = kt::run(compile + " --sliding-window 32 --ctx 64");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("a sliding window of 32 positions, shorter than --ctx 64, is not supported yet"), std::string::npos)
+      << r.output;
+  r = kt::run(compile + " --sliding-window 64 --ctx 64 --model-type mistral");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
 // The checkpoint's config.json is checked against what was compiled: a rotary base that
-// differs (inside rope_parameters, as transformers 5 writes it) is named.
+// differs (inside rope_parameters, as transformers 5 writes it) is named, and so is a scaled
+// rotary type (Llama 3.1's llama3).
 TEST(Llama, AConfigThatDiffersIsRefused) {
   std::string dir = kt::workDir("llama_bad_config");
   std::string exe = compileLlama(dir);
@@ -97,6 +147,14 @@ TEST(Llama, AConfigThatDiffersIsRefused) {
   auto r = kt::run(exe + " --weights " + dir + "/ckpt/model.safetensors --tokens 1,2,3");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("rope_parameters.rope_theta 10000"), std::string::npos) << r.output;
+  // Llama 3.1's scaled rotary positions: not computed yet, so refused rather than run unscaled.
+  at = cfg.find("\"rope_type\": \"default\"");
+  ASSERT_NE(at, std::string::npos);
+  cfg.replace(at, 23, "\"rope_type\": \"llama3\", \"factor\": 8.0");
+  std::ofstream(dir + "/ckpt/config.json") << cfg;
+  r = kt::run(exe + " --weights " + dir + "/ckpt/model.safetensors --tokens 1,2,3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("the checkpoint has rope_parameters.rope_type llama3"), std::string::npos) << r.output;
 }
 
 }  // namespace

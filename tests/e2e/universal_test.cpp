@@ -129,6 +129,13 @@ Ut runCase(const Case &c, int L, const std::string &tag) {
   ref::T steps = kt::loadNpy(dir + "/out/steps.npy");
   EXPECT_EQ(want.steps.v, steps.v);
   kt::noteReference(steps, want.steps);  // the GPU bundle's reference
+  // The loop's own count (each step writes it): a loop that ran every step would still give the
+  // same states, since halted positions do not change, but not this.
+  ref::T ran = kt::loadNpy(dir + "/out/iterations.npy");
+  ref::T wantRan({1});
+  wantRan.v[0] = (float)want.ran;
+  EXPECT_EQ(ran.v, wantRan.v);
+  kt::noteReference(ran, wantRan);
   return want;
 }
 

@@ -40,19 +40,19 @@ func.func @attention_part(%q: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
 
 // -----
 
-func.func @act_output_field(%c: tensor<?x35xf32>) -> tensor<?xf32> {
-  // expected-error @+2 {{expected ::kiln::ActField to be one of: hidden, ponder, steps}}
+func.func @act_output_field(%c: tensor<?x36xf32>) -> tensor<?xf32> {
+  // expected-error @+2 {{expected ::kiln::ActField to be one of: hidden, ponder, steps, iterations}}
   // expected-error @+1 {{failed to parse Kiln_ActFieldAttr parameter 'value' which is to be a `::kiln::ActField`}}
-  %p = kiln.act_output %c {field = #kiln.act_field<halting>} : (tensor<?x35xf32>) -> tensor<?xf32>
+  %p = kiln.act_output %c {field = #kiln.act_field<halting>} : (tensor<?x36xf32>) -> tensor<?xf32>
   return %p : tensor<?xf32>
 }
 
 // -----
 
-func.func @act_update_grad_wrt(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+func.func @act_update_grad_wrt(%c: tensor<?x36xf32>, %x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
   // expected-error @+2 {{expected ::kiln::ActGradWrt to be one of: carry, x, y, halt_weight, halt_bias}}
   // expected-error @+1 {{failed to parse Kiln_ActGradWrtAttr parameter 'value' which is to be a `::kiln::ActGradWrt`}}
-  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = #kiln.act_wrt<halt>} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
+  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = #kiln.act_wrt<halt>} : (tensor<?x36xf32>, tensor<?x36xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x36xf32>) -> tensor<?x16xf32>
   return %g : tensor<?x16xf32>
 }
 

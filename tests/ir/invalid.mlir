@@ -150,7 +150,7 @@ func.func @lsh_rotation_shape(%q: tensor<4x?x16xf32>) -> tensor<4x?x16xf32> {
 
 func.func @recurrent_body_type(%x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
   // expected-error @+1 {{expected the body to yield one value of the state's type}}
-  %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 4 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
+  %h, %p, %n, %it = kiln.recurrent %x, %w, %b {max_steps = 4 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>, tensor<1xi32>) {
   ^bb0(%s: tensor<?x16xf32>):
     %y = kiln.slice %s {axis = 1 : i64, offset = 0 : i64} : (tensor<?x16xf32>) -> tensor<?x8xf32>
     kiln.yield %y : tensor<?x8xf32>
@@ -162,7 +162,7 @@ func.func @recurrent_body_type(%x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: ten
 
 func.func @recurrent_threshold(%x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
   // expected-error @+1 {{expected the threshold in (0, 1)}}
-  %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 4 : i64, threshold = 1.5 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
+  %h, %p, %n, %it = kiln.recurrent %x, %w, %b {max_steps = 4 : i64, threshold = 1.5 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>, tensor<1xi32>) {
   ^bb0(%s: tensor<?x16xf32>):
     kiln.yield %s : tensor<?x16xf32>
   }
@@ -171,13 +171,40 @@ func.func @recurrent_threshold(%x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: ten
 
 // -----
 
-func.func @loop_flag(%c: tensor<?x35xf32>) -> tensor<?x35xf32> {
-  // expected-error @+1 {{expected the body to yield a flag (tensor<1xi32>) and the next carried value}}
-  %r = kiln.loop %c {max_steps = 4 : i64} : (tensor<?x35xf32>) -> tensor<?x35xf32> {
-  ^bb0(%a: tensor<?x35xf32>, %t: tensor<1xi32>):
-    kiln.yield %a, %a : tensor<?x35xf32>, tensor<?x35xf32>
+func.func @recurrent_iterations_type(%x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{expected results hidden [L, d], ponder [L] f32, steps [L] i32 and iterations [1] i32}}
+  %h, %p, %n, %it = kiln.recurrent %x, %w, %b {max_steps = 4 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>, tensor<?xi32>) {
+  ^bb0(%s: tensor<?x16xf32>):
+    kiln.yield %s : tensor<?x16xf32>
   }
-  return %r : tensor<?x35xf32>
+  return %h : tensor<?x16xf32>
+}
+
+// -----
+
+func.func @act_output_iterations(%c: tensor<?x36xf32>) -> tensor<?xi32> {
+  // expected-error @+1 {{expected the iterations result to be 'tensor<1xi32>', got 'tensor<?xi32>'}}
+  %n = kiln.act_output %c {field = #kiln.act_field<iterations>} : (tensor<?x36xf32>) -> tensor<?xi32>
+  return %n : tensor<?xi32>
+}
+
+// -----
+
+func.func @act_carry_width(%c: tensor<?x35xf32>) -> tensor<1xi32> {
+  // expected-error @+1 {{expected an ACT carry [L, 2d + 4]}}
+  %f = kiln.act_running %c : (tensor<?x35xf32>) -> tensor<1xi32>
+  return %f : tensor<1xi32>
+}
+
+// -----
+
+func.func @loop_flag(%c: tensor<?x36xf32>) -> tensor<?x36xf32> {
+  // expected-error @+1 {{expected the body to yield a flag (tensor<1xi32>) and the next carried value}}
+  %r = kiln.loop %c {max_steps = 4 : i64} : (tensor<?x36xf32>) -> tensor<?x36xf32> {
+  ^bb0(%a: tensor<?x36xf32>, %t: tensor<1xi32>):
+    kiln.yield %a, %a : tensor<?x36xf32>, tensor<?x36xf32>
+  }
+  return %r : tensor<?x36xf32>
 }
 
 // -----
@@ -365,17 +392,17 @@ func.func @embedding_grad_into(%ids: tensor<?xi32>, %g: tensor<?x4xf32>, %into: 
 
 // -----
 
-func.func @act_update_grad_result(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+func.func @act_update_grad_result(%c: tensor<?x36xf32>, %x: tensor<?x16xf32>, %w: tensor<16xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
   // expected-error @+1 {{expected the result to be 'tensor<1xf32>', got 'tensor<?x16xf32>'}}
-  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = #kiln.act_wrt<halt_bias>} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
+  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = #kiln.act_wrt<halt_bias>} : (tensor<?x36xf32>, tensor<?x36xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>, tensor<?x36xf32>) -> tensor<?x16xf32>
   return %g : tensor<?x16xf32>
 }
 
 // -----
 
-func.func @act_update_grad_halting(%c: tensor<?x35xf32>, %x: tensor<?x16xf32>, %w: tensor<8xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
+func.func @act_update_grad_halting(%c: tensor<?x36xf32>, %x: tensor<?x16xf32>, %w: tensor<8xf32>, %b: tensor<1xf32>) -> tensor<?x16xf32> {
   // expected-error @+1 {{expected the halting weight [d] and bias [1]}}
-  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = #kiln.act_wrt<x>} : (tensor<?x35xf32>, tensor<?x35xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<8xf32>, tensor<1xf32>, tensor<?x35xf32>) -> tensor<?x16xf32>
+  %g = kiln.act_update_grad %c, %c, %x, %x, %w, %b, %c {wrt = #kiln.act_wrt<x>} : (tensor<?x36xf32>, tensor<?x36xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<8xf32>, tensor<1xf32>, tensor<?x36xf32>) -> tensor<?x16xf32>
   return %g : tensor<?x16xf32>
 }
 

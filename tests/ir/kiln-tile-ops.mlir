@@ -269,9 +269,9 @@ func.func @backward_tasks(%q: tensor<4x?x64xf32>, %lse: tensor<4x?xf32>, %b: ten
 // CHECK-LABEL: func.func @no_tiles
 // CHECK: kiln.cache_write {{.*}}{kiln.schedule = #kiln.schedule<>}
 // CHECK: kiln.act_running {{.*}}{kiln.schedule = #kiln.schedule<>}
-func.func @no_tiles(%v: tensor<?x64xf32>, %p: tensor<1xi32>, %c: tensor<?x35xf32>) -> (tensor<128x64xf32>, tensor<1xi32>) {
+func.func @no_tiles(%v: tensor<?x64xf32>, %p: tensor<1xi32>, %c: tensor<?x36xf32>) -> (tensor<128x64xf32>, tensor<1xi32>) {
   %cache = kiln.state "cache" : tensor<128x64xf32>
   %w = kiln.cache_write %cache, %v, %p : (tensor<128x64xf32>, tensor<?x64xf32>, tensor<1xi32>) -> tensor<128x64xf32>
-  %f = kiln.act_running %c : (tensor<?x35xf32>) -> tensor<1xi32>
+  %f = kiln.act_running %c : (tensor<?x36xf32>) -> tensor<1xi32>
   return %w, %f : tensor<128x64xf32>, tensor<1xi32>
 }

@@ -6,7 +6,7 @@
 // i32), its parameters read once for all; the results read the last carry. Other entries keep kiln.recurrent (kiln-lower-act's).
 // CHECK-LABEL: func.func @train
 // CHECK: %[[POS:.*]] = kiln.sinusoidal_positions %arg0
-// CHECK: %[[C0:.*]] = kiln.act_init %arg0 : (tensor<?x16xf32>) -> tensor<?x35xf32>
+// CHECK: %[[C0:.*]] = kiln.act_init %arg0 : (tensor<?x16xf32>) -> tensor<?x36xf32>
 // CHECK: %[[W1:.*]] = kiln.param "w1"
 // CHECK-NOT: kiln.param
 // CHECK: %[[T0:.*]] = kiln.fill {value = 0.000000e+00 : f32} : tensor<1xi32>
@@ -27,6 +27,7 @@
 // CHECK: kiln.act_output %[[C3]] {field = #kiln.act_field<hidden>}
 // CHECK: %[[P:.*]] = kiln.act_output %[[C3]] {field = #kiln.act_field<ponder>}
 // CHECK: kiln.act_output %[[C3]] {field = #kiln.act_field<steps>}
+// CHECK: kiln.act_output %[[C3]] {field = #kiln.act_field<iterations>}
 // CHECK-NOT: kiln.recurrent
 // CHECK: kiln.mean %[[P]]
 // CHECK-LABEL: func.func @infer
@@ -43,7 +44,7 @@ module attributes {kiln.seq_names = ["L"], kiln.seq_bounds = array<i64: 64>} {
       attributes {kiln.differentiate} {
     %w = kiln.param "halt.weight" : tensor<16xf32>
     %b = kiln.param "halt.bias" {init = #kiln.init<ones>} : tensor<1xf32>
-    %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 3 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
+    %h, %p, %n, %it = kiln.recurrent %x, %w, %b {max_steps = 3 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>, tensor<1xi32>) {
     ^bb0(%s: tensor<?x16xf32>):
       %w1 = kiln.param "w1" : tensor<16x16xf32>
       %y = kiln.linear %s, %w1 : (tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
@@ -56,7 +57,7 @@ module attributes {kiln.seq_names = ["L"], kiln.seq_bounds = array<i64: 64>} {
   func.func @infer(%x: tensor<?x16xf32> {kiln.name = "x", kiln.syms = array<i64: 0, -1>}) -> (tensor<?x16xf32> {kiln.name = "hidden"}) {
     %w = kiln.param "halt.weight" : tensor<16xf32>
     %b = kiln.param "halt.bias" {init = #kiln.init<ones>} : tensor<1xf32>
-    %h, %p, %n = kiln.recurrent %x, %w, %b {max_steps = 3 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
+    %h, %p, %n, %it = kiln.recurrent %x, %w, %b {max_steps = 3 : i64, threshold = 0.99 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>, tensor<1xi32>) {
     ^bb0(%s: tensor<?x16xf32>):
       %r = kiln.relu %s : (tensor<?x16xf32>) -> tensor<?x16xf32>
       kiln.yield %r : tensor<?x16xf32>

@@ -12,12 +12,17 @@ generated.npy: the prompt's 12 greedy tokens (model.generate, do_sample False).
 tests/fixtures/hf_llama_bias/: the same with attention_bias and mlp_bias (biases perturbed too):
 the checkpoint, tokens.npy, logits.npy.
 
+tests/fixtures/hf_qwen2/ and hf_qwen3/: Qwen2ForCausalLM (biases on q, k and v, none on o) and
+Qwen3ForCausalLM (RMSNorm of each head of q and k, a head dim of its own: 4 heads of 24 over a
+width of 64), the same sizes otherwise, every parameter perturbed (the q/k norm gains as norms):
+the checkpoint, tokens.npy, logits.npy and generated.npy (10 greedy tokens).
+
 tests/fixtures/llama_grad_b3/: the same config and weights (weights.safetensors under the
 checkpoint's names), a batch of B = 3 sequences of 37 positions (no multiple of any block),
 targets with a few -1, the mean cross-entropy (loss.npy) and every parameter's gradient from
 autograd (grads.safetensors).
 
-    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py [hf_llama,hf_llama_bias,llama_grad_b3]
+    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py [hf_llama,hf_llama_bias,hf_qwen2,hf_qwen3,llama_grad_b3]
 
 The fixtures are committed, so the test suite needs no torch.
 """
@@ -29,9 +34,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+
+
+def perturbed(model, seed):
+    """Every parameter perturbed: matrices and biases N(0, 0.1), norm gains 1 + N(0, 0.1)."""
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    return model
 
 
 def small_llama(seed=0, tied=False, bias=False):
@@ -85,6 +102,43 @@ def hf_llama_bias():
         logits = model(tokens).logits[0].float().numpy()
     np.save(os.path.join(out, "tokens.npy"), tokens[0].numpy().astype(np.int32))
     np.save(os.path.join(out, "logits.npy"), logits)
+
+
+def save_with_logits(model, name, tokens):
+    out = os.path.join(ROOT, name)
+    shutil.rmtree(out, ignore_errors=True)
+    model.save_pretrained(out, safe_serialization=True)
+    if os.path.exists(os.path.join(out, "generation_config.json")):
+        os.remove(os.path.join(out, "generation_config.json"))
+    tokens = torch.tensor([tokens])
+    with torch.inference_mode():
+        logits = model(tokens).logits[0].float().numpy()
+        gen = model.generate(tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=10, do_sample=False,
+                             eos_token_id=None, pad_token_id=0)
+    np.save(os.path.join(out, "tokens.npy"), tokens[0].numpy().astype(np.int32))
+    np.save(os.path.join(out, "logits.npy"), logits)
+    np.save(os.path.join(out, "generated.npy"), gen[0, tokens.shape[1]:].numpy().astype(np.int32))
+
+
+def hf_qwen2():
+    torch.manual_seed(11)
+    cfg = Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      rms_norm_eps=1e-5, rope_theta=700.0, tie_word_embeddings=False, hidden_act="silu",
+                      use_sliding_window=False, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
+    model = perturbed(Qwen2ForCausalLM(cfg).float().eval(), 11)
+    save_with_logits(model, "hf_qwen2", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 31, 7])
+
+
+def hf_qwen3():
+    torch.manual_seed(13)
+    cfg = Qwen3Config(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=24, max_position_embeddings=128,
+                      rms_norm_eps=1e-5, rope_theta=700.0, tie_word_embeddings=True, hidden_act="silu",
+                      attention_bias=False, use_sliding_window=False, bos_token_id=1, eos_token_id=2,
+                      attn_implementation="eager")
+    model = perturbed(Qwen3ForCausalLM(cfg).float().eval(), 13)
+    save_with_logits(model, "hf_qwen3", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 31, 7])
 
 
 def llama_grad_b3(B=3, n=37):

@@ -213,6 +213,9 @@ TEST_F(DslTest, RecurrentErrors) {
   EXPECT_EQ(r.hidden.dim(1).size, 32);
   EXPECT_EQ(r.steps.dtype(), DType::I32);
   EXPECT_EQ(r.ponder.dim(0), L);
+  EXPECT_EQ(r.iterations.dtype(), DType::I32);
+  EXPECT_EQ(r.iterations.rank(), 1);
+  EXPECT_EQ(r.iterations.dim(0).size, 1);
   EXPECT_KILN_ERROR(add(inner, x), "an operand was made inside a recurrent step and is used outside it");
   EXPECT_KILN_ERROR(m.output("o", inner), "the tensor was made inside a recurrent step");
   EXPECT_KILN_ERROR(recurrent(m, "v", x, [&](Tensor s) { return slice(s, 1, 0, 16); }, {.max_steps = 3}),

@@ -10,12 +10,12 @@ using namespace mlir;
 using namespace kiln;
 using namespace kiln::verify;
 
-// The carry of a state [L, d] is [L, 2d + 3].
+// The carry of a state [L, d] is [L, 2d + 4].
 static LogicalResult expectCarry(Operation *op, Value carry, RankedTensorType state) {
   auto c = ty(carry);
   if (c.getRank() != 2 || state.getRank() != 2 || ShapedType::isDynamic(state.getDimSize(1)) ||
-      c.getDimSize(1) != 2 * state.getDimSize(1) + 3)
-    return op->emitOpError() << "expected an ACT carry [L, 2d + 3] for the state " << state << ", got " << c;
+      c.getDimSize(1) != 2 * state.getDimSize(1) + 4)
+    return op->emitOpError() << "expected an ACT carry [L, 2d + 4] for the state " << state << ", got " << c;
   return expectDim(op, "carry rows", c.getDimSize(0), "state rows", state.getDimSize(0));
 }
 
@@ -48,9 +48,11 @@ LogicalResult RecurrentOp::verify() {
   if (!y || y.getValues().size() != 1 || y.getValues()[0].getType() != x)
     return emitOpError("expected the body to yield one value of the state's type ") << x;
   auto row = RankedTensorType::get({x.getDimSize(0)}, x.getElementType());
+  Type i32 = IntegerType::get(getContext(), 32);
   if (getHidden().getType() != x || getPonder().getType() != row ||
-      getSteps().getType() != RankedTensorType::get({x.getDimSize(0)}, IntegerType::get(getContext(), 32)))
-    return emitOpError("expected results hidden [L, d], ponder [L] f32 and steps [L] i32");
+      getSteps().getType() != RankedTensorType::get({x.getDimSize(0)}, i32) ||
+      getIterations().getType() != RankedTensorType::get({1}, i32))
+    return emitOpError("expected results hidden [L, d], ponder [L] f32, steps [L] i32 and iterations [1] i32");
   return success();
 }
 
@@ -73,7 +75,7 @@ LogicalResult LoopOp::verify() {
 LogicalResult ActInitOp::verify() { return expectCarry(*this, getResult(), ty(getX())); }
 
 // ACT (kiln-unroll-act unrolls a differentiated entry's kiln.recurrent into these). The carry
-// [L, 2d+3] holds the state, the weighted output, h, r and n: the first state is columns [0, d)
+// [L, 2d+4] holds the state, the weighted output, h, r, n and the steps run: the first state is columns [0, d)
 // of act_init's result, a step's input reads them, hidden and ponder (n + r) are columns.
 LogicalResult ActInitOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   out.push_back(SliceOp::create(b, getLoc(), getX().getType(), g[0], b.getI64IntegerAttr(1), b.getI64IntegerAttr(0)));
@@ -171,8 +173,8 @@ OpCost ActUpdateGradOp::getCost(function_ref<double(Value)> numel) {
 
 LogicalResult ActRunningOp::verify() {
   auto c = ty(getCarry());
-  if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 3) % 2 || c.getDimSize(1) < 5)
-    return emitOpError("expected an ACT carry [L, 2d + 3]");
+  if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 4) % 2 || c.getDimSize(1) < 6)
+    return emitOpError("expected an ACT carry [L, 2d + 4]");
   return expectStep(*this, getResult(), "result");
 }
 
@@ -180,15 +182,16 @@ Syms ActRunningOp::inferSeqLengths(ArrayRef<Syms>) { return {-1}; }
 
 LogicalResult ActOutputOp::verify() {
   auto c = ty(getCarry()), r = ty(getResult());
-  if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 3) % 2 || c.getDimSize(1) < 5)
-    return emitOpError("expected an ACT carry [L, 2d + 3]");
-  int64_t d = (c.getDimSize(1) - 3) / 2;
+  if (c.getRank() != 2 || ShapedType::isDynamic(c.getDimSize(1)) || (c.getDimSize(1) - 4) % 2 || c.getDimSize(1) < 6)
+    return emitOpError("expected an ACT carry [L, 2d + 4]");
+  int64_t d = (c.getDimSize(1) - 4) / 2;
   Type f32 = Float32Type::get(getContext()), i32 = IntegerType::get(getContext(), 32);
   RankedTensorType want;
   switch (getField()) {
     case ActField::hidden: want = RankedTensorType::get({c.getDimSize(0), d}, f32); break;
     case ActField::ponder: want = RankedTensorType::get({c.getDimSize(0)}, f32); break;
     case ActField::steps: want = RankedTensorType::get({c.getDimSize(0)}, i32); break;
+    case ActField::iterations: want = RankedTensorType::get({1}, i32); break;
   }
   if (r != want)
     return emitOpError("expected the ") << stringifyActField(getField()) << " result to be " << want << ", got " << r;
@@ -199,16 +202,16 @@ void ActOutputOp::getKernelAttrs(KernelAttrs &a) { a.set("field", stringifyActFi
 
 Syms ActOutputOp::inferSeqLengths(ArrayRef<Syms> in) {
   Syms r = lengths(ty(getResult()).getRank());
-  r[0] = in[0][0];
+  if (getField() != ActField::iterations) r[0] = in[0][0];  // [L, ...]; the loop's count is [1]
   return r;
 }
 
 LogicalResult ActOutputOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   ActField f = getField();
-  if (f == ActField::steps) return emitOpError("gradient: the step counts are integers");
+  if (f == ActField::steps || f == ActField::iterations) return emitOpError("gradient: the step counts are integers");
   Location loc = getLoc();
   auto ct = cast<RankedTensorType>(getCarry().getType());
-  int64_t d = (ct.getDimSize(1) - 3) / 2;
+  int64_t d = (ct.getDimSize(1) - 4) / 2;
   Value col = g[0];
   if (f == ActField::ponder)  // n + r: the remainder's column; n is a constant
     col = ReshapeOp::create(b, loc, RankedTensorType::get({ct.getDimSize(0), 1}, ct.getElementType()), g[0]);

@@ -225,6 +225,10 @@ void Driver::config_option(const std::string &key, const std::string &flag, bool
   addConfigFlag(*impl_);
   impl_->configOptions.push_back({key, flag, nullptr, nullptr, &value});
 }
+void Driver::config_option(const std::string &key, const std::string &flag, std::string &value) {
+  addConfigFlag(*impl_);
+  impl_->configOptions.push_back({key, flag, nullptr, nullptr, nullptr, &value});
+}
 
 // The field a dotted key names ("a.b": member b of object a), or null.
 static const nlohmann::json *configField(const nlohmann::json &cfg, const std::string &key) {
@@ -286,6 +290,10 @@ static void applyConfig(Driver::Impl &impl) {
         if (!v->is_number() || !std::isfinite(v->get<double>())) throw bad("a finite number");
         if (given && *o.real != v->get<double>()) throw contradicts(std::to_string(*o.real));
         *o.real = v->get<double>();
+      } else if (o.text) {
+        if (!v->is_string()) throw bad("a string");
+        if (given && *o.text != v->get<std::string>()) throw contradicts(*o.text);
+        *o.text = v->get<std::string>();
       } else {
         if (!v->is_boolean()) throw bad("true or false");
         if (given && *o.flagValue != v->get<bool>()) throw contradicts(*o.flagValue ? "(true)" : "(false)");

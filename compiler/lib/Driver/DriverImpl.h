@@ -63,11 +63,12 @@ struct Driver::Impl {
   std::string configFile;  // --config
   // The runtime compiled models link (the build tree's unless an install prefix is known).
   std::string runtimeInclude = KILN_RUNTIME_INCLUDE, runtimeLib = KILN_RUNTIME_LIB, mainLib = KILN_MAIN_LIB;
-  struct ConfigOption {  // one of the three targets is set
+  struct ConfigOption {  // one of the four targets is set
     std::string key, flag;
     int64_t *size = nullptr;
     double *real = nullptr;
     bool *flagValue = nullptr;
+    std::string *text = nullptr;
   };
   std::vector<ConfigOption> configOptions;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), kernelsStart;

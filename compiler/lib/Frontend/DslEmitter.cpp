@@ -359,7 +359,8 @@ OwningOpRef<ModuleOp> emitModel(MLIRContext &ctx, const Model &m) {
         Type rowF = RankedTensorType::get({typeOf(&ctx, x).getDimSize(0)}, b.getF32Type());
         Type rowI = RankedTensorType::get({typeOf(&ctx, x).getDimSize(0)}, b.getI32Type());
         Location loc = locOf(&ctx, n.loc);
-        auto op = RecurrentOp::create(b, loc, TypeRange{typeOf(&ctx, n), rowF, rowI}, val[n.inputs[0]], val[n.inputs[1]],
+        Type count = RankedTensorType::get({1}, b.getI32Type());
+        auto op = RecurrentOp::create(b, loc, TypeRange{typeOf(&ctx, n), rowF, rowI, count}, val[n.inputs[0]], val[n.inputs[1]],
                                       val[n.inputs[2]], b.getI64IntegerAttr(n.max_steps),
                                       b.getF32FloatAttr(1.0f - n.eps));
         OpBuilder::InsertionGuard g(b);

@@ -8,7 +8,7 @@
 namespace kiln {
 struct ActFrame {
   mlir::RankedTensorType stateT;  // [L, d]
-  mlir::RankedTensorType carryT;  // [L, 2d + 3]: state, weighted output, h, r, n
+  mlir::RankedTensorType carryT;  // [L, 2d + 4]: state, weighted output, h, r, n, steps run
   mlir::RankedTensorType stepT;   // i32 [1]
   mlir::Value positions;          // kiln.sinusoidal_positions of the input, computed once
   mlir::Value init;               // kiln.act_init of the input
@@ -20,7 +20,7 @@ inline ActFrame buildActFrame(mlir::OpBuilder &b, RecurrentOp op) {
   mlir::Location loc = op.getLoc();
   f.stateT = mlir::cast<mlir::RankedTensorType>(op.getInit().getType());
   int64_t d = f.stateT.getDimSize(1);
-  f.carryT = mlir::RankedTensorType::get({f.stateT.getDimSize(0), 2 * d + 3}, f.stateT.getElementType());
+  f.carryT = mlir::RankedTensorType::get({f.stateT.getDimSize(0), 2 * d + 4}, f.stateT.getElementType());
   f.stepT = mlir::RankedTensorType::get({1}, b.getI32Type());
   f.positions = SinusoidalPositionsOp::create(b, loc, f.stateT, op.getInit(), mlir::Value());
   f.init = ActInitOp::create(b, loc, f.carryT, op.getInit());
@@ -40,10 +40,10 @@ inline mlir::Value buildActUpdate(mlir::OpBuilder &b, RecurrentOp op, const ActF
                              op.getMaxStepsAttr(), op.getThresholdAttr());
 }
 
-// At `b`'s insertion point: kiln.act_output hidden, ponder and steps of the final carry
-// replace `op`'s three results; `op` is erased.
+// At `b`'s insertion point: kiln.act_output hidden, ponder, steps and iterations of the final
+// carry replace `op`'s four results; `op` is erased.
 inline void replaceActResults(mlir::OpBuilder &b, RecurrentOp op, mlir::Value carry) {
-  for (ActField f : {ActField::hidden, ActField::ponder, ActField::steps}) {  // results 0, 1, 2
+  for (ActField f : {ActField::hidden, ActField::ponder, ActField::steps, ActField::iterations}) {  // results 0-3
     mlir::Value res = op->getResult((unsigned)f);
     res.replaceAllUsesWith(ActOutputOp::create(b, op.getLoc(), res.getType(), carry, ActFieldAttr::get(b.getContext(), f)));
   }

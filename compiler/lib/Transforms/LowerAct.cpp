@@ -2,13 +2,14 @@
 //
 // Algorithm, for each kiln.recurrent %x, %hw, %hb with state type [L, d]:
 //   1. Before it: %pos = kiln.sinusoidal_positions %x (the position signal, computed once) and
-//      %c0 = kiln.act_init %x, the carry [L, 2d + 3] (state, weighted output, h, r, n).
+//      %c0 = kiln.act_init %x, the carry [L, 2d + 4] (state, weighted output, h, r, n, steps run).
 //   2. A kiln.loop %c0 whose body takes the carry %c and the step %t:
 //        %s  = kiln.act_input %c, %pos, %t (the step's input: state + position + timestep)
 //        the recurrent body's ops, moved (one copy; its argument replaced by %s)
 //        %c1 = kiln.act_update %c, %s, %y, %hw, %hb, %t (halting, weights, output, state)
 //        %go = kiln.act_running %c1;  kiln.yield %go, %c1
-//   3. After it, kiln.act_output "hidden", "ponder" and "steps" replace the three results.
+//   3. After it, kiln.act_output "hidden", "ponder", "steps" and "iterations" replace the four
+//      results (iterations: the steps the loop ran, written by each act_update).
 #include "ActParts.h"
 #include "kiln/Transforms/Passes.h"
 #include "kiln/Transforms/Utils.h"

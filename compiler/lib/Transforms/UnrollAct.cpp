@@ -7,7 +7,7 @@
 //     %s  = kiln.act_input %c, %pos, %t
 //     the step's ops, cloned, on %s (its kiln.params cloned once, before the first step)
 //     %c' = kiln.act_update %c, %s, %y, %hw, %hb, %t
-//   kiln.act_output %c_T "hidden", "ponder", "steps"
+//   kiln.act_output %c_T "hidden", "ponder", "steps", "iterations" (max_steps: every copy runs)
 // the same ops kiln-lower-act puts in its loop, so the forward computes the same values: a step
 // after every position halted leaves the carry as it is (its state is not read again). Every
 // step runs, the loop's early stop included: the cost of a step where all positions halted

@@ -76,7 +76,8 @@ def Kiln_PatternPartAttr : Kiln_EnumAttr<Kiln_PatternPart, "part">;
 
 // A result of the ACT carry (kiln.act_output).
 def Kiln_ActField : Kiln_I32Enum<"ActField", "a result of the ACT carry", [
-    I32EnumAttrCase<"hidden", 0>, I32EnumAttrCase<"ponder", 1>, I32EnumAttrCase<"steps", 2>]>;
+    I32EnumAttrCase<"hidden", 0>, I32EnumAttrCase<"ponder", 1>, I32EnumAttrCase<"steps", 2>,
+    I32EnumAttrCase<"iterations", 3>]>;
 def Kiln_ActFieldAttr : Kiln_EnumAttr<Kiln_ActField, "act_field">;
 
 // What an entry point is for (an entry function's kiln.role; kiln_entry_role in kilnrt/model.h,

@@ -86,9 +86,9 @@ def Kiln_MeanGradOp : Kiln_Op<"mean_grad", [Pure], "Mean", ["inferSeqLengths"]> 
 def Kiln_ActUpdateGradOp : Kiln_Op<"act_update_grad", [Pure], "Act", ["getKernelAttrs", "getCost", "inferSeqLengths"]> {
   let summary = "kiln.act_update's gradient with respect to its carry, x, y or halting logit";
   let description = [{
-    carry and next [L, 2d+3] (the step's carry and its result: which positions were running,
+    carry and next [L, 2d+4] (the step's carry and its result: which positions were running,
     halted or went on are read from them, never decided again), x, y [L, d], halt weight [d],
-    bias [1], grad [L, 2d+3] (of `next`) -> `wrt` carry [L, 2d+3], x or y [L, d],
+    bias [1], grad [L, 2d+4] (of `next`) -> `wrt` carry [L, 2d+4], x or y [L, d],
     halt_weight [d] or halt_bias [1] (sums over the positions of d loss / d (x·w + b),
     in row order).
     Per position, with p = sigmoid(x·w + b) recomputed, the update count n and the halting
@@ -98,7 +98,7 @@ def Kiln_ActUpdateGradOp : Kiln_Op<"act_update_grad", [Pure], "Act", ["getKernel
     h by -(grad_r + grad_w); a halted position passes every gradient through.
 
     ```mlir
-    %dc = kiln.act_update_grad %c, %n, %x, %y, %w, %b, %g {wrt = #kiln.act_wrt<carry>} : (tensor<?x131xf32>, tensor<?x131xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<?x131xf32>) -> tensor<?x131xf32>
+    %dc = kiln.act_update_grad %c, %n, %x, %y, %w, %b, %g {wrt = #kiln.act_wrt<carry>} : (tensor<?x132xf32>, tensor<?x132xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<64xf32>, tensor<1xf32>, tensor<?x132xf32>) -> tensor<?x132xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$carry, AnyRankedTensor:$next, AnyRankedTensor:$x, AnyRankedTensor:$y,

@@ -45,6 +45,8 @@ class Driver {
   // a field inside an object with dots ("rope_parameters.rope_theta").
   void config_option(const std::string &key, const std::string &flag, double &value);
   void config_option(const std::string &key, const std::string &flag, bool &value);
+  // And a string field (a model_type).
+  void config_option(const std::string &key, const std::string &flag, std::string &value);
   // Parses the flags, builds the model with `build`, compiles it; returns the exit code.
   int run(int argc, char **argv, const std::function<void(Model &)> &build);
   // kilnc: the same, for a kiln-dialect .mlir file given as the positional argument.

@@ -160,11 +160,11 @@ def LowerAct : Pass<"kiln-lower-act", "mlir::ModuleOp"> {
   let summary = "Expand a recurrent step with adaptive computation time into a host loop";
   let description = [{
     Before:
-      %h, %p, %n = kiln.recurrent %x, %hw, %hb {max_steps = 8, threshold = 0.99} {
+      %h, %p, %n, %it = kiln.recurrent %x, %hw, %hb {max_steps = 8, threshold = 0.99} {
       ^bb0(%s):  <the step>  kiln.yield %y }
     After:
       %pos = kiln.sinusoidal_positions %x           // the position signal, once
-      %c0 = kiln.act_init %x                         // carry [L, 2d + 3]: state, output, h, r, n
+      %c0 = kiln.act_init %x                         // carry [L, 2d + 4]: state, output, h, r, n, steps run
       %c = kiln.loop %c0 {max_steps = 8} {
       ^bb0(%c: ..., %t: tensor<1xi32>):
         %s = kiln.act_input %c, %pos, %t             // state + position + timestep signal
@@ -172,7 +172,7 @@ def LowerAct : Pass<"kiln-lower-act", "mlir::ModuleOp"> {
         %c1 = kiln.act_update %c, %s, %y, %hw, %hb, %t {max_steps = 8, threshold = 0.99}
         %go = kiln.act_running %c1                   // any position still running?
         kiln.yield %go, %c1 }
-      %h = kiln.act_output %c {field = #kiln.act_field<hidden>}     // and "ponder", "steps"
+      %h = kiln.act_output %c {field = #kiln.act_field<hidden>}     // and "ponder", "steps", "iterations"
     The step's ops stay one copy in the loop body (not unrolled); the loop runs on the host and
     stops after the first step that leaves no position running.
   }];

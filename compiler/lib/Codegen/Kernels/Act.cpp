@@ -1,6 +1,8 @@
-// Act.cpp - ACT (adaptive computation time) on the carry [L, 2d + 3]: columns [0, d) the state,
+// Act.cpp - ACT (adaptive computation time) on the carry [L, 2d + 4]: columns [0, d) the state,
 // [d, 2d) the halting-weighted output, 2d the halting sum h, 2d + 1 the remainder r, 2d + 2
-// the update count n. A position runs while h < 1; halting sets h to exactly 1.
+// the update count n, 2d + 3 the steps run (each act_update writes its step + 1 in every row, so
+// the loop's count is what ran, not what the halting says). A position runs while h < 1;
+// halting sets h to exactly 1.
 #include "Kernels.h"
 
 namespace kiln::codegen {
@@ -8,7 +10,7 @@ namespace kiln::codegen {
 Func buildAct(Builder &B) {
   const KernelSpec &k = B.k;
   ImageParam C = B.in[0];
-  const int d = mlir::isa<ActInitOp>(k.source) ? (int)k.inputs[0].dims[1] : (int)(k.inputs[0].dims[1] - 3) / 2;
+  const int d = mlir::isa<ActInitOp>(k.source) ? (int)k.inputs[0].dims[1] : (int)(k.inputs[0].dims[1] - 4) / 2;
   std::vector<Var> v = makeVars(B.rank());
   Func out("out");
   auto col = [&](int c, Expr i) { return C(c, i); };
@@ -49,7 +51,8 @@ Func buildAct(Builder &B) {
                        c < 2 * d, outA,                                           // output += w * step's state
                        c == 2 * d, select(halt, 1.0f, running, h + p(i), h),      // halting sum
                        c == 2 * d + 1, select(halt, 1.0f - h, r),                 // remainder
-                       n + select(running, 1.0f, 0.0f));                          // updates
+                       c == 2 * d + 2, n + select(running, 1.0f, 0.0f),           // updates
+                       cast<float>(STEP(0) + 1));                                 // steps run
     /* THE SCHEDULE: row-wise; p = sigmoid(x.w + b) once per row. */
     Var row = B.rowwise(out, v);
     B.s(p).compute_at(out, row);
@@ -103,7 +106,7 @@ Func buildAct(Builder &B) {
                          c < 2 * d, goA + select(halt, gsA, 0.0f),                    // output: carried on
                          c == 2 * d, select(halt, -G(2 * d + 1, i) - gyd(i), G(2 * d, i)),  // h: w = r' = 1 - h
                          c == 2 * d + 1, select(halt, 0.0f, G(2 * d + 1, i)),         // r: set when halting
-                         0.0f);                                                        // n: a constant
+                         0.0f);                                                        // n, steps run: constants
     } else if (wrt == ActGradWrt::y) {
       Expr w = select(halt, 1.0f - h, p(i));
       out(c, i) = select(halt, w * (go + gs), on, gs + p(i) * go, 0.0f);
@@ -130,6 +133,7 @@ Func buildAct(Builder &B) {
       case ActField::hidden: out(v) = C(v[0] + d, v[1]); break;
       case ActField::ponder: out(v) = col(2 * d + 2, v[0]) + col(2 * d + 1, v[0]); break;
       case ActField::steps: out(v) = cast<int>(col(2 * d + 2, v[0])); break;
+      case ActField::iterations: out(v) = cast<int>(col(2 * d + 3, 0)); break;  // row 0's: every row holds it
     }
   }
   /* THE SCHEDULE: row-wise. */

@@ -204,10 +204,13 @@ Func buildCacheAttention(Builder &B) {
   if (wk > 1) B.s(E_).vectorize(j, wk, TailStrategy::GuardWithIf);
   B.s(l).compute_at(out, io);
   B.s(o).compute_at(out, io).bound_extent(i, qb);
-  if (w > 1) B.s(o).vectorize(e, w);
+  // A value width that is no multiple of the lanes (Qwen3's head dim of 24 under 16 lanes): the
+  // last vector guarded, since rounding o up to whole vectors would read past V's width.
+  const TailStrategy eTail = (int)k.inputs[2].dims[2] % std::max(w, 1) ? TailStrategy::GuardWithIf : TailStrategy::Auto;
+  if (w > 1) B.s(o).vectorize(e, w, eTail);
   Var oi("oi"), oii("oii");
   B.s(o.update()).split(i, oi, oii, std::min(qb, 4)).reorder(e, oii, rj3, oi);
-  if (w > 1) B.s(o.update()).vectorize(e, w).unroll(e);
+  if (w > 1) B.s(o.update()).vectorize(e, w, eTail).unroll(e);
   B.s(o.update()).unroll(oii);
   return out;
 }

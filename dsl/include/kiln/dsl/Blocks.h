@@ -86,6 +86,7 @@ struct Recurrent {
   Tensor hidden;  // [L, d]
   Tensor ponder;  // [L]: steps taken + the remainder (the ACT ponder cost)
   Tensor steps;   // [L] i32: steps each position took
+  Tensor iterations;  // [1] i32: steps the loop ran (the largest of `steps` unless it ran past them)
 };
 Recurrent recurrent(Model &m, const std::string &prefix, Tensor x, const SubLayer &step, RecurrentOptions opt,
                     SourceLoc loc = SourceLoc::current());

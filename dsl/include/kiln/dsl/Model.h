@@ -154,7 +154,7 @@ struct Node {
   int64_t buckets = 0, hashes = 0, chunk = 0;  // lsh_attention  // attention: the extra operand counts valid keys (not past positions)
   int entry = 0;  // the entry point whose function the node belongs to
   // recurrent: the step's region, its argument node and its result node; max_steps; eps is the
-  // ACT epsilon (halting threshold 1 - eps). recurrent_result: axis is the result (1 ponder, 2 steps).
+  // ACT epsilon (halting threshold 1 - eps). recurrent_result: axis is the result (1 ponder, 2 steps, 3 iterations).
   int region = -1;  // the recurrent step this node was made in (-1: the entry's top level)
   int body = -1, body_arg = -1, body_out = -1;
   int64_t max_steps = 0;

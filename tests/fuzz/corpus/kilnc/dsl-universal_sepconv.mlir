@@ -5,7 +5,7 @@ module @universal attributes {kiln.seq_bounds = array<i64: 16>, kiln.seq_names =
     %2 = kiln.scale %1 {factor = 4.000000e+00 : f32} : (tensor<?x16xf32>) -> tensor<?x16xf32>
     %3 = kiln.param "ut.halt.weight" : tensor<16xf32>
     %4 = kiln.param "ut.halt.bias" {init = #kiln.init<ones>} : tensor<1xf32>
-    %hidden, %ponder, %steps = kiln.recurrent %2, %3, %4 {max_steps = 3 : i64, threshold = 9.900000e-01 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>) {
+    %hidden, %ponder, %steps, %iterations = kiln.recurrent %2, %3, %4 {max_steps = 3 : i64, threshold = 9.900000e-01 : f32} : (tensor<?x16xf32>, tensor<16xf32>, tensor<1xf32>) -> (tensor<?x16xf32>, tensor<?xf32>, tensor<?xi32>, tensor<1xi32>) {
     ^bb0(%arg1: tensor<?x16xf32>):
       %5 = kiln.param "ut.block.attn.q.weight" : tensor<16x16xf32>
       %6 = kiln.param "ut.block.attn.q.bias" {init = #kiln.init<zeros>} : tensor<16xf32>
