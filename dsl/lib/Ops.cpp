@@ -401,9 +401,13 @@ std::vector<Tensor> split(Tensor x, int64_t axis, std::vector<int64_t> sizes, So
 // A pattern's parameters, checked against the attention's shapes.
 static void check_pattern(Model &m, const Mask &mk, Tensor q, Tensor k, const AttentionOptions &opt, const SourceLoc &loc) {
   if (!mk.sparse()) return;
-  same_dim(m, "attention", "the query length", q.dim(1), "the key length (a sparse pattern is for self-attention)", k.dim(1), loc);
-  need(!opt.past && !opt.key_count && !opt.key_mask, "attention",
-       "sparse patterns do not combine with past, key_count or key_mask", loc);
+  if (mk.kind == Mask::Window && opt.past) {  // a sliding window over a cache: i + past - w < j <= i + past
+    need(!opt.key_count && !opt.key_mask, "attention", "a window over a cache does not combine with key_count or key_mask", loc);
+  } else {
+    need(!opt.past && !opt.key_count && !opt.key_mask, "attention",
+         "sparse patterns other than window do not combine with past, key_count or key_mask", loc);
+    same_dim(m, "attention", "the query length", q.dim(1), "the key length (a sparse pattern is for self-attention)", k.dim(1), loc);
+  }
   auto positive = [&](const char *what, int64_t v) {
     need(v >= 1, "attention", std::string(what) + " must be at least 1, got " + std::to_string(v), loc);
   };
@@ -463,9 +467,9 @@ Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt, SourceLoc l
   if (q.dim(0) != k.dim(0)) {  // grouped-query attention: each key head serves H / Hkv query heads
     need(!q.dim(0).dynamic() && !k.dim(0).dynamic() && q.dim(0).size % k.dim(0).size == 0, "attention",
          "the key heads (" + m.dim_str(k.dim(0)) + ") must equal or divide the query heads (" + m.dim_str(q.dim(0)) + ")", loc);
-    need(opt.mask.kind == Mask::None || opt.mask.kind == Mask::Causal, "attention",
+    need(opt.mask.kind == Mask::None || opt.mask.kind == Mask::Causal || opt.mask.kind == Mask::Window, "attention",
          "grouped-query attention (" + m.dim_str(q.dim(0)) + " query heads, " + m.dim_str(k.dim(0)) +
-             " key heads) takes masks none and causal only",
+             " key heads) takes masks none, causal and window only",
          loc);
   }
   same_dim(m, "attention", "the query head dim", q.dim(2), "the key head dim", k.dim(2), loc);

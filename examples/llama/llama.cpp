@@ -1,6 +1,6 @@
-// examples/llama: the Llama family (Llama 2 and 3, SmolLM, Qwen2, Qwen3, Mistral within its
-// window, ...) in the kiln DSL, with Hugging Face's parameter names and layouts
-// (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM).
+// examples/llama: the Llama family (Llama 2 and 3, SmolLM, Qwen2, Qwen3, Mistral, ...) in
+// the kiln DSL, with Hugging Face's parameter names and layouts
+// (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM).
 //
 // Pre-norm blocks with RMSNorm; rotary positions on q and k (half-split pairs, as Hugging
 // Face's rotate_half); grouped-query attention (the KV cache holds the key and value heads
@@ -8,7 +8,8 @@
 // linears without bias; the head tied to the token embedding or not (tie_word_embeddings).
 // --model-type (config.json's model_type) names the relative: qwen2 has biases on q, k and v
 // (not o); qwen3 normalises each head of q and k (q_norm, k_norm: RMSNorm over the head dim,
-// before the rotation). A sliding window shorter than the compiled context is refused (not yet).
+// before the rotation). sliding_window (Mistral's) limits each query to the last w keys, over the
+// KV cache too (a Qwen model's per-layer windows are refused).
 //
 //   build/bin/llama-compile --config config.json --ctx 2048 -o llama
 //   ./llama --weights model.safetensors --tokens 1,4093,314 --generate 32
@@ -54,10 +55,16 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
   if (!qwen2 && !qwen3 && c.model_type != "llama" && c.model_type != "mistral")
     throw Error("llama: model_type '" + c.model_type + "' is not one this program compiles (llama, mistral, qwen2, qwen3)",
                 SourceLoc::current());
-  if (c.sliding_window > 0 && c.sliding_window < c.ctx)
-    throw Error("llama: a sliding window of " + n(c.sliding_window) + " positions, shorter than --ctx " + n(c.ctx) +
-                    ", is not supported yet; compile with --ctx " + n(c.sliding_window) + " or less",
+  // Mistral's sliding window: query i sees keys i - w < j <= i, over the cache too. A window
+  // no shorter than the context is plain causal attention. Qwen2 and Qwen3 choose windowed
+  // layers by layer_types, which this program does not read: refused.
+  const bool windowed = c.sliding_window > 0 && c.sliding_window < c.ctx;
+  if (windowed && (qwen2 || qwen3))
+    throw Error("llama: a sliding window of " + n(c.sliding_window) + " positions, shorter than --ctx " + n(c.ctx) + ", in a " +
+                    c.model_type + " model (windowed layers chosen by layer_types) is not supported yet; compile with --ctx " +
+                    n(c.sliding_window) + " or less",
                 SourceLoc::current());
+  const Mask mask = windowed ? Mask::window(c.sliding_window) : Mask::causal();
   if (c.tied) m.ignore_weights({"lm_head.weight"});
   // Hugging Face's LlamaConfig: the sizes, and what changes the numbers (absent: its defaults).
   auto num = [](double v) {
@@ -114,15 +121,15 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
     Tensor v = split_heads(proj(p + ".self_attn.v_proj", h, d, Hkv * hd, qkvBias), Hkv);
     Tensor a;
     if (!cache) {
-      a = attention(q, k, v, {.mask = Mask::causal()});
+      a = attention(q, k, v, {.mask = mask});
     } else if (Tensor kc = cache_write(cacheState("cache.k." + std::to_string(i)), k, past),
                vc = cache_write(cacheState("cache.v." + std::to_string(i)), v, past);
                past) {
-      a = attention(q, kc, vc, {.mask = Mask::causal(), .past = past});
+      a = attention(q, kc, vc, {.mask = mask, .past = past});
     } else {
       m.keep(kc);
       m.keep(vc);
-      a = attention(q, k, v, {.mask = Mask::causal()});
+      a = attention(q, k, v, {.mask = mask});
     }
     x = add(x, proj(p + ".self_attn.o_proj", merge_heads(a), H * hd, d, c.attention_bias));
     Tensor h2 = norm(p + ".post_attention_layernorm.weight", x);
@@ -195,7 +202,7 @@ int main(int argc, char **argv) {
   app.add_flag("--mlp-bias", c.mlp_bias, "gate_proj, up_proj and down_proj have biases");
   app.add_option("--model-type", c.model_type, "llama, mistral, qwen2 (biases on q, k, v) or qwen3 (q and k norms)")
       ->capture_default_str();
-  app.add_option("--sliding-window", c.sliding_window, "the checkpoint's attention window (0: none; one shorter than --ctx is refused)")
+  app.add_option("--sliding-window", c.sliding_window, "each query sees the last this many keys, itself included (0: all)")
       ->capture_default_str();
   driver.config_option("num_hidden_layers", "--layers", c.layers);
   driver.config_option("hidden_size", "--d-model", c.d_model);

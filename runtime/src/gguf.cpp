@@ -14,11 +14,14 @@
 // Q4_1: kept as stored, for a model compiled with those types: quant.cpp); any other type is
 // refused naming it and the tensor.
 //
-// Names: the tensors of architecture "llama" are given Hugging Face's names (LlamaForCausalLM),
-// and the rows of attn_q and attn_k, which llama.cpp's converter permutes for its rotary layout
-// (pairs (2i, 2i + 1) of each head), are put back in Hugging Face's order (pairs (i, i + d/2)),
-// so one compiled model (rope half_split) reads both kinds of checkpoint. The metadata's sizes
-// become a config.json (`config`), checked against the model like a checkpoint's.
+// Names: the tensors of architectures "llama", "qwen2" and "qwen3" are given Hugging Face's names
+// (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: weights, biases, Qwen3's q/k norms).
+// The rows of a llama file's attn_q and attn_k (weights and biases), which llama.cpp's converter
+// permutes for its rotary layout (pairs (2i, 2i + 1) of each head), are put back in Hugging
+// Face's order (pairs (i, i + d/2)), so one compiled model (rope half_split) reads both kinds of
+// checkpoint; qwen2 and qwen3 files are stored in Hugging Face's order already (the converter
+// permutes Llama's only). The metadata's sizes become a config.json (`config`: model_type the
+// architecture, biases where the file has them), checked against the model like a checkpoint's.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -141,21 +144,25 @@ bool readValue(Reader &r, uint32_t type, json &out, int depth, const std::string
   }
 }
 
-// llama.cpp's names of a Llama model's tensors -> Hugging Face's (LlamaForCausalLM).
+// The architectures whose tensors get Hugging Face's names (below).
+bool llamaFamily(const std::string &arch) { return arch == "llama" || arch == "qwen2" || arch == "qwen3"; }
+
+// llama.cpp's names of a Llama-family model's tensors -> Hugging Face's (LlamaForCausalLM; the
+// same names in Qwen2ForCausalLM and Qwen3ForCausalLM): weights and biases.
 std::string llamaName(const std::string &n) {
   static const std::map<std::string, std::string> top = {
       {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"}, {"output.weight", "lm_head.weight"}};
   if (auto it = top.find(n); it != top.end()) return it->second;
   static const std::map<std::string, std::string> block = {
-      {"attn_norm.weight", "input_layernorm.weight"},   {"attn_q.weight", "self_attn.q_proj.weight"},
-      {"attn_k.weight", "self_attn.k_proj.weight"},     {"attn_v.weight", "self_attn.v_proj.weight"},
-      {"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},      {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"}};
-  static const std::regex blk("blk\\.([0-9]+)\\.(.*)");
+      {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"},       {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"},  {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"},
+      {"ffn_up", "mlp.up_proj"},            {"ffn_down", "mlp.down_proj"}};
+  static const std::regex blk("blk\\.([0-9]+)\\.(.*)\\.(weight|bias)");
   std::smatch m;
   if (std::regex_match(n, m, blk))
-    if (auto it = block.find(m[2].str()); it != block.end()) return "model.layers." + m[1].str() + "." + it->second;
+    if (auto it = block.find(m[2].str()); it != block.end())
+      return "model.layers." + m[1].str() + "." + it->second + "." + m[3].str();
   return n;  // unknown: kept, and reported by the binding like any tensor the model lacks
 }
 
@@ -284,7 +291,7 @@ kilnrt_status openGguf(const std::string &path, kilnrt_weights *w, bool tensors)
     infos.push_back(std::move(t));
   }
   w->types = json::object();  // the model's names -> the stored types
-  for (const Info &t : infos) w->types[arch == "llama" ? llamaName(t.name) : t.name] = typeName(t.type);
+  for (const Info &t : infos) w->types[llamaFamily(arch) ? llamaName(t.name) : t.name] = typeName(t.type);
   const uint64_t dataStart = (r.at + alignment - 1) / alignment * alignment;
   if (dataStart > fsize) return bad("the data section would start at byte " + std::to_string(dataStart) + ", past the end of the file");
   const uint64_t dataSize = fsize - dataStart;
@@ -301,14 +308,14 @@ kilnrt_status openGguf(const std::string &path, kilnrt_weights *w, bool tensors)
       return bad("two tensors overlap in the data section (one starts at byte " + std::to_string(ranges[i].first) +
                  " before another ends at byte " + std::to_string(ranges[i - 1].second) + ")");
 
-  // The config.json the metadata amounts to (architecture "llama").
+  // The config.json the metadata amounts to (architectures llama, qwen2, qwen3).
   json &cfg = w->config;
   cfg = json::object();
   auto key = [&](const std::string &k) -> const json * {
     auto it = w->meta.find(arch + "." + k);
     return it == w->meta.end() ? nullptr : &*it;
   };
-  if (arch == "llama") {
+  if (llamaFamily(arch)) {
     const std::pair<const char *, const char *> sizes[] = {
         {"block_count", "num_hidden_layers"},           {"embedding_length", "hidden_size"},
         {"attention.head_count", "num_attention_heads"}, {"attention.head_count_kv", "num_key_value_heads"},
@@ -324,12 +331,16 @@ kilnrt_status openGguf(const std::string &path, kilnrt_weights *w, bool tensors)
         if (t.name == "token_embd.weight" && t.ne.size() == 2) cfg["vocab_size"] = t.ne[1];
     cfg["tie_word_embeddings"] = !names.count("output.weight");
     cfg["hidden_act"] = "silu";
-    cfg["model_type"] = "llama";
+    cfg["model_type"] = arch;
+    // Biases where the file has them: Qwen2's q/k/v biases come with its type; Llama's and
+    // Qwen3's attention_bias covers q, k, v and o, mlp_bias gate, up and down.
+    if (arch != "qwen2") cfg["attention_bias"] = names.count("blk.0.attn_q.bias") > 0;
+    cfg["mlp_bias"] = names.count("blk.0.ffn_up.bias") > 0;
     if (const json *s = key("rope.scaling.type"); s && *s != "none") cfg["rope_scaling"] = {{"type", *s}};
   }
   if (!tensors) return KILNRT_OK;
-  if (arch != "llama")
-    return bad("architecture '" + arch + "': kiln maps the tensor names of architecture 'llama' (for now)");
+  if (!llamaFamily(arch))
+    return bad("architecture '" + arch + "': kiln maps the tensor names of architectures llama, qwen2 and qwen3 (for now)");
 
   const int64_t heads = key("attention.head_count") && key("attention.head_count")->is_number_unsigned()
                             ? key("attention.head_count")->get<int64_t>() : 0;
@@ -344,9 +355,12 @@ kilnrt_status openGguf(const std::string &path, kilnrt_weights *w, bool tensors)
     x.rank = (int32_t)t.ne.size();
     for (int d = 0; d < x.rank; ++d) x.shape[d] = t.ne[x.rank - 1 - d];  // row-major: slowest first
     const int64_t count = checked_numel(x.shape, x.rank);
-    const bool q = t.name.find("attn_q.weight") != std::string::npos, k = t.name.find("attn_k.weight") != std::string::npos;
+    // A llama file's attn_q and attn_k rows (weights, and biases: one value a row) move.
+    auto is = [&](const char *suffix) { return t.name.size() > strlen(suffix) && t.name.ends_with(suffix); };
+    const bool q = arch == "llama" && (is(".attn_q.weight") || is(".attn_q.bias")),
+               k = arch == "llama" && (is(".attn_k.weight") || is(".attn_k.bias"));
     const int64_t rowHeads = q ? heads : k ? kvHeads : 0;
-    if (rowHeads > 0 && (x.rank != 2 || x.shape[0] % rowHeads || (x.shape[0] / rowHeads) % 2))
+    if (rowHeads > 0 && (x.rank > 2 || x.shape[0] % rowHeads || (x.shape[0] / rowHeads) % 2))
       return bad("tensor '" + t.name + "': " + std::to_string(x.shape[0]) + " rows are no whole number of " +
                  std::to_string(rowHeads) + " heads of an even size");
     const uint8_t *src = data + t.offset;

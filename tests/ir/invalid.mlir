@@ -531,9 +531,17 @@ func.func @gqa_heads_do_not_divide(%q: tensor<6x?x8xf32>, %k: tensor<4x?x8xf32>)
 // -----
 
 func.func @gqa_sparse(%q: tensor<4x?x8xf32>, %k: tensor<2x?x8xf32>) -> tensor<4x?x8xf32> {
-  // expected-error @+1 {{grouped-query attention (4 query heads, 2 key heads) supports masks none and causal, not window}}
-  %o = kiln.attention %q, %k, %k {mask = #kiln.mask<window>, pattern_size = 4 : i64, scale = 0.35 : f32} : (tensor<4x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32>) -> tensor<4x?x8xf32>
+  // expected-error @+1 {{grouped-query attention (4 query heads, 2 key heads) supports masks none, causal and window, not strided}}
+  %o = kiln.attention %q, %k, %k {mask = #kiln.mask<strided>, pattern_size = 4 : i64, part = #kiln.part<union>, scale = 0.35 : f32} : (tensor<4x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32>) -> tensor<4x?x8xf32>
   return %o : tensor<4x?x8xf32>
+}
+
+// -----
+
+func.func @gqa_window_grad(%q: tensor<4x?x8xf32>, %k: tensor<2x?x8xf32>, %l: tensor<4x?xf32>) -> tensor<4x?x8xf32> {
+  // expected-error @+1 {{expected the key heads to equal the query heads with mask window (the backward has no grouped window)}}
+  %g = kiln.attention_grad %q, %k, %k, %q, %q, %l {mask = #kiln.mask<window>, pattern_size = 4 : i64, scale = 0.35 : f32, wrt = #kiln.attention_wrt<query>} : (tensor<4x?x8xf32>, tensor<2x?x8xf32>, tensor<2x?x8xf32>, tensor<4x?x8xf32>, tensor<4x?x8xf32>, tensor<4x?xf32>) -> tensor<4x?x8xf32>
+  return %g : tensor<4x?x8xf32>
 }
 
 // -----

@@ -17,12 +17,18 @@ Qwen3ForCausalLM (RMSNorm of each head of q and k, a head dim of its own: 4 head
 width of 64), the same sizes otherwise, every parameter perturbed (the q/k norm gains as norms):
 the checkpoint, tokens.npy, logits.npy and generated.npy (10 greedy tokens).
 
+tests/fixtures/hf_mistral/: MistralForCausalLM with a sliding window of 5 positions (GQA), a
+17-token prompt: the checkpoint, tokens.npy, logits.npy and generated.npy (10 greedy tokens).
+
+tests/fixtures/hf_qwen2/model.gguf, hf_qwen3/model.gguf, hf_llama_bias/model.gguf (`gguf_relatives`):
+the same checkpoints written as GGUF files as llama.cpp's converter writes them (to_gguf).
+
 tests/fixtures/llama_grad_b3/: the same config and weights (weights.safetensors under the
 checkpoint's names), a batch of B = 3 sequences of 37 positions (no multiple of any block),
 targets with a few -1, the mean cross-entropy (loss.npy) and every parameter's gradient from
 autograd (grads.safetensors).
 
-    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py [hf_llama,hf_llama_bias,hf_qwen2,hf_qwen3,llama_grad_b3]
+    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py [hf_llama,hf_llama_bias,hf_qwen2,hf_qwen3,hf_mistral,gguf_relatives,llama_grad_b3]
 
 The fixtures are committed, so the test suite needs no torch.
 """
@@ -34,7 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
 
@@ -141,6 +147,67 @@ def hf_qwen3():
     save_with_logits(model, "hf_qwen3", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 31, 7])
 
 
+def hf_mistral():
+    """MistralForCausalLM with a sliding window of 5 (each query sees itself and the 4 keys
+    before it), grouped-query attention: a 17-token prompt and 10 greedy tokens run far past it."""
+    torch.manual_seed(17)
+    cfg = MistralConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                        rms_norm_eps=1e-5, rope_theta=900.0, tie_word_embeddings=False, hidden_act="silu",
+                        sliding_window=5, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
+    model = perturbed(MistralForCausalLM(cfg).float().eval(), 17)
+    save_with_logits(model, "hf_mistral", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 31, 7, 200, 11, 299, 150])
+
+
+def to_gguf(name, arch, permute_qk):
+    """tests/fixtures/<name>/model.gguf: the checkpoint of tests/fixtures/<name> as llama.cpp's
+    converter stores it (F32): tensor names from gguf-py's own TensorNameMap for `arch`, the
+    rows of q_proj and k_proj (weights and biases) permuted as its LlamaModel does for a llama
+    file (`permute_qk`; its Qwen2 and Qwen3 classes leave them), the sizes as metadata."""
+    import gguf
+    from safetensors.numpy import load_file
+    out = os.path.join(ROOT, name)
+    with open(os.path.join(out, "config.json")) as f:
+        cfg = json.load(f)
+    H, Hkv, L = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["num_hidden_layers"]
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // H
+    theta = cfg.get("rope_parameters", {}).get("rope_theta", cfg.get("rope_theta"))
+
+    def permute(w, n_head):  # as convert_hf_to_gguf.py's LlamaModel.permute
+        return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    names = gguf.TensorNameMap(getattr(gguf.MODEL_ARCH, arch.upper()), L)
+    w = gguf.GGUFWriter(os.path.join(out, "model.gguf"), arch)
+    w.add_block_count(L)
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(H)
+    w.add_head_count_kv(Hkv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_freq_base(theta)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_vocab_size(cfg["vocab_size"])
+    for hf, t in sorted(load_file(os.path.join(out, "model.safetensors")).items()):
+        base, kind = hf.rsplit(".", 1)
+        if permute_qk and base.endswith("q_proj"):
+            t = permute(t, H)
+        if permute_qk and base.endswith("k_proj"):
+            t = permute(t, Hkv)
+        w.add_tensor(names.get_name(base) + "." + kind, np.ascontiguousarray(t, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def gguf_relatives():
+    to_gguf("hf_qwen2", "qwen2", False)
+    to_gguf("hf_qwen3", "qwen3", False)
+    to_gguf("hf_llama_bias", "llama", True)
+
+
 def llama_grad_b3(B=3, n=37):
     out = os.path.join(ROOT, "llama_grad_b3")
     shutil.rmtree(out, ignore_errors=True)
@@ -166,6 +233,7 @@ def llama_grad_b3(B=3, n=37):
 
 if __name__ == "__main__":
     import sys
-    parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["hf_llama", "hf_llama_bias", "llama_grad_b3"]
+    parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["hf_llama", "hf_llama_bias", "hf_qwen2", "hf_qwen3", "hf_mistral",
+                                                              "gguf_relatives", "llama_grad_b3"]
     for part in parts:
         globals()[part]()

@@ -287,7 +287,7 @@ TEST(Gguf, BadFilesAreClearErrors) {
   std::string over = g2;
   memset(&over[off], 0, 8);
   expectError(over, "overlap", "overlap");
-  expectError(gguf(1, kvString("general.architecture", "qwen3"), {{"a", {32}, 3, q4}}), "architecture 'qwen3'", "arch");
+  expectError(gguf(1, kvString("general.architecture", "gemma3"), {{"a", {32}, 3, q4}}), "architecture 'gemma3': kiln maps the tensor names of architectures llama, qwen2 and qwen3", "arch");
   // Found by fuzz/gguf: an architecture that is no string was an uncaught exception.
   expectError(gguf(1, kvU32("general.architecture", 7), {{"a", {32}, 3, q4}}), "general.architecture is 7, not a string",
               "arch_not_string");

@@ -71,13 +71,20 @@ TEST_F(DslTest, AttentionKeyValueLength) {
   EXPECT_KILN_ERROR(attention(q, k, v), "attention: the key length is S(<=8) but the value length is L(<=16)");
 }
 // Grouped-query attention: key heads may divide the query heads (4 over 2 builds), not otherwise;
-// with fewer key heads, masks none and causal only.
+// with fewer key heads, masks none, causal and window only. A window takes a past (a cache).
 TEST_F(DslTest, AttentionHeads) {
   Tensor q = m.input("q", {4, L, 8}), k = m.input("k", {2, L, 8}), k3 = m.input("k3", {3, L, 8});
   EXPECT_NO_THROW(attention(q, k, k, {.mask = Mask::causal()}));
+  EXPECT_NO_THROW(attention(q, k, k, {.mask = Mask::window(4)}));
   EXPECT_KILN_ERROR(attention(q, k3, k3), "attention: the key heads (3) must equal or divide the query heads (4)");
-  EXPECT_KILN_ERROR(attention(q, k, k, {.mask = Mask::window(4)}),
-                    "grouped-query attention (4 query heads, 2 key heads) takes masks none and causal only");
+  EXPECT_KILN_ERROR(attention(q, k, k, {.mask = Mask::strided({.stride = 4})}),
+                    "grouped-query attention (4 query heads, 2 key heads) takes masks none, causal and window only");
+  Tensor past = m.input("past", {1}, {.dtype = DType::I32, .vocab = 16});
+  Tensor cache = m.input("cache", {2, 16, 8});
+  EXPECT_NO_THROW(attention(q, cache, cache, {.mask = Mask::window(4), .past = past}));
+  Tensor cache4 = m.input("cache4", {4, 16, 8});
+  EXPECT_KILN_ERROR(attention(q, cache4, cache4, {.mask = Mask::strided({.stride = 4}), .past = past}),
+                    "sparse patterns other than window do not combine with past, key_count or key_mask");
 }
 TEST_F(DslTest, EmbeddingNeedsIds) {
   Tensor table = m.param("t", {10, 32});

@@ -23,7 +23,9 @@ LogicalResult kiln::verify::verifyAttentionPattern(Operation *op, int64_t lq, in
   std::optional<int64_t> size = num("pattern_size"), summary = num("summary");
   if (pattern) {
     if (!size || *size < 1) return op->emitOpError("expected a positive pattern_size with mask ") << mkName;
-    if (failed(expectDim(op, "query length", lq, "key length", lk))) return failure();
+    // A sliding window over a cache (`past`) sees the keys of the cache, not its own rows only.
+    const bool overCache = mk == MaskKind::window && isa<AttentionOp>(op) && op->getNumOperands() > 3;
+    if (!overCache && failed(expectDim(op, "query length", lq, "key length", lk))) return failure();
   } else if (size || summary || op->getAttr("part") || op->getAttr("layout")) {
     return op->emitOpError("expected pattern_size, summary, part and layout only with a sparse mask");
   }
@@ -68,9 +70,9 @@ static LogicalResult verifyHeadGroups(Operation *op, int64_t qHeads, int64_t kHe
   if (ShapedType::isDynamic(qHeads) || ShapedType::isDynamic(kHeads) || qHeads == kHeads) return success();
   if (kHeads <= 0 || qHeads % kHeads)
     return op->emitOpError("expected the key heads (") << kHeads << ") to divide the query heads (" << qHeads << ")";
-  if (mask != MaskKind::none && mask != MaskKind::causal)
+  if (mask != MaskKind::none && mask != MaskKind::causal && mask != MaskKind::window)
     return op->emitOpError("grouped-query attention (") << qHeads << " query heads, " << kHeads
-                                                         << " key heads) supports masks none and causal, not "
+                                                         << " key heads) supports masks none, causal and window, not "
                                                          << stringifyMaskKind(mask);
   return success();
 }
@@ -84,7 +86,8 @@ LogicalResult AttentionOp::verify() {
       failed(expectDim(*this, "key length", k.getDimSize(1), "value length", v.getDimSize(1))))
     return failure();
   if (failed(verifyAttentionPattern(*this, q.getDimSize(1), k.getDimSize(1)))) return failure();
-  if (isSparsePattern(getMask()) && getPast()) return emitOpError("expected no past or key count with a sparse pattern");
+  if (isSparsePattern(getMask()) && getPast() && (getMask() != MaskKind::window || getKeyCount() || getKeyMask()))
+    return emitOpError("expected no past or key count with a sparse pattern (a window takes a past)");
   if (getKeyMask()) {  // the fourth operand: a mask over the keys
     if (!getPast() || getKeyCount()) return emitOpError("expected a key mask operand with key_mask, and no key_count");
     if (ty(getPast()).getRank() != 1 || !ty(getPast()).getElementType().isInteger(32))
@@ -132,6 +135,9 @@ OpCost AttentionOp::getCost(function_ref<double(Value)> numel) {
 
 LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   if (getPast()) return emitOpError("gradient: attention over a cache (past or key_count) is not differentiable");
+  if (getMask() == MaskKind::window && !patternOf(*this))
+    return emitOpError("gradient: a sliding window over grouped key heads (row strips, not a block schedule) is not "
+                       "differentiable yet");
   if (g.size() > 1 && g[1]) return emitOpError("gradient: the loss may not depend on an attention's lse result");
   // Every query row's log-sum-exp, for the three gradients: the forward attention writes it
   // as its lse result, from the running max and sum it keeps anyway. Without one yet, this op
@@ -183,10 +189,21 @@ void kiln::verify::patternKernelAttrs(Operation *op, KernelAttrs &a) {
   }
 }
 
+// A sliding window over a cache (a past operand) or over grouped key heads has no block
+// schedule: kiln-tile-ops gives it row strips, the window a predicate on the keys.
+static bool windowInRowStrips(Operation *op) {
+  if (maskOf(op) != MaskKind::window) return false;
+  auto a = dyn_cast<AttentionOp>(op);
+  auto heads = [](Value v) { return cast<RankedTensorType>(v.getType()).getDimSize(0); };
+  if (a) return a.getPast() || heads(a.getQuery()) != heads(a.getKey());
+  auto g = dyn_cast<AttentionGradOp>(op);
+  return g && heads(g.getQuery()) != heads(g.getKey());
+}
+
 std::optional<sparse::Pattern> kiln::patternOf(Operation *op) {
   sparse::Pattern p;
   auto size = op->getAttrOfType<IntegerAttr>("pattern_size");
-  if (!size) return std::nullopt;
+  if (!size || windowInRowStrips(op)) return std::nullopt;
   switch (maskOf(op)) {
     case MaskKind::none:
     case MaskKind::causal: return std::nullopt;  // the verifier's to report
@@ -337,6 +354,8 @@ LogicalResult AttentionGradOp::verify() {
     if (failed(expectRank(*this, role, v, 3))) return failure();
   auto q = ty(getQuery()), k = ty(getKey()), v = ty(getValue());
   if (failed(verifyAttentionPattern(*this, q.getDimSize(1), k.getDimSize(1)))) return failure();
+  if (getMask() == MaskKind::window && q.getDimSize(0) != k.getDimSize(0))
+    return emitOpError("expected the key heads to equal the query heads with mask window (the backward has no grouped window)");
   if (failed(expectShape(*this, "out", getOut(), "grad", getGrad())) ||
       failed(verifyHeadGroups(*this, q.getDimSize(0), k.getDimSize(0), v.getDimSize(0), getMask())) ||
       failed(expectDim(*this, "key width", k.getDimSize(2), "query width", q.getDimSize(2))) ||

@@ -330,12 +330,13 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
   }
 
   void attention(kiln::AttentionOp a, int64_t inner, kiln::ScheduleFields &s) {
-    if (a.getPatternSize()) {  // kiln-tile-sparse-pattern's block schedule
+    if (kiln::patternOf(a)) {  // kiln-tile-sparse-pattern's block schedule
       if (gpu) s.gpu_threads = gpuRowThreads(3, inner);
       return;
     }
-    // An lse result is written by the sequence engine only (static lengths too).
-    bool sequence = !a.getPast() && (dim(a.getQuery(), 1) < 0 || a.getLse());
+    // An lse result is written by the sequence engine only (static lengths too). A sliding
+    // window over a cache or grouped key heads takes row strips, the window a predicate.
+    bool sequence = !a.getPast() && a.getMask() != kiln::MaskKind::window && (dim(a.getQuery(), 1) < 0 || a.getLse());
     s.engine = sequence ? kiln::AttentionEngine::online_block : kiln::AttentionEngine::row_strip;
     // A decode step's few static query rows are one block of their own: a block of 8
     // would compute 8 score rows for 1.

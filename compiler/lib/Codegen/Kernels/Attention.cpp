@@ -6,7 +6,9 @@
 //     and k_block keys (q_block when unset); queries and keys may differ in length (causal:
 //     query i sees keys j <= i + Lk - Lq);
 //   * row_strip: over a cache (`past` or a key count) and for decode steps (a short static query
-//     length), row strips of scores, softmax and P·V per block of q_block queries.
+//     length), row strips of scores, softmax and P·V per block of q_block queries; a sliding
+//     window there (mask window, pattern_size w: query i sees keys i + off - w < j <= i + off)
+//     is a predicate on the keys, as causal is.
 #include "BlockAttention.h"
 
 namespace kiln::codegen {
@@ -92,7 +94,8 @@ Func buildCacheAttention(Builder &B) {
   ImageParam Q = B.in[0], K = B.in[1], V = B.in[2];
   const int D = (int)k.inputs[0].dims[2];
   const float scale = op.getScale().convertToFloat();
-  const bool causal = op.getMask() == MaskKind::causal;
+  const bool window = op.getMask() == MaskKind::window, causal = op.getMask() == MaskKind::causal || window;
+  const int W = window ? (int)*op.getPatternSize() : 0;
   const int G = (int)(k.inputs[0].dims[0] / k.inputs[1].dims[0]);  // query heads per key head
   Var d("d"), e("e"), i("i"), j("j"), h("h");
   Expr hkv = G > 1 ? Expr(h / G) : Expr(h);
@@ -116,6 +119,7 @@ Func buildCacheAttention(Builder &B) {
   }
   auto limit = [&](RDom &r) {
     if (causal) r.where(r <= i + off);
+    if (window) r.where(r > i + off - W);
     if (valid.defined()) r.where(r < valid);
     if (keyMask) r.where(B.in[3](r) != 0);
   };
@@ -132,7 +136,7 @@ Func buildCacheAttention(Builder &B) {
   m(i, h) = -std::numeric_limits<float>::infinity();
   m(i, h) = max(m(i, h), S(rj, i, h) * scale);
   Expr ev = exp(S(j, i, h) * scale - m(i, h));
-  E_(j, i, h) = causal ? select(j <= i + off, ev, 0.0f) : ev;
+  E_(j, i, h) = window ? select(j <= i + off && j > i + off - W, ev, 0.0f) : causal ? select(j <= i + off, ev, 0.0f) : ev;
   RDom rj2(0, Lk, "rj2");
   limit(rj2);
   l(i, h) = 0.0f;

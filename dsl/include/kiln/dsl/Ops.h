@@ -103,7 +103,8 @@ struct AttentionOptions {
   Mask mask;
   std::optional<float> scale;  // default 1/sqrt(head_dim)
   // Attention over a cache: `past` ([1] i32) positions precede the Lq queries; only the first
-  // past + Lq keys are valid, and causal query i sees keys j <= past + i.
+  // past + Lq keys are valid, and causal query i sees keys j <= past + i (Mask::window(w):
+  // past + i - w < j <= past + i, a sliding window over the cache; no other pattern takes a past).
   Tensor past;
   // Attention over a cache another entry filled (cross-attention while decoding): only the first
   // `key_count` ([1] i32) keys are valid. Give `past` or `key_count`, not both.
@@ -117,7 +118,8 @@ struct AttentionOptions {
 };
 // q [H, Lq, hd], k [H, Lk, hd], v [H, Lk, hv] -> [H, Lq, hv]: softmax(q·kᵀ·scale + mask)·v.
 // Grouped-query attention: k and v may have Hkv heads, Hkv dividing H; query head h reads key
-// and value head h / (H / Hkv) (masks none and causal).
+// and value head h / (H / Hkv) (masks none, causal and window; a window over grouped heads runs
+// as row strips and has no gradient yet).
 Tensor attention(Tensor q, Tensor k, Tensor v, AttentionOptions opt = {}, SourceLoc loc = SourceLoc::current());
 // The Reformer's LSH attention. qk [H, L, d] serves as queries and, unit-normalized, as keys
 // (shared QK); v [H, L, dv]; rotations [hashes, d, buckets / 2], a parameter (random normal
