@@ -112,6 +112,23 @@ func.func @others(%q: tensor<4x?x32xf32>, %q1: tensor<4x1x32xf32>, %c: tensor<4x
 
 // -----
 
+// A sliding window (mask window) over grouped key heads or over a cache has no block schedule:
+// row strips, the window a predicate on the keys (a prompt in blocks of 8 queries, a decode
+// step of its one row). With as many key heads as query heads it is the sparse pattern,
+// kiln-tile-sparse-pattern's (nothing decided here).
+// CHECK-LABEL: func.func @sliding_windows
+// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 8>
+// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<engine = row_strip, q_block = 1>
+// CHECK: kiln.attention {{.*}}kiln.schedule = #kiln.schedule<>
+func.func @sliding_windows(%q: tensor<4x?x32xf32>, %k: tensor<2x?x32xf32>, %q1: tensor<4x1x32xf32>, %c: tensor<2x64x32xf32>, %past: tensor<1xi32>) -> (tensor<4x?x32xf32>, tensor<4x1x32xf32>, tensor<4x?x32xf32>) {
+  %a = kiln.attention %q, %k, %k {mask = #kiln.mask<window>, pattern_size = 8 : i64, scale = 0.17677 : f32} : (tensor<4x?x32xf32>, tensor<2x?x32xf32>, tensor<2x?x32xf32>) -> tensor<4x?x32xf32>
+  %d = kiln.attention %q1, %c, %c, %past {mask = #kiln.mask<window>, pattern_size = 8 : i64, scale = 0.17677 : f32} : (tensor<4x1x32xf32>, tensor<2x64x32xf32>, tensor<2x64x32xf32>, tensor<1xi32>) -> tensor<4x1x32xf32>
+  %s = kiln.attention %q, %q, %q {mask = #kiln.mask<window>, pattern_size = 8 : i64, scale = 0.17677 : f32} : (tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>) -> tensor<4x?x32xf32>
+  return %a, %d, %s : tensor<4x?x32xf32>, tensor<4x1x32xf32>, tensor<4x?x32xf32>
+}
+
+// -----
+
 // A decode step's GEMMs stream their weights (gemm = stream, no packing): an [out, in] weight
 // (a tied LM head) in tasks of columns read along K (vec = the lanes over K: 16 for K = 64), 32
 // columns here since 64 would leave 15 tasks (under 16), the FFN's two [in, out] weights in
