@@ -64,53 +64,13 @@ def small_llama(seed=0, tied=False, bias=False):
                       rms_norm_eps=1e-5, rope_theta=500.0, tie_word_embeddings=tied, hidden_act="silu",
                       attention_bias=bias, mlp_bias=bias, bos_token_id=1, eos_token_id=2,
                       attn_implementation="eager")
-    model = LlamaForCausalLM(cfg).float().eval()
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-    return model
+    return perturbed(LlamaForCausalLM(cfg).float().eval(), seed)
 
 
-def hf_llama():
-    out = os.path.join(ROOT, "hf_llama")
-    shutil.rmtree(out, ignore_errors=True)
-    model = small_llama()
-    model.save_pretrained(out, safe_serialization=True)
-    for extra in ("generation_config.json",):
-        if os.path.exists(os.path.join(out, extra)):
-            os.remove(os.path.join(out, extra))
-    tokens = torch.tensor([[1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 77, 200, 11, 299, 0, 150]])
-    with torch.inference_mode():
-        logits = model(tokens).logits[0].float().numpy()
-        # Every position attended (the prompt holds id 0, which generate would take for padding).
-        gen = model.generate(tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=12, do_sample=False,
-                             eos_token_id=None, pad_token_id=0)
-    np.save(os.path.join(out, "tokens.npy"), tokens[0].numpy().astype(np.int32))
-    np.save(os.path.join(out, "logits.npy"), logits)
-    np.save(os.path.join(out, "generated.npy"), gen[0, tokens.shape[1]:].numpy().astype(np.int32))
-
-
-def hf_llama_bias():
-    """The same small Llama with attention_bias and mlp_bias (every bias perturbed too): its
-    checkpoint, one prompt's tokens.npy and logits.npy."""
-    out = os.path.join(ROOT, "hf_llama_bias")
-    shutil.rmtree(out, ignore_errors=True)
-    model = small_llama(seed=5, bias=True)
-    model.save_pretrained(out, safe_serialization=True)
-    if os.path.exists(os.path.join(out, "generation_config.json")):
-        os.remove(os.path.join(out, "generation_config.json"))
-    tokens = torch.tensor([[1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3]])
-    with torch.inference_mode():
-        logits = model(tokens).logits[0].float().numpy()
-    np.save(os.path.join(out, "tokens.npy"), tokens[0].numpy().astype(np.int32))
-    np.save(os.path.join(out, "logits.npy"), logits)
-
-
-def save_with_logits(model, name, tokens):
+def save_with_logits(model, name, tokens, generate=10):
+    """tests/fixtures/<name>: the checkpoint as save_pretrained writes it, tokens.npy, the
+    forward's logits.npy (eager, f32) and, when `generate`, generated.npy: that many greedy tokens
+    (every position attended: a prompt holding id 0 is not padding)."""
     out = os.path.join(ROOT, name)
     shutil.rmtree(out, ignore_errors=True)
     model.save_pretrained(out, safe_serialization=True)
@@ -119,11 +79,24 @@ def save_with_logits(model, name, tokens):
     tokens = torch.tensor([tokens])
     with torch.inference_mode():
         logits = model(tokens).logits[0].float().numpy()
-        gen = model.generate(tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=10, do_sample=False,
-                             eos_token_id=None, pad_token_id=0)
+        if generate:
+            gen = model.generate(tokens, attention_mask=torch.ones_like(tokens), max_new_tokens=generate,
+                                 do_sample=False, eos_token_id=None, pad_token_id=0)
     np.save(os.path.join(out, "tokens.npy"), tokens[0].numpy().astype(np.int32))
     np.save(os.path.join(out, "logits.npy"), logits)
-    np.save(os.path.join(out, "generated.npy"), gen[0, tokens.shape[1]:].numpy().astype(np.int32))
+    if generate:
+        np.save(os.path.join(out, "generated.npy"), gen[0, tokens.shape[1]:].numpy().astype(np.int32))
+
+
+def hf_llama():
+    save_with_logits(small_llama(), "hf_llama", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 77, 200, 11, 299, 0, 150],
+                     generate=12)
+
+
+def hf_llama_bias():
+    """The same small Llama with attention_bias and mlp_bias (every bias perturbed too)."""
+    save_with_logits(small_llama(seed=5, bias=True), "hf_llama_bias", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3],
+                     generate=0)
 
 
 def hf_qwen2():
