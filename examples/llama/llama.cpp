@@ -91,6 +91,11 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
                         "false"},
                        {"tie_word_embeddings", c.tied ? "true" : "false",
                         c.tied ? "for a head tied to the token embedding" : "for a head of its own (lm_head)", "false"}});
+  // A windowed model needs the checkpoint's window; an unwindowed one, none shorter than its context.
+  if (windowed)
+    m.checkpoint_config({{"sliding_window", n(c.sliding_window), "as its sliding window"}});
+  else
+    m.checkpoint_config({{"sliding_window", n(c.ctx), "without a sliding window shorter than its context", std::nullopt, true}});
   Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
   auto norm = [&](const std::string &p, Tensor x) {
     return rms_norm(x, m.param(p, {d}, {.init = Init::Ones}), {.eps = (float)c.rms_eps});

@@ -64,6 +64,15 @@ kilnrt_status kilnrt::config_check_json(const json &cfg, const std::string &labe
       at = bar + 1;
     }
     std::string first = keys.substr(0, keys.find('|'));
+    if (fd.at_least) {  // null or absent: none (no limit); a number: no smaller than the model's
+      if (key.empty()) continue;
+      if (!have.is_number() || have.is_boolean() || !want.is_number())
+        diffs.push_back("the checkpoint has " + key + " " + text(have) + ", not a number; this model was compiled " + fd.what);
+      else if (have.get<double>() < want.get<double>())
+        diffs.push_back("the checkpoint has " + key + " " + text(have) + ", this model was compiled " + fd.what + " (" +
+                        text(want) + " or more, or null)");
+      continue;
+    }
     if (key.empty()) {
       if (!fd.absent) {
         diffs.push_back("the checkpoint gives no " + first + "; this model was compiled with " + text(want) + " " + fd.what);

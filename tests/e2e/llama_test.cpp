@@ -113,7 +113,53 @@ void expectRelativeMatches(const std::string &name) {
 // Mistral's sliding window (tests/fixtures/hf_mistral: a window of 5, 4 query heads over 2 key
 // heads): the 17-token prompt's logits (rows 5 on differ from full causal attention's by 1 to
 // 3.4) and 10 greedy tokens, each decode step over the cache seeing its last 5 keys only.
-TEST(Llama, MistralSlidingWindowMatchesTransformers) { expectRelativeMatches("hf_mistral"); }
+// The window is checked at load like any other field: the plain build names the checkpoint's
+// window (shorter than its context of 64), the windowed build a checkpoint with another window or
+// none; a window no shorter than the context passes a plain build.
+TEST(Llama, MistralSlidingWindowMatchesTransformers) {
+  expectRelativeMatches("hf_mistral");
+  const std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/hf_mistral";
+  std::string dir = kt::workDir("llama_hf_mistral");
+  auto bad = kt::run(dir + "/plain --weights " + fx + "/model.safetensors --tokens 1,2,3");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("the checkpoint has sliding_window 5, this model was compiled without a sliding window shorter than "
+                            "its context (64 or more, or null)"),
+            std::string::npos)
+      << bad.output;
+  std::filesystem::create_directories(dir + "/ckpt");
+  std::filesystem::copy_file(fx + "/model.safetensors", dir + "/ckpt/model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ifstream in(fx + "/config.json");
+  const std::string cfg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto withWindow = [&](const std::string &window) {
+    std::string c = cfg;
+    size_t at = c.find("\"sliding_window\": 5");
+    EXPECT_NE(at, std::string::npos);
+    if (at != std::string::npos) c.replace(at, 19, "\"sliding_window\": " + window);
+    std::ofstream(dir + "/ckpt/config.json") << c;
+    return kt::run(dir + "/llama --weights " + dir + "/ckpt/model.safetensors --tokens 1,2,3");
+  };
+  auto r = withWindow("6");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("the checkpoint has sliding_window 6, this model was compiled with 5 as its sliding window"),
+            std::string::npos)
+      << r.output;
+  r = withWindow("null");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("the checkpoint gives no sliding_window; this model was compiled with 5 as its sliding window"),
+            std::string::npos)
+      << r.output;
+  // hf_llama's checkpoint with a window of 64, the plain build's context: it runs.
+  std::filesystem::create_directories(dir + "/llama_ckpt");
+  std::filesystem::copy_file(kFixture + "/model.safetensors", dir + "/llama_ckpt/model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ifstream lin(kFixture + "/config.json");
+  std::string lcfg((std::istreambuf_iterator<char>(lin)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(lcfg.substr(0, 1), "{");
+  std::ofstream(dir + "/llama_ckpt/config.json") << "{\"sliding_window\": 64, " + lcfg.substr(1);
+  r = kt::run(dir + "/plain --weights " + dir + "/llama_ckpt/model.safetensors --tokens 1,2,3");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
 TEST(Llama, Qwen2QkvBiasesMatchTransformers) { expectRelativeMatches("hf_qwen2"); }
 TEST(Llama, Qwen3QkNormsMatchTransformers) { expectRelativeMatches("hf_qwen3"); }
 

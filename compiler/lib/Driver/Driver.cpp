@@ -309,7 +309,7 @@ static void checkConfig(Driver::Impl &impl, const Model &m) {
   if (isGguf(impl.configFile)) return;  // its metadata is checked when the weights load
   std::vector<kiln_config_field> fields;
   for (auto &f : m.checkpoint_config())
-    fields.push_back({f.key.c_str(), f.value.c_str(), f.absent ? f.absent->c_str() : nullptr, f.what.c_str()});
+    fields.push_back({f.key.c_str(), f.value.c_str(), f.absent ? f.absent->c_str() : nullptr, f.what.c_str(), f.at_least});
   if (kilnrt_config_check(impl.configFile.c_str(), fields.data(), (int32_t)fields.size()) != KILNRT_OK)
     throw UserError{std::string(kilnrt_last_error())};
 }

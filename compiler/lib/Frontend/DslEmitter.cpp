@@ -224,6 +224,7 @@ static void setModuleAttrs(OpBuilder &b, ModuleOp module, const Model &m) {
                                      b.getNamedAttr("value", b.getStringAttr(f.value)),
                                      b.getNamedAttr("what", b.getStringAttr(f.what))};
       if (f.absent) kv.push_back(b.getNamedAttr("absent", b.getStringAttr(*f.absent)));
+      if (f.at_least) kv.push_back(b.getNamedAttr("at_least", b.getUnitAttr()));
       fields.push_back(b.getDictionaryAttr(kv));
     }
     module->setAttr("kiln.checkpoint_config", b.getArrayAttr(fields));

@@ -206,7 +206,8 @@ std::string modelInfoSource(ModuleOp module, const TargetInfo &target, const std
       };
       if (str("key").empty() || str("value").empty()) continue;  // not a field (the DSL writes both)
       os << "  {" << cstr(str("key")) << ", " << cstr(str("value")) << ", "
-         << (d.get("absent") ? cstr(str("absent")) : std::string("0")) << ", " << cstr(str("what")) << "},\n";
+         << (d.get("absent") ? cstr(str("absent")) : std::string("0")) << ", " << cstr(str("what")) << ", "
+         << (d.get("at_least") ? 1 : 0) << "},\n";
       ++nConfig;
     }
   os << "  {0}};\n";

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 15
+#define KILN_ABI_VERSION 16
 #define KILN_MAX_RANK 4
 #define KILN_MAX_SYMS 8
 
@@ -144,6 +144,7 @@ typedef struct kiln_config_field {
   const char *value;  /* 12, 1e-05, "gelu_new", true */
   const char *absent; /* what the field means when config.json omits it or sets null; NULL: it must be given */
   const char *what;   /* the model's own word for it, for messages ("layers") */
+  int32_t at_least;   /* nonzero: a number no smaller than value, or null (none), passes (a sliding window no shorter than the context) */
 } kiln_config_field;
 
 typedef struct kiln_model_info {

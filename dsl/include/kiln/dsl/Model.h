@@ -380,9 +380,11 @@ class Model {
   // compares them with the config.json beside its weights, `--config` with the one it is given.
   // `value` and `absent` are JSON text; `absent` is what the field means when config.json omits
   // it or sets it to null (none: it must be given); `key` may list alternatives "a|b".
+  // `at_least`: any number no smaller than `value` passes, and null (a window of "none").
   struct ConfigField {
     std::string key, value, what;
     std::optional<std::string> absent;
+    bool at_least = false;
   };
   void checkpoint_config(std::vector<ConfigField> fields) {
     for (auto &f : fields) config_.push_back(std::move(f));
