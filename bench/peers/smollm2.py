@@ -10,7 +10,7 @@ Rows (kiln-bench's CSV columns, as bench/peers/run.py prints them):
   smollm2_prefill  the prompt of `--prompt` tokens through the model once (ms);
   smollm2_decode   one generated token after it (ms per token, the mean over `--generate` greedy
                    steps at pasts prompt .. prompt + generate);
-each against llama.cpp (n_ctx 1024; its default f16 KV cache, kiln's is f32)
+each against llama.cpp (n_ctx 1024; its KV cache in f32 as kiln's, `--llama-kv f16` for its default)
 and transformers. Every peer runs in its own process (its peak RSS is its own). kiln's greedy
 tokens are checked against transformers' (identical, as the default path multiplies f32
 activations by the blocks decoded in registers); llama.cpp's agreement is reported, not required
@@ -42,10 +42,12 @@ def prompt_ids(n):
     return ids[:n]
 
 
-def peer_llama_cpp(ids, gen, threads):
+def peer_llama_cpp(ids, gen, threads, kv="f32"):
+    import llama_cpp
     from llama_cpp import Llama
+    kv_type = llama_cpp.GGML_TYPE_F32 if kv == "f32" else llama_cpp.GGML_TYPE_F16
     llm = Llama(model_path=os.path.join(GGUF_DIR, GGUF), n_ctx=1024, n_threads=threads, n_threads_batch=threads,
-                n_batch=len(ids), verbose=False)
+                n_batch=len(ids), type_k=kv_type, type_v=kv_type, verbose=False)
     llm.reset()
     a = time.perf_counter()
     llm.eval(ids)
@@ -89,10 +91,10 @@ def peer_transformers(ids, gen, threads):
     return dict(prefill_ms=prefill, decode_ms=decode, tokens=out)
 
 
-def run_peer(name, ids, gen, threads):
+def run_peer(name, ids, gen, threads, kv):
     """One peer in its own process: its timings, tokens and peak RSS."""
     p = subprocess.run([sys.executable, __file__, "--peer", name, "--threads", str(threads), "--generate", str(gen),
-                        "--ids", ",".join(map(str, ids))], capture_output=True, text=True)
+                        "--llama-kv", kv, "--ids", ",".join(map(str, ids))], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit("smollm2: peer %s failed:\n%s" % (name, p.stderr[-3000:]))
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -119,12 +121,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--generate", type=int, default=64)
+    ap.add_argument("--llama-kv", choices=("f32", "f16"), default="f32", help="llama.cpp's KV cache type (kiln's is f32)")
     ap.add_argument("--peer", default="")
     ap.add_argument("--ids", default="")
     a = ap.parse_args()
     if a.peer:  # a child: one peer, printed as JSON
         ids = [int(x) for x in a.ids.split(",")]
-        r = (peer_llama_cpp if a.peer == "llama.cpp" else peer_transformers)(ids, a.generate, a.threads)
+        if a.peer == "llama.cpp":
+            r = peer_llama_cpp(ids, a.generate, a.threads, a.llama_kv)
+        else:
+            r = peer_transformers(ids, a.generate, a.threads)
         r["rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         print(json.dumps(r))
         return
@@ -144,7 +150,7 @@ def main():
     for _ in range(a.rounds):
         res["kiln"].append(run_kiln(exe, ids, a.generate, a.threads))
         for peer in ("llama.cpp", "transformers"):
-            res[peer].append(run_peer(peer, ids, a.generate, a.threads))
+            res[peer].append(run_peer(peer, ids, a.generate, a.threads, a.llama_kv))
     med = lambda k, f: statistics.median(r[f] for r in res[k])
     kt, tt, lt = res["kiln"][0]["tokens"], res["transformers"][0]["tokens"], res["llama.cpp"][0]["tokens"]
     same = next((i for i, (x, y) in enumerate(zip(kt, tt)) if x != y), len(kt))
@@ -157,7 +163,7 @@ def main():
             k, b = med("kiln", f), med(peer, f)
             note = "greedy tokens = transformers' (%d of %d)" % (same, len(kt))
             if peer == "llama.cpp":
-                note += "; llama.cpp's agree with transformers' for %d of %d" % (agree_llama, len(lt))
+                note += "; llama.cpp's (KV cache %s) agree with transformers' for %d of %d" % (a.llama_kv, agree_llama, len(lt))
             print("%s,%d,1,1,%.3f,%s,%.3f,%.3f,%d,%d,%s" % (case, a.prompt, k, peer, b, b / k, med("kiln", "rss"), med(peer, "rss"), note))
 
 

@@ -169,6 +169,28 @@ func.func @stream_tiles(%x: tensor<1x64xf32>) -> (tensor<1x1024xf32>, tensor<1x5
 
 // -----
 
+// Quantized weights stream as stored, their columns 4 at a time (col_group: four chains of sums
+// in flight, each group's block scales decoded just before its blocks); f32 weights have no
+// groups, nor does a tile of columns that 4 does not divide.
+// CHECK-LABEL: func.func @quantized_stream
+// CHECK: kiln.linear {{.*}}tile_n = 32, pack = none, col_group = 4, gemm = stream>{{.*}}tensor<576x18x20xi8>
+// CHECK: kiln.linear {{.*}}tile_n = 16, pack = none, col_group = 4, gemm = stream>{{.*}}tensor<192x18x34xi8>
+// CHECK: kiln.linear {{.*}}tile_n = 2, pack = none, gemm = stream>{{.*}}tensor<2x18x20xi8>
+// CHECK: kiln.linear {{.*}}tile_n = 32, pack = none, gemm = stream>{{.*}}tensor<576x576xf32>
+func.func @quantized_stream(%x: tensor<1x576xf32>) -> (tensor<1x576xf32>, tensor<1x192xf32>, tensor<1x2xf32>, tensor<1x576xf32>) {
+  %a = kiln.param "a" {format = #kiln.weight_format<q4_1>} : tensor<576x18x20xi8>
+  %la = kiln.linear %x, %a {weight_format = #kiln.weight_format<q4_1>} : (tensor<1x576xf32>, tensor<576x18x20xi8>) -> tensor<1x576xf32>
+  %b = kiln.param "b" {format = #kiln.weight_format<q8_0>} : tensor<192x18x34xi8>
+  %lb = kiln.linear %x, %b {weight_format = #kiln.weight_format<q8_0>} : (tensor<1x576xf32>, tensor<192x18x34xi8>) -> tensor<1x192xf32>
+  %c = kiln.param "c" {format = #kiln.weight_format<q4_1>} : tensor<2x18x20xi8>
+  %lc = kiln.linear %x, %c {weight_format = #kiln.weight_format<q4_1>} : (tensor<1x576xf32>, tensor<2x18x20xi8>) -> tensor<1x2xf32>
+  %d = kiln.param "d" : tensor<576x576xf32>
+  %ld = kiln.linear %x, %d : (tensor<1x576xf32>, tensor<576x576xf32>) -> tensor<1x576xf32>
+  return %la, %lb, %lc, %ld : tensor<1x576xf32>, tensor<1x192xf32>, tensor<1x2xf32>, tensor<1x576xf32>
+}
+
+// -----
+
 // Weights kept in panels since load (kiln-prepack-weights) are read in place (pack = at_load):
 // a register block is one panel wide (the last of 50257 columns' 786 panels holds 17); a decode
 // step streams whole panels (tiles of 128 columns: two panels of 64; 48 columns in panels of 16:

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,16 @@ bool kernelCached(const std::string &name, const TargetInfo &target, const std::
          (target.gpu != GpuApi::Cuda || fs::exists(base + ".ptx"));
 }
 
+
+// A finished file moved to its cache name, unless another build published it first: the first
+// copy stays (a build that linked it may still be reading it; the copies differ only in the
+// temporary names inside them, so replacing it under a reader would change its size midway).
+static void publish(const std::string &tmp, const std::string &final) {
+  std::error_code ec;
+  if (::link(tmp.c_str(), final.c_str()) != 0 && errno != EEXIST) std::filesystem::rename(tmp, final);
+  std::filesystem::remove(tmp, ec);
+}
+
 bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetInfo &target, const std::string &cacheDir,
                  KernelArtifacts *out, std::string *error) {
   const std::string &halideTarget = target.halide;
@@ -174,9 +185,9 @@ bool buildKernel(const std::string &name, const KernelSpec &spec, const TargetIn
       fs::rename(tmp + ".ptx", out->ptx);
     }
     std::ofstream(tmp + ".sched") << out->schedule;
-    fs::rename(tmp + ".stmt", out->stmt);
-    fs::rename(tmp + ".sched", schedPath);
-    fs::rename(tmp + ".o", out->object);
+    publish(tmp + ".stmt", out->stmt);
+    publish(tmp + ".sched", schedPath);
+    publish(tmp + ".o", out->object);
     return true;
   } catch (const Halide::Error &e) {
     *error = "Halide failed to generate kernel " + name + " (" + spec.text() + "): " + e.what();
@@ -194,7 +205,7 @@ bool buildHalideRuntime(const std::string &halideTarget, const std::string &cach
   try {
     std::string tmp = cacheDir + "/.runtime." + std::to_string(getpid()) + ".o";
     compile_standalone_runtime(std::map<OutputFileType, std::string>{{OutputFileType::object, tmp}}, Target(halideTarget));
-    fs::rename(tmp, *objectPath);
+    publish(tmp, *objectPath);
     return true;
   } catch (const Halide::Error &e) {
     *error = std::string("Halide failed to build its runtime: ") + e.what();

@@ -36,7 +36,7 @@ ScheduleFields fieldsOf(ScheduleAttr a) {
 ScheduleAttr scheduleAttr(MLIRContext *ctx, const ScheduleFields &f) {
   return ScheduleAttr::get(ctx, f.vec, f.parallel, f.tile_m, f.tile_n, f.tile_rows, f.column_tasks, f.pack, f.hidden_vec,
                            f.hidden_tile_n, f.rows_per_task, f.engine, f.q_block, f.k_block, f.block, f.chunk, f.lsh_tile, f.gpu_tile_n,
-                           f.gpu_tile_m, f.gpu_k_chunk, f.gpu_hidden_tile_n, f.gpu_hidden_k_chunk, f.gpu_threads, f.k_chunk, f.k_unroll, f.gemm,
+                           f.gpu_tile_m, f.gpu_k_chunk, f.gpu_hidden_tile_n, f.gpu_hidden_k_chunk, f.gpu_threads, f.k_chunk, f.k_unroll, f.col_group, f.gemm,
                            f.precision);
 }
 

@@ -84,6 +84,8 @@ constexpr int64_t kStreamRows = 4;
 // A batched decode step over quantized weights streams up to this many rows (the batch's bound),
 // in groups of kStreamRows: a register-block GEMM would decode every weight to f32 per call.
 constexpr int64_t kStreamBatchRows = 64;
+// A quantized streaming GEMM's columns summed together (col_group).
+constexpr int64_t kStreamColGroup = 4;
 // A CPU GEMM's K per chunk where K is long (at least 4 chunks).
 constexpr int64_t kKChunk = 2048;
 constexpr int64_t kWideColumns = 16384;  // an output this wide: K not unrolled (measured, rule 1)
@@ -186,6 +188,11 @@ struct TileOpsPass : kiln::impl::TileOpsBase<TileOpsPass> {
       s.tile_m = std::min(M, kStreamRows);
       s.tile_n = transposed ? streamTileNAlongK(N) : streamTileN(lanes, N, M, panel);
       if (transposed) s.vec = kiln::lanesFor(vectorWidth, K);
+      // A quantized weight's columns 4 at a time: four chains of 16-lane sums in flight, and each
+      // group's scales decoded just before its blocks are summed (the group's first touch of its
+      // bytes; the tile's, decoded in a pass before, left the tile to be read twice from beyond L1).
+      // SmolLM2's decode step, AMD EPYC, 2 threads: 11.7 -> 9.9 ms a token (1 column, scales per tile).
+      if (quantized && *s.tile_n % kStreamColGroup == 0) s.col_group = kStreamColGroup;
       return;
     }
     s.gemm = kiln::GemmEngine::register_block;

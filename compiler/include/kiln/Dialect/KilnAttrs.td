@@ -35,6 +35,9 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
                       register block; a long K is summed chunk by chunk into the output,
                       each chunk's weight panel cache-resident)
       k_unroll        a CPU register-block GEMM's unrolling of its K loop (unset: 2)
+      col_group       gemm = stream over a quantized weight with f32 operands: columns summed
+                      together, their sums' chains interleaved and their blocks' scales
+                      decoded together just before (unset: 1)
       gemm            register_block | stream (a few static rows: each weight read once,
                       in place, column tiles split among the threads)
       pack            none | per_task | per_call | at_load: the weight panels
@@ -86,6 +89,7 @@ def Kiln_ScheduleAttr : Kiln_Attr<"Schedule", "schedule"> {
     Kiln_Int<"GPU threads per row">:$gpu_threads,
     Kiln_Int<"CPU GEMM K chunk">:$k_chunk,
     Kiln_Int<"CPU GEMM K unrolling">:$k_unroll,
+    Kiln_Int<"quantized GEMV columns together">:$col_group,
     DefaultValuedParameter<"::kiln::GemmEngine", "::kiln::GemmEngine::unset">:$gemm,
     DefaultValuedParameter<"::kiln::OperandPrecision", "::kiln::OperandPrecision::unset">:$precision);
   let assemblyFormat = "`<` struct(params) `>`";

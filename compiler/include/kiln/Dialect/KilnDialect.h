@@ -27,7 +27,7 @@ namespace kiln {
   X(column_tasks, ColumnTasks) X(hidden_vec, HiddenVec) X(hidden_tile_n, HiddenTileN)                    \
   X(rows_per_task, RowsPerTask) X(q_block, QBlock) X(k_block, KBlock) X(block, Block) X(chunk, Chunk) X(lsh_tile, LshTile) \
   X(gpu_tile_n, GpuTileN) X(gpu_tile_m, GpuTileM) X(gpu_k_chunk, GpuKChunk)                           \
-  X(gpu_hidden_tile_n, GpuHiddenTileN) X(gpu_hidden_k_chunk, GpuHiddenKChunk) X(gpu_threads, GpuThreads) X(k_chunk, KChunk) X(k_unroll, KUnroll)
+  X(gpu_hidden_tile_n, GpuHiddenTileN) X(gpu_hidden_k_chunk, GpuHiddenKChunk) X(gpu_threads, GpuThreads) X(k_chunk, KChunk) X(k_unroll, KUnroll) X(col_group, ColGroup)
 struct ScheduleFields {
 #define KILN_FIELD(name, Getter) std::optional<int64_t> name;
   KILN_SCHEDULE_INTS(KILN_FIELD)

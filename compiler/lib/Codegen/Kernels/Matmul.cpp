@@ -111,7 +111,7 @@ struct MatmulKernel {
   RDom rq;                                 // quantized, streaming: (l, h, block), k = 32·block + 16·h + l
   bool factored = false;                   // quantized, streaming, f32 operands: the scales out of the sums
   RDom rb, rl;                             // factored: the blocks; the 16 lanes of the partial sums
-  Func part{"part"}, Hb{"Hb"}, Sd{"Sd"}, Sm{"Sm"}, Sl{"Sl"};  // factored: see sumsOfScaledBlocks
+  Func part{"part"}, Hb{"Hb"}, Sd{"Sd"}, Sm{"Sm"}, Sl{"Sl"}, Mt{"Mt"};  // factored: see sumsOfScaledBlocks
   int kc = 0;  // K in chunks of kc (CPU register blocks; 0: none)
   RDom r, rk, rc, rp;
   Func Ar{"Ar"}, Bt{"Bt"}, acc{"acc"}, out{"out"};
@@ -195,8 +195,9 @@ struct MatmulKernel {
   // its share of a column's sum is d · Σ a·code (+ m · Σ a). part(l, j, i): 16-lane partial sums,
   // per block the two halves' a·code (16 lanes each) added, then scaled by d: one FMA per block
   // on the chain. The scales: each block's first 4 bytes copied (Hb: one 32-bit load a block),
-  // then decoded from f16 16 blocks at a time (Sd, Sm). q4_1's minimums: m times the sum of the
-  // block's a (Sl: 16 lanes, once per row for every column) in the same partial sums.
+  // then decoded from f16 16 blocks at a time (Sd, Sm). q4_1's minimums: Mt, the sum over blocks
+  // of m times the block's sum of a (Sl, once per call), starts lane 0 of the partial sums (a
+  // scalar FMA a block, off the vector units that bound the sums).
   void sumsOfScaledBlocks(Expr col) {
     const int nb = (int)(K / kQuantBlock);
     Var l("l"), qb("qb"), x("x");
@@ -205,14 +206,18 @@ struct MatmulKernel {
     Sd(qb, j) = halfFromBytes(Hb(0, qb, j), Hb(1, qb, j));
     Expr dot = Ar(rb * kQuantBlock + l, i) * quantCode(W, quant, col, rb, 0, l) +
                Ar(rb * kQuantBlock + 16 + l, i) * quantCode(W, quant, col, rb, 1, l);
-    part(l, j, i) = 0.0f;
     if (quant == WeightFormat::q4_1) {
       Sm(qb, j) = halfFromBytes(Hb(2, qb, j), Hb(3, qb, j));
-      Sl(l, qb, i) = Ar(qb * kQuantBlock + l, i) + Ar(qb * kQuantBlock + 16 + l, i);
-      part(l, j, i) += Sd(rb, j) * dot + Sm(rb, j) * Sl(l, rb, i);
+      RDom r32(0, kQuantBlock, "r32");
+      Sl(qb, i) = 0.0f;
+      Sl(qb, i) += Ar(qb * kQuantBlock + r32, i);
+      Mt(j, i) = 0.0f;
+      Mt(j, i) += Sm(rb, j) * Sl(rb, i);
+      part(l, j, i) = select(l == 0, Mt(j, i), 0.0f);
     } else {
-      part(l, j, i) += Sd(rb, j) * dot;
+      part(l, j, i) = 0.0f;
     }
+    part(l, j, i) += Sd(rb, j) * dot;
     rl = RDom(0, 16, "rl");
     acc(j, i) = biasStart ? B.in[2](j) : Expr(0.0f);
     acc(j, i) += part(rl, j, i);
@@ -320,35 +325,47 @@ struct MatmulKernel {
   }
 
   /* THE SCHEDULE: CPU, gemm = stream, a quantized weight, f32 operands (sumsOfScaledBlocks)
-   * Column tiles of tile_n are the threads' tasks, streaming their rows of blocks front to back;
-   * per column, the 16-lane partial sums over its blocks for every row (each block's bytes loaded
-   * once for all rows), then a tree of adds. q4_1's block sums of a once per call, the minimums'
-   * sums per task. */
+   * Column tiles of tile_n are the threads' tasks, streaming their rows of blocks front to back
+   * in groups of col_group columns; per column, the 16-lane partial sums over its blocks for
+   * every row (each block's bytes loaded once for all rows), then a tree of adds. q4_1's block
+   * sums of a once per call, the minimums' sums per group. */
   void scheduleScaledBlocks(int rows) {
     const int tn = B.need(B.sch.tile_n, "tile_n");
     Var jo("jo"), ji("ji"), io("io"), ii("ii");
     B.s(out).split(j, jo, ji, tn, TailStrategy::GuardWithIf).split(i, io, ii, rows, TailStrategy::GuardWithIf).reorder(ii, ji, io, jo);
     if (B.parallel()) B.s(out).parallel(jo);
     B.s(acc).compute_at(out, io).bound_extent(j, tn).bound_extent(i, rows).unroll(i);
-    B.s(acc.update()).reorder(rl, i, j).atomic().vectorize(rl).unroll(i);
+    // col_group columns at a time (their chains of partial sums interleaved), each group's scales
+    // decoded just before its blocks are summed.
+    const int G = B.sch.col_group ? (int)*B.sch.col_group : 1;
+    if (tn % G) throw std::runtime_error("kernel " + k.kind + ": col_group must divide tile_n");
+    Var jg("jg"), jj("jj");
+    B.s(acc.update()).split(j, jg, jj, G).reorder(rl, i, jj, jg).atomic().vectorize(rl).unroll(i).unroll(jj);
     Var pl = part.args()[0], pj = part.args()[1], pi = part.args()[2];
     const int vec = std::min(16, B.vec());
-    B.s(part).compute_at(acc, j).bound_extent(pj, 1).bound_extent(pi, rows).unroll(pi);
-    B.s(part.update()).reorder(pl, pi, rb.x).unroll(pi);
+    B.s(part).compute_at(acc, jg).bound_extent(pj, G).bound_extent(pi, rows).unroll(pi).unroll(pj);
+    B.s(part.update()).reorder(pl, pj, pi, rb.x).unroll(pi).unroll(pj);
     if (vec > 1) {
       B.s(part).vectorize(pl, vec);
       B.s(part.update()).vectorize(pl, vec);
     }
-    // The task's scales: the blocks' first 4 bytes (one load a block), then the f16 decoded over
-    // (block, column) as one run of 16-lane vectors (Sd and Sm are dense: nb x tn). Tried and not
-    // kept: the scales per column (0.4 ms a token slower), prefetching the next task (1 ms).
+    // The group's scales: its blocks' first 4 bytes (one load a block: the group's first touch of
+    // its bytes), then the f16 decoded over (block, column) as 16-lane vectors; q4_1's minimums'
+    // term (Mt) too. Tried and not kept (SmolLM2's decode step, 2 threads): the scales of the
+    // whole task decoded in a pass before its sums (the tile then read twice, the second time
+    // from beyond L1: 10.6-11.0 against 9.6-9.8 ms a token), prefetching the next group's bytes
+    // (Halide prefetch: 10.6-13.1 ms), and the next task's (1 ms slower).
     Var hx = Hb.args()[0], hj = Hb.args()[2], sf("sf");
-    B.s(Hb).compute_at(out, jo).bound_extent(hx, 4).bound_extent(hj, tn).vectorize(hx);
+    B.s(Hb).compute_at(acc, jg).bound_extent(hx, 4).bound_extent(hj, G).vectorize(hx);
     for (Func f : quant == WeightFormat::q4_1 ? std::vector<Func>{Sd, Sm} : std::vector<Func>{Sd}) {
       Var fq = f.args()[0], fj = f.args()[1];
-      B.s(f).compute_at(out, jo).bound_extent(fj, tn).fuse(fq, fj, sf).vectorize(sf, 16, TailStrategy::GuardWithIf);
+      B.s(f).compute_at(acc, jg).bound_extent(fj, G).fuse(fq, fj, sf).vectorize(sf, 16, TailStrategy::GuardWithIf);
     }
-    if (quant == WeightFormat::q4_1) B.s(Sl).compute_root().vectorize(Sl.args()[0]);
+    if (quant == WeightFormat::q4_1) {
+      B.s(Sl).compute_root();
+      B.s(Mt).compute_at(acc, jg).bound_extent(Mt.args()[0], G).bound_extent(Mt.args()[1], rows);
+      B.s(Mt.update()).reorder(rb.x, Mt.args()[1], Mt.args()[0]);
+    }
   }
 
   /* THE SCHEDULE: CPU, K in chunks
