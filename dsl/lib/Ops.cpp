@@ -125,6 +125,14 @@ Tensor rope(Tensor x, RopeOptions opt, SourceLoc loc) {
   need(opt.theta > 1 && std::isfinite(opt.theta), "rope", "theta must be a finite number above 1, got " + std::to_string(opt.theta), loc);
   need(opt.scaling > 0 && std::isfinite(opt.scaling), "rope",
        "scaling must be a positive finite number, got " + std::to_string(opt.scaling), loc);
+  need(opt.original_context >= 0, "rope", "original_context must be 0 (none) or positive, got " + std::to_string(opt.original_context),
+       loc);
+  need(opt.original_context == 0 ||
+           (opt.low_freq_factor > 0 && opt.high_freq_factor > opt.low_freq_factor && std::isfinite(opt.high_freq_factor)),
+       "rope",
+       "with an original_context, 0 < low_freq_factor < high_freq_factor is needed, got " + std::to_string(opt.low_freq_factor) +
+           " and " + std::to_string(opt.high_freq_factor),
+       loc);
   std::vector<int> ins{x.id()};
   if (opt.past) {
     model_of({x, opt.past}, "rope", loc);
@@ -135,6 +143,9 @@ Tensor rope(Tensor x, RopeOptions opt, SourceLoc loc) {
   n.rope_style = opt.style;
   n.theta = opt.theta;
   n.rope_scaling = opt.scaling;
+  n.rope_original_context = opt.original_context;
+  n.rope_low_freq_factor = opt.low_freq_factor;
+  n.rope_high_freq_factor = opt.high_freq_factor;
   n.loc = loc;
   return m.add(std::move(n));
 }

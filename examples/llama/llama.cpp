@@ -9,7 +9,9 @@
 // --model-type (config.json's model_type) names the relative: qwen2 has biases on q, k and v
 // (not o); qwen3 normalises each head of q and k (q_norm, k_norm: RMSNorm over the head dim,
 // before the rotation). sliding_window (Mistral's) limits each query to the last w keys, over the
-// KV cache too (a Qwen model's per-layer windows are refused).
+// KV cache too (a Qwen model's per-layer windows are refused). Scaled rotary positions:
+// rope_type linear (positions divided by factor) and llama3 (Llama 3.1's scaling by wavelength:
+// factor, low_freq_factor, high_freq_factor, original_max_position_embeddings).
 //
 //   build/bin/llama-compile --config config.json --ctx 2048 -o llama
 //   ./llama --weights model.safetensors --tokens 1,4093,314 --generate 32
@@ -32,6 +34,9 @@ struct LlamaConfig {
   bool attention_bias = false, mlp_bias = false;  // biases on q/k/v/o, on gate/up/down (Hugging Face's flags)
   std::string model_type = "llama";              // llama, qwen2 (q/k/v biases), qwen3 (q/k norms)
   int64_t sliding_window = 0;                    // config.json's (0 or absent: none)
+  std::string rope_type = "default";             // default, linear or llama3 (rope_scaling's)
+  double rope_factor = 1.0, rope_low_freq_factor = 0.0, rope_high_freq_factor = 0.0;
+  int64_t rope_original_context = 0;             // llama3: original_max_position_embeddings
   float lr = 1e-3f;
   int64_t warmup = 0, decay_steps = 0;
 };
@@ -65,6 +70,17 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
                     n(c.sliding_window) + " or less",
                 SourceLoc::current());
   const Mask mask = windowed ? Mask::window(c.sliding_window) : Mask::causal();
+  const bool linearRope = c.rope_type == "linear", llama3Rope = c.rope_type == "llama3";
+  if (!linearRope && !llama3Rope && c.rope_type != "default")
+    throw Error("llama: rope_type '" + c.rope_type + "' is not one this program computes (default, linear, llama3)",
+                SourceLoc::current());
+  if ((linearRope || llama3Rope) && !(c.rope_factor > 0 && std::isfinite(c.rope_factor)))
+    throw Error("llama: rope_type " + c.rope_type + " needs a positive factor (--rope-factor)", SourceLoc::current());
+  if (llama3Rope && (c.rope_original_context <= 0 || !(c.rope_low_freq_factor > 0) ||
+                     !(c.rope_high_freq_factor > c.rope_low_freq_factor)))
+    throw Error("llama: rope_type llama3 needs original_max_position_embeddings > 0 and 0 < low_freq_factor < "
+                "high_freq_factor (--rope-original-context, --rope-low-freq-factor, --rope-high-freq-factor)",
+                SourceLoc::current());
   if (c.tied) m.ignore_weights({"lm_head.weight"});
   // Hugging Face's LlamaConfig: the sizes, and what changes the numbers (absent: its defaults).
   auto num = [](double v) {
@@ -82,8 +98,8 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
                        {"vocab_size", n(c.vocab), "tokens"},
                        {"rms_norm_eps", num(c.rms_eps), "as its RMS norm epsilon", "1e-06"},
                        {"rope_theta|rope_parameters.rope_theta", num(c.rope_theta), "as its rotary base", "10000"},
-                       {"rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type", "\"default\"",
-                        "(rotary positions unscaled: kiln does not scale them yet)", "\"default\""},
+                       {"rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type", "\"" + c.rope_type + "\"",
+                        "as its rotary scaling", "\"default\""},
                        {"hidden_act", "\"silu\"", "as its activation", "\"silu\""},
                        {"attention_bias", c.attention_bias ? "true" : "false",
                         c.attention_bias ? "for attention with biases" : "for attention without biases", "false"},
@@ -96,6 +112,14 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
     m.checkpoint_config({{"sliding_window", n(c.sliding_window), "as its sliding window"}});
   else
     m.checkpoint_config({{"sliding_window", n(c.ctx), "without a sliding window shorter than its context", std::nullopt, true}});
+  if (linearRope || llama3Rope)
+    m.checkpoint_config({{"rope_parameters.factor|rope_scaling.factor", num(c.rope_factor), "as its rotary scaling factor"}});
+  if (llama3Rope)
+    m.checkpoint_config(
+        {{"rope_parameters.low_freq_factor|rope_scaling.low_freq_factor", num(c.rope_low_freq_factor), "as its low_freq_factor"},
+         {"rope_parameters.high_freq_factor|rope_scaling.high_freq_factor", num(c.rope_high_freq_factor), "as its high_freq_factor"},
+         {"rope_parameters.original_max_position_embeddings|rope_scaling.original_max_position_embeddings",
+          n(c.rope_original_context), "as its original context"}});
   Dim L = m.seq("L", c.ctx), B = m.batch("B", c.batch), N = m.rows(B, L);
   auto norm = [&](const std::string &p, Tensor x) {
     return rms_norm(x, m.param(p, {d}, {.init = Init::Ones}), {.eps = (float)c.rms_eps});
@@ -114,6 +138,12 @@ static void build_llama(kiln::Model &m, LlamaConfig c) {
     std::string p = "model.layers." + std::to_string(i);
     Tensor h = norm(p + ".input_layernorm.weight", x);
     RopeOptions rot{.theta = (float)c.rope_theta, .style = RopeStyle::HalfSplit, .past = past};
+    if (linearRope || llama3Rope) rot.scaling = (float)c.rope_factor;
+    if (llama3Rope) {
+      rot.original_context = c.rope_original_context;
+      rot.low_freq_factor = (float)c.rope_low_freq_factor;
+      rot.high_freq_factor = (float)c.rope_high_freq_factor;
+    }
     const bool qkvBias = c.attention_bias || qwen2;
     Tensor q = split_heads(proj(p + ".self_attn.q_proj", h, d, H * hd, qkvBias), H);
     Tensor k = split_heads(proj(p + ".self_attn.k_proj", h, d, Hkv * hd, qkvBias), Hkv);
@@ -202,6 +232,12 @@ int main(int argc, char **argv) {
   app.add_option("--ctx", c.ctx, "the compiled context: the longest sequence and the KV cache's length")->capture_default_str();
   app.add_option("--rms-eps", c.rms_eps, "RMSNorm's epsilon")->capture_default_str();
   app.add_option("--rope-theta", c.rope_theta, "the rotary positions' base")->capture_default_str();
+  app.add_option("--rope-type", c.rope_type, "rotary scaling: default (none), linear or llama3")->capture_default_str();
+  app.add_option("--rope-factor", c.rope_factor, "rotary scaling factor (linear, llama3)")->capture_default_str();
+  app.add_option("--rope-low-freq-factor", c.rope_low_freq_factor, "llama3 rotary scaling: low_freq_factor");
+  app.add_option("--rope-high-freq-factor", c.rope_high_freq_factor, "llama3 rotary scaling: high_freq_factor");
+  app.add_option("--rope-original-context", c.rope_original_context,
+                 "llama3 rotary scaling: original_max_position_embeddings");
   app.add_flag("--tied", c.tied, "the output head is the token embedding (no lm_head.weight)");
   app.add_flag("--attention-bias", c.attention_bias, "q_proj, k_proj, v_proj and o_proj have biases");
   app.add_flag("--mlp-bias", c.mlp_bias, "gate_proj, up_proj and down_proj have biases");
@@ -218,6 +254,14 @@ int main(int argc, char **argv) {
   driver.config_option("vocab_size", "--vocab", c.vocab);
   driver.config_option("rms_norm_eps", "--rms-eps", c.rms_eps);
   driver.config_option("rope_theta|rope_parameters.rope_theta", "--rope-theta", c.rope_theta);
+  driver.config_option("rope_parameters.rope_type|rope_scaling.rope_type|rope_scaling.type", "--rope-type", c.rope_type);
+  driver.config_option("rope_parameters.factor|rope_scaling.factor", "--rope-factor", c.rope_factor);
+  driver.config_option("rope_parameters.low_freq_factor|rope_scaling.low_freq_factor", "--rope-low-freq-factor",
+                       c.rope_low_freq_factor);
+  driver.config_option("rope_parameters.high_freq_factor|rope_scaling.high_freq_factor", "--rope-high-freq-factor",
+                       c.rope_high_freq_factor);
+  driver.config_option("rope_parameters.original_max_position_embeddings|rope_scaling.original_max_position_embeddings",
+                       "--rope-original-context", c.rope_original_context);
   driver.config_option("tie_word_embeddings", "--tied", c.tied);
   driver.config_option("attention_bias", "--attention-bias", c.attention_bias);
   driver.config_option("mlp_bias", "--mlp-bias", c.mlp_bias);

@@ -336,7 +336,13 @@ kilnrt_status openGguf(const std::string &path, kilnrt_weights *w, bool tensors)
     // Qwen3's attention_bias covers q, k, v and o, mlp_bias gate, up and down.
     if (arch != "qwen2") cfg["attention_bias"] = names.count("blk.0.attn_q.bias") > 0;
     cfg["mlp_bias"] = names.count("blk.0.ffn_up.bias") > 0;
-    if (const json *s = key("rope.scaling.type"); s && *s != "none") cfg["rope_scaling"] = {{"type", *s}};
+    if (const json *s = key("rope.scaling.type"); s && *s != "none") {
+      cfg["rope_scaling"] = {{"type", *s}};
+      if (const json *f = key("rope.scaling.factor")) cfg["rope_scaling"]["factor"] = *f;
+    }
+    // Llama 3.1's scaling as llama.cpp's converter stores it: a factor per rotary pair in a
+    // rope_freqs tensor, no metadata. Not read yet: named as the type, so a build refuses it.
+    if (names.count("rope_freqs.weight")) cfg["rope_scaling"] = {{"type", "rope_freqs (a tensor of per-pair factors)"}};
   }
   if (!tensors) return KILNRT_OK;
   if (!llamaFamily(arch))

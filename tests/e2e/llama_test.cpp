@@ -163,6 +163,52 @@ TEST(Llama, MistralSlidingWindowMatchesTransformers) {
 TEST(Llama, Qwen2QkvBiasesMatchTransformers) { expectRelativeMatches("hf_qwen2"); }
 TEST(Llama, Qwen3QkNormsMatchTransformers) { expectRelativeMatches("hf_qwen3"); }
 
+// Scaled rotary positions from config.json's rope_parameters (tests/fixtures/hf_llama31: Llama
+// 3.1's scaling by wavelength, the head dim's pairs kept, blended and divided; hf_llama_linear:
+// positions divided by 2.5): logits within 5e-6 of the largest (unscaled rotations move them by up
+// to 1.7 of 2.7) and 10 greedy tokens through the decode steps; the unscaled build refuses the
+// checkpoint naming rope_type, and a scaled build a checkpoint whose factor differs.
+TEST(Llama, ScaledRotaryPositionsMatchTransformers) {
+  for (const char *name : {"hf_llama31", "hf_llama_linear"}) {
+    SCOPED_TRACE(name);
+    const std::string fx = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/" + name;
+    std::string dir = kt::workDir(std::string("llama_") + name);
+    std::string exe = compileLlama(dir, fx);
+    ASSERT_FALSE(exe.empty());
+    auto [maxDiff, maxRef] = logitsDiff(exe, fx, dir + "/out");
+    ASSERT_GE(maxRef, 0);
+    fprintf(stderr, "[ measured ] %s: max |kiln - transformers| / max |logit| = %.3g\n", name, maxDiff / maxRef);
+    EXPECT_LE(maxDiff, 5e-6 * maxRef) << "max |kiln - transformers| " << maxDiff << " of max |logit| " << maxRef;
+    ref::T tokens = kt::loadNpy(fx + "/tokens.npy");
+    auto g = kt::run(exe + " --weights " + fx + "/model.safetensors --tokens " +
+                     kt::idList(std::vector<int32_t>(tokens.v.begin(), tokens.v.end())) + " --generate 10 --quiet --output-dir " +
+                     dir + "/gen");
+    ASSERT_EQ(g.code, 0) << g.output;
+    EXPECT_EQ(kt::loadNpy(dir + "/gen/generated.npy").v, kt::loadNpy(fx + "/generated.npy").v);
+    std::string plain = compileLlama(dir, kFixture, "plain");
+    ASSERT_FALSE(plain.empty());
+    auto bad = kt::run(plain + " --weights " + fx + "/model.safetensors --tokens 1,2,3");
+    EXPECT_NE(bad.code, 0);
+    EXPECT_NE(bad.output.find("the checkpoint has rope_parameters.rope_type " + std::string(name == std::string("hf_llama31") ? "llama3" : "linear") +
+                              ", this model was compiled with default as its rotary scaling"),
+              std::string::npos)
+        << bad.output;
+    std::filesystem::create_directories(dir + "/ckpt");
+    std::filesystem::copy_file(fx + "/model.safetensors", dir + "/ckpt/model.safetensors",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::ifstream in(fx + "/config.json");
+    std::string cfg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string factor = name == std::string("hf_llama31") ? "\"factor\": 4.0" : "\"factor\": 2.5";
+    size_t at = cfg.find(factor);
+    ASSERT_NE(at, std::string::npos);
+    cfg.replace(at, factor.size(), "\"factor\": 8.0");
+    std::ofstream(dir + "/ckpt/config.json") << cfg;
+    bad = kt::run(exe + " --weights " + dir + "/ckpt/model.safetensors --tokens 1,2,3");
+    EXPECT_NE(bad.code, 0);
+    EXPECT_NE(bad.output.find("the checkpoint has rope_parameters.factor 8"), std::string::npos) << bad.output;
+  }
+}
+
 // The same checkpoints as GGUF files, as llama.cpp's converter writes them (model.gguf beside
 // each: gguf-py's tensor names for architectures qwen2, qwen3 and llama, the llama file's q and
 // k rows and biases permuted): compiled from the file's metadata, its logits those of
@@ -205,7 +251,7 @@ TEST(Llama, WhatThisProgramDoesNotComputeIsRefusedByName) {
 
 // The checkpoint's config.json is checked against what was compiled: a rotary base that
 // differs (inside rope_parameters, as transformers 5 writes it) is named, and so is a scaled
-// rotary type (Llama 3.1's llama3).
+// rotary type this build was not compiled for (Llama 3.1's llama3).
 TEST(Llama, AConfigThatDiffersIsRefused) {
   std::string dir = kt::workDir("llama_bad_config");
   std::string exe = compileLlama(dir);
@@ -222,7 +268,7 @@ TEST(Llama, AConfigThatDiffersIsRefused) {
   auto r = kt::run(exe + " --weights " + dir + "/ckpt/model.safetensors --tokens 1,2,3");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("rope_parameters.rope_theta 10000"), std::string::npos) << r.output;
-  // Llama 3.1's scaled rotary positions: not computed yet, so refused rather than run unscaled.
+  // Llama 3.1's scaled rotary positions, which this unscaled build does not compute: refused.
   at = cfg.find("\"rope_type\": \"default\"");
   ASSERT_NE(at, std::string::npos);
   cfg.replace(at, 23, "\"rope_type\": \"llama3\", \"factor\": 8.0");

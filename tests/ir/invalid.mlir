@@ -522,6 +522,14 @@ func.func @rope_theta(%x: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
 
 // -----
 
+func.func @rope_llama3_factors(%x: tensor<4x?x8xf32>) -> tensor<4x?x8xf32> {
+  // expected-error @+1 {{expected 0 < low_freq_factor < high_freq_factor with an original_context, got 4.000000e+00 and 1.000000e+00}}
+  %y = kiln.rope %x {scaling = 8.0 : f32, original_context = 8192 : i64, low_freq_factor = 4.0 : f32, high_freq_factor = 1.0 : f32} : (tensor<4x?x8xf32>) -> tensor<4x?x8xf32>
+  return %y : tensor<4x?x8xf32>
+}
+
+// -----
+
 func.func @gqa_heads_do_not_divide(%q: tensor<6x?x8xf32>, %k: tensor<4x?x8xf32>) -> tensor<6x?x8xf32> {
   // expected-error @+1 {{expected the key heads (4) to divide the query heads (6)}}
   %o = kiln.attention %q, %k, %k {mask = #kiln.mask<causal>, scale = 0.35 : f32} : (tensor<6x?x8xf32>, tensor<4x?x8xf32>, tensor<4x?x8xf32>) -> tensor<6x?x8xf32>

@@ -20,6 +20,12 @@ the checkpoint, tokens.npy, logits.npy and generated.npy (10 greedy tokens).
 tests/fixtures/hf_mistral/: MistralForCausalLM with a sliding window of 5 positions (GQA), a
 17-token prompt: the checkpoint, tokens.npy, logits.npy and generated.npy (10 greedy tokens).
 
+tests/fixtures/hf_llama31/ and hf_llama_linear/: the small Llama with scaled rotary positions,
+Llama 3.1's (rope_type llama3: factor 4, low_freq_factor 1, high_freq_factor 8, an original
+context of 64, so that of the head dim's 8 pairs 2 keep their frequency, 2 are blended and 4 are
+divided by 4) and linear (factor 2.5): the checkpoint, tokens.npy, logits.npy and generated.npy
+(10 greedy tokens).
+
 tests/fixtures/hf_qwen2/model.gguf, hf_qwen3/model.gguf, hf_llama_bias/model.gguf (`gguf_relatives`):
 the same checkpoints written as GGUF files as llama.cpp's converter writes them (to_gguf).
 
@@ -28,7 +34,7 @@ checkpoint's names), a batch of B = 3 sequences of 37 positions (no multiple of 
 targets with a few -1, the mean cross-entropy (loss.npy) and every parameter's gradient from
 autograd (grads.safetensors).
 
-    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py [hf_llama,hf_llama_bias,hf_qwen2,hf_qwen3,hf_mistral,gguf_relatives,llama_grad_b3]
+    build/peers-venv/bin/python tests/reference/make_llama_fixtures.py [hf_llama,hf_llama_bias,hf_qwen2,hf_qwen3,hf_mistral,hf_llama31,hf_llama_linear,gguf_relatives,llama_grad_b3]
 
 The fixtures are committed, so the test suite needs no torch.
 """
@@ -57,13 +63,14 @@ def perturbed(model, seed):
     return model
 
 
-def small_llama(seed=0, tied=False, bias=False):
+def small_llama(seed=0, tied=False, bias=False, rope=None):
     torch.manual_seed(seed)
+    rotary = dict(rope_parameters=dict(rope_theta=500.0, **rope)) if rope else dict(rope_theta=500.0)
     cfg = LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      rms_norm_eps=1e-5, rope_theta=500.0, tie_word_embeddings=tied, hidden_act="silu",
+                      rms_norm_eps=1e-5, tie_word_embeddings=tied, hidden_act="silu",
                       attention_bias=bias, mlp_bias=bias, bos_token_id=1, eos_token_id=2,
-                      attn_implementation="eager")
+                      attn_implementation="eager", **rotary)
     return perturbed(LlamaForCausalLM(cfg).float().eval(), seed)
 
 
@@ -130,6 +137,19 @@ def hf_mistral():
                         sliding_window=5, bos_token_id=1, eos_token_id=2, attn_implementation="eager")
     model = perturbed(MistralForCausalLM(cfg).float().eval(), 17)
     save_with_logits(model, "hf_mistral", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 31, 7, 200, 11, 299, 150])
+
+
+def hf_llama31():
+    """Llama 3.1's rotary scaling by wavelength (head dim 16, rope_theta 500: wavelengths 6.3,
+    13.6, 29.7, 64.6, ... against 64/8 and 64/1)."""
+    model = small_llama(seed=19, rope=dict(rope_type="llama3", factor=4.0, low_freq_factor=1.0, high_freq_factor=8.0,
+                                           original_max_position_embeddings=64))
+    save_with_logits(model, "hf_llama31", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 31, 7, 200, 11, 299, 150])
+
+
+def hf_llama_linear():
+    model = small_llama(seed=23, rope=dict(rope_type="linear", factor=2.5))
+    save_with_logits(model, "hf_llama_linear", [1, 17, 250, 42, 8, 99, 230, 5, 64, 128, 3, 31, 7])
 
 
 def to_gguf(name, arch, permute_qk):

@@ -248,6 +248,36 @@ TEST(Gguf, TensorsAsStoredNamesMapAndRowsUnpermute) {
   }
 }
 
+// Scaled rotary positions in the metadata: rope.scaling.type and .factor (linear) become
+// config.json's rope_scaling; Llama 3.1's, which llama.cpp's converter stores as a rope_freqs
+// tensor of per-pair factors, is named as the scaling type (not read yet: a build refuses it
+// rather than rotate unscaled).
+TEST(Gguf, RotaryScalingIsInTheConfig) {
+  std::vector<float> norm = randomValues(32, 4), freqs = randomValues(2, 5);
+  auto file = [&](const std::string &extraKv, uint64_t extraN, bool ropeFreqs) {
+    std::string kv = kvString("general.architecture", "llama") + kvU32("llama.block_count", 1) +
+                     kvU32("llama.embedding_length", 32) + kvU32("llama.attention.head_count", 2) + extraKv;
+    std::vector<Tensor> tensors{{"output_norm.weight", {32}, 0, std::string((const char *)norm.data(), norm.size() * 4)}};
+    if (ropeFreqs) tensors.push_back({"rope_freqs.weight", {2}, 0, std::string((const char *)freqs.data(), freqs.size() * 4)});
+    return gguf(4 + extraN, kv, tensors);
+  };
+  const char *cfg;
+  std::string path = write("linear.gguf", file(kvString("llama.rope.scaling.type", "linear") + kvF32("llama.rope.scaling.factor", 2.5f), 2, false));
+  ASSERT_EQ(kilnrt_gguf_config(path.c_str(), &cfg), KILNRT_OK) << kilnrt_last_error();
+  nlohmann::json c = nlohmann::json::parse(cfg);
+  ASSERT_TRUE(c.contains("rope_scaling")) << cfg;
+  ASSERT_TRUE(c["rope_scaling"].contains("factor")) << cfg;
+  EXPECT_EQ(c["rope_scaling"]["type"], "linear");
+  EXPECT_NEAR(c["rope_scaling"]["factor"].get<double>(), 2.5, 1e-6);
+  path = write("freqs.gguf", file("", 0, true));
+  ASSERT_EQ(kilnrt_gguf_config(path.c_str(), &cfg), KILNRT_OK) << kilnrt_last_error();
+  c = nlohmann::json::parse(cfg);
+  EXPECT_EQ(c["rope_scaling"]["type"], "rope_freqs (a tensor of per-pair factors)");
+  path = write("plain.gguf", file("", 0, false));
+  ASSERT_EQ(kilnrt_gguf_config(path.c_str(), &cfg), KILNRT_OK) << kilnrt_last_error();
+  EXPECT_FALSE(nlohmann::json::parse(cfg).contains("rope_scaling"));
+}
+
 // Each class of bad file, refused with a message naming the problem (never a crash, never a
 // silent load).
 TEST(Gguf, BadFilesAreClearErrors) {

@@ -138,6 +138,11 @@ LogicalResult RopeOp::verify() {
   float theta = getTheta().convertToFloat(), scaling = getScaling().convertToFloat();
   if (!(theta > 1.0f) || !std::isfinite(theta)) return emitOpError("expected theta > 1, got ") << theta;
   if (!(scaling > 0.0f) || !std::isfinite(scaling)) return emitOpError("expected a positive scaling, got ") << scaling;
+  int64_t original = getOriginalContext();
+  float low = getLowFreqFactor().convertToFloat(), high = getHighFreqFactor().convertToFloat();
+  if (original < 0) return emitOpError("expected original_context >= 0, got ") << original;
+  if (original > 0 && !(low > 0.0f && high > low && std::isfinite(high)))
+    return emitOpError("expected 0 < low_freq_factor < high_freq_factor with an original_context, got ") << low << " and " << high;
   return success();
 }
 
@@ -145,6 +150,11 @@ void RopeOp::getKernelAttrs(KernelAttrs &a) {
   a.set("style", stringifyRopeStyleKind(getStyle()));
   a.setFloat("theta", getTheta().convertToFloat());
   a.setFloat("scaling", getScaling().convertToFloat());
+  if (getOriginalContext() > 0) {
+    a.set("original_context", std::to_string(getOriginalContext()));
+    a.setFloat("low_freq_factor", getLowFreqFactor().convertToFloat());
+    a.setFloat("high_freq_factor", getHighFreqFactor().convertToFloat());
+  }
   if (getInverse()) a.set("inverse", "1");
   if (getPast()) a.set("past", "1");
 }
@@ -157,7 +167,8 @@ OpCost RopeOp::getCost(function_ref<double(Value)> numel) { return elementwiseCo
 // A rotation's gradient is its transpose: the rotation by minus the angle.
 LogicalResult RopeOp::buildGradient(OpBuilder &b, ArrayRef<Value> g, SmallVectorImpl<Value> &out) {
   out.push_back(RopeOp::create(b, getLoc(), getInput().getType(), g[0], getPast(), getThetaAttr(), getStyleAttr(), getScalingAttr(),
-                               getInverse() ? UnitAttr() : b.getUnitAttr()));
+                               getInverse() ? UnitAttr() : b.getUnitAttr(), getOriginalContextAttr(), getLowFreqFactorAttr(),
+                               getHighFreqFactorAttr()));
   if (getPast()) out.push_back(Value());
   return success();
 }

@@ -173,7 +173,9 @@ static Value emitNode(OpBuilder &b, MLIRContext &ctx, const Node &n, const std::
     case OpKind::Mask: r = MaskOp::create(b, loc, t, in(0), MaskKindAttr::get(&ctx, MaskKind::causal)); break;
     case OpKind::Rope:
       r = RopeOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value(), b.getF32FloatAttr(n.theta),
-                         RopeStyleKindAttr::get(&ctx, ropeStyleOf(n.rope_style)), b.getF32FloatAttr(n.rope_scaling), UnitAttr());
+                         RopeStyleKindAttr::get(&ctx, ropeStyleOf(n.rope_style)), b.getF32FloatAttr(n.rope_scaling), UnitAttr(),
+                         b.getI64IntegerAttr(n.rope_original_context), b.getF32FloatAttr(n.rope_low_freq_factor),
+                         b.getF32FloatAttr(n.rope_high_freq_factor));
       break;
     case OpKind::SinusoidalPositions: r = SinusoidalPositionsOp::create(b, loc, t, in(0), n.inputs.size() > 1 ? in(1) : Value()); break;
     case OpKind::State:

@@ -109,6 +109,11 @@ def Kiln_RopeOp : Kiln_Op<"rope", [Pure], "DataMovement", ["getKernelAttrs", "in
     the angle pos · theta^(-2i/d) / scaling: with c = cos, s = sin of it, (a, b) -> (a·c - b·s,
     a·s + b·c), where (a, b) are features (i, i + d/2) (style half_split) or (2i, 2i + 1)
     (interleaved). `inverse` turns by minus the angle (the gradient: a rotation's transpose).
+    With `original_context` > 0, Llama 3.1's frequency-dependent scaling replaces the division
+    by `scaling`: with f = theta^(-2i/d) and its wavelength w = 2π/f, a pair whose w is under
+    original_context / high_freq_factor keeps f, one whose w is over original_context /
+    low_freq_factor turns by f / scaling, and one between by (1 - s)·f/scaling + s·f where
+    s = (original_context / w - low_freq_factor) / (high_freq_factor - low_freq_factor).
 
     ```mlir
     %r = kiln.rope %q {style = #kiln.rope_style<half_split>, theta = 1.000000e+05 : f32} : (tensor<9x?x64xf32>) -> tensor<9x?x64xf32>
@@ -117,7 +122,10 @@ def Kiln_RopeOp : Kiln_Op<"rope", [Pure], "DataMovement", ["getKernelAttrs", "in
   let arguments = (ins AnyRankedTensor:$input, Optional<AnyRankedTensor>:$past,
                    DefaultValuedAttr<F32Attr, "10000.0f">:$theta,
                    DefaultValuedAttr<Kiln_RopeStyleAttr, "::kiln::RopeStyleKind::half_split">:$style,
-                   DefaultValuedAttr<F32Attr, "1.0f">:$scaling, UnitAttr:$inverse);
+                   DefaultValuedAttr<F32Attr, "1.0f">:$scaling, UnitAttr:$inverse,
+                   DefaultValuedAttr<I64Attr, "0">:$original_context,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$low_freq_factor,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$high_freq_factor);
   let results = (outs AnyRankedTensor:$result);
   let hasVerifier = 1;
 }

@@ -56,7 +56,19 @@ Func buildDataMovement(Builder &B) {
     Var i("i"), p("p");
     Func invFreq("inv_freq"), cs("cos_sin");
     // As Hugging Face computes it: 1 / theta^(2i/d) in f32, then the position times it.
-    invFreq(i) = 1.0f / (pow(Expr(theta), cast<float>(2 * i) / (float)D) * scaling);
+    if (int64_t original = op.getOriginalContext(); original > 0) {
+      // Llama 3.1's scaling, in f32 as transformers' _compute_llama3_parameters: by wavelength.
+      const float low = op.getLowFreqFactor().convertToFloat(), high = op.getHighFreqFactor().convertToFloat();
+      const float orig = (float)original;
+      Expr f = 1.0f / pow(Expr(theta), cast<float>(2 * i) / (float)D);
+      Expr wavelen = (float)(2 * M_PI) / f;
+      Expr smooth = (orig / wavelen - low) / (high - low);
+      Expr blended = (1.0f - smooth) * f / scaling + smooth * f;
+      invFreq(i) = select(wavelen < (float)(original / (double)high), f,
+                          select(wavelen > (float)(original / (double)low), f / scaling, blended));
+    } else {
+      invFreq(i) = 1.0f / (pow(Expr(theta), cast<float>(2 * i) / (float)D) * scaling);
+    }
     Expr pos = cast<float>(k.inputs.size() > 1 ? p + B.in[1](0) : Expr(p));
     Expr angle = pos * invFreq(i);
     cs(i, p) = Tuple(cos(angle), op.getInverse() ? -sin(angle) : sin(angle));

@@ -140,6 +140,8 @@ struct Node {
   GeluApprox approx = GeluApprox::Erf;
   RopeStyle rope_style = RopeStyle::HalfSplit;  // rope: the pairing, theta, the position scaling
   float theta = 0, rope_scaling = 1;
+  int64_t rope_original_context = 0;  // rope: Llama 3.1's frequency-dependent scaling (0: none)
+  float rope_low_freq_factor = 0, rope_high_freq_factor = 0;
   Mask mask;
   float eps = 0, factor = 1;
   float until = 0;  // loss_weight: the fraction of the training steps its term counts for

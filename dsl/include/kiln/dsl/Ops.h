@@ -26,12 +26,16 @@ Tensor position_embedding(Tensor table, Tensor like, PositionOptions opt = {}, S
 // Rotary positions (RoFormer; Llama and its relatives) on a head-split q or k: x [H, L, hd]
 // (hd even). Row p of each head is at position p (past + p with `past`, a [1] i32: a decode
 // step, or a chunk appended to a cache); pair i turns by the angle pos · theta^(-2i/hd) /
-// scaling (linear position scaling; 1: none).
+// scaling (linear position scaling; 1: none). Llama 3.1's scaling (config.json's rope_type
+// llama3) instead: original_context > 0 with low and high frequency factors, `scaling` its factor
+// (pairs of short wavelengths unscaled, long ones divided by it, those between blended).
 struct RopeOptions {
   float theta = 10000.0f;
   RopeStyle style = RopeStyle::HalfSplit;
   float scaling = 1.0f;
   Tensor past;
+  int64_t original_context = 0;
+  float low_freq_factor = 0, high_freq_factor = 0;
 };
 Tensor rope(Tensor x, RopeOptions opt = {}, SourceLoc loc = SourceLoc::current());
 
